@@ -1,0 +1,1 @@
+"""Audio, speech and lip-shape computation. Imports neither Qt nor OpenGL."""

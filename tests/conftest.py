@@ -1,0 +1,49 @@
+"""Session-wide real services. Tests that need a display or audio ask for these fixtures."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.harness.services import JackServer, Xvfb
+
+
+@pytest.fixture(scope="session")
+def x_display():
+    """A real X server with Mesa GL; sets DISPLAY for the whole test session."""
+    server = Xvfb()
+    old = os.environ.get("DISPLAY")
+    os.environ["DISPLAY"] = server.display
+    os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
+    yield server.display
+    server.stop()
+    if old is None:
+        os.environ.pop("DISPLAY", None)
+    else:
+        os.environ["DISPLAY"] = old
+
+
+@pytest.fixture(scope="session")
+def jack_server():
+    """A real JACK server (dummy driver, 48 kHz, 256-frame periods)."""
+    import sounddevice as sd
+
+    server = JackServer()
+    # PortAudio enumerates host APIs once: re-initialise so it sees the new server, and
+    # let go of it before the server stops (PortAudio's JACK layer asserts otherwise).
+    sd._terminate()
+    sd._initialize()
+    yield server
+    sd._terminate()
+    server.stop()
+    sd._initialize()
+
+
+@pytest.fixture(scope="session")
+def qt_app(x_display):
+    """The one QApplication of the test session, on the Xvfb display."""
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(["lipsync-studio-tests"])
+    yield app

@@ -1,0 +1,96 @@
+"""Real services for tests: an X server (Xvfb) with Mesa GL and a JACK server with the
+dummy driver, started by the tests themselves (CI has neither display nor sound card)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+JACK_RATE = 48000
+JACK_PERIOD = 256
+
+
+def _free_display() -> int:
+    for n in range(90, 200):
+        if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists():
+            return n
+    raise RuntimeError("no free X display number between :90 and :199")
+
+
+class Xvfb:
+    """An Xvfb server on a free display; `display` is the DISPLAY value."""
+
+    def __init__(self, size: str = "1280x720x24") -> None:
+        if shutil.which("Xvfb") is None:
+            raise RuntimeError("Xvfb is not installed (make test installs it)")
+        n = _free_display()
+        self.display = f":{n}"
+        self.proc = subprocess.Popen(
+            ["Xvfb", self.display, "-screen", "0", size, "-nolisten", "tcp"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 10
+        while not Path(f"/tmp/.X11-unix/X{n}").exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                raise RuntimeError(f"Xvfb did not start: {err}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(5)
+
+
+class JackServer:
+    """jackd with the dummy driver: exact pacing, no sound card needed.
+
+    Runs under its own server name so it never touches a user's real JACK server.
+    """
+
+    def __init__(self, rate: int = JACK_RATE, period: int = JACK_PERIOD) -> None:
+        if shutil.which("jackd") is None:
+            raise RuntimeError("jackd is not installed (make test installs jackd2)")
+        self.name = f"lsstest{os.getpid()}"
+        self.rate = rate
+        self.period = period
+        self._tmp = tempfile.mkdtemp(prefix="lss-jack-")
+        env = dict(os.environ, JACK_NO_AUDIO_RESERVATION="1")
+        self.proc = subprocess.Popen(
+            ["jackd", "-n", self.name, "-R", "-d", "dummy", "-r", str(rate), "-p", str(period),
+             "-C", "2", "-P", "2"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+        )
+        self._wait_ready()
+        # PortAudio's JACK host API and JACK-Client both connect to the server named here.
+        os.environ["JACK_DEFAULT_SERVER"] = self.name
+        os.environ["JACK_NO_START_SERVER"] = "1"
+
+    def _wait_ready(self) -> None:
+        import jack
+
+        deadline = time.monotonic() + 15
+        while True:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                raise RuntimeError(f"jackd exited: {err}")
+            try:
+                client = jack.Client("lss-probe", servername=self.name, no_start_server=True)
+                client.close()
+                return
+            except jack.JackError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("jackd did not accept clients within 15 s")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        os.environ.pop("JACK_DEFAULT_SERVER", None)
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self._tmp, ignore_errors=True)
