@@ -1,0 +1,144 @@
+"""The one settings model: validated, versioned, saved as JSON in the user's config folder.
+
+A bad value never loses the others: each field is checked on its own, a bad one falls
+back to its default, and every fallback is reported so the UI can show it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+SETTINGS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: int = SETTINGS_VERSION
+    # None = the system's default output device.
+    audio_output_device: str | None = None
+    # None = the bundled avatar.
+    avatar_manifest: str | None = None
+    # Speaking rate as a multiple of the voice's natural rate (piper length_scale = 1/rate).
+    speech_rate: float = 1.0
+    volume: float = 1.0
+    target_fps: int = 60
+    blinking: bool = True
+    breathing: bool = True
+    background: str = "#20232a"
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    optional: bool = False
+
+
+RULES: dict[str, FieldRule] = {
+    "audio_output_device": FieldRule(str, optional=True),
+    "avatar_manifest": FieldRule(str, optional=True),
+    "speech_rate": FieldRule(float, 0.5, 2.0),
+    "volume": FieldRule(float, 0.0, 1.0),
+    "target_fps": FieldRule(int, 24, 144),
+    "blinking": FieldRule(bool),
+    "breathing": FieldRule(bool),
+    "background": FieldRule(str),
+}
+
+
+def _check(name: str, value: Any) -> str | None:
+    """Why `value` is not acceptable for field `name`, or None when it is."""
+    rule = RULES[name]
+    if value is None:
+        return None if rule.optional else "must be set"
+    if rule.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if rule.kind is bool and not isinstance(value, bool):
+        return "must be true or false"
+    if not isinstance(value, rule.kind) or (rule.kind is not bool and isinstance(value, bool)):
+        return f"must be a {rule.kind.__name__}"
+    if rule.low is not None and not (rule.low <= value <= rule.high):
+        return f"must be between {rule.low:g} and {rule.high:g}"
+    if name == "background" and not _is_hex_colour(value):
+        return "must be a colour like #20232a"
+    if rule.kind is str and not rule.optional and not value:
+        return "must not be empty"
+    return None
+
+
+def _is_hex_colour(value: str) -> bool:
+    return len(value) == 7 and value[0] == "#" and all(c in "0123456789abcdefABCDEF" for c in value[1:])
+
+
+def validate(data: dict[str, Any]) -> tuple[Settings, list[str]]:
+    """Settings from a raw mapping, plus one message for every value that was not used."""
+    problems: list[str] = []
+    defaults = Settings()
+    values: dict[str, Any] = {}
+    version = data.get("version", SETTINGS_VERSION)
+    if version != SETTINGS_VERSION:
+        problems.append(f"settings version {version!r} is not {SETTINGS_VERSION}: read what still fits")
+    known = {f.name for f in fields(Settings)}
+    for key in data:
+        if key not in known:
+            problems.append(f"unknown setting {key!r} ignored")
+    for name in RULES:
+        if name not in data:
+            continue
+        why = _check(name, data[name])
+        if why is None:
+            value = data[name]
+            values[name] = float(value) if RULES[name].kind is float and value is not None else value
+        else:
+            problems.append(f"{name} = {data[name]!r} {why}; using {getattr(defaults, name)!r}")
+    return Settings(**values), problems
+
+
+def config_dir() -> Path:
+    override = os.environ.get("LIPSYNC_STUDIO_CONFIG_DIR")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "lipsync-studio"
+
+
+@dataclass
+class SettingsStore:
+    """Loads and saves Settings; keeps the problems found so the UI can show them."""
+
+    path: Path = field(default_factory=lambda: config_dir() / "settings.json")
+    problems: list[str] = field(default_factory=list)
+
+    def load(self) -> Settings:
+        self.problems = []
+        if not self.path.exists():
+            return Settings()
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            backup = self._keep_bad_file()
+            self.problems.append(f"settings file unreadable ({exc}); kept it as {backup.name}, using defaults")
+            return Settings()
+        if not isinstance(data, dict):
+            backup = self._keep_bad_file()
+            self.problems.append(f"settings file is not a JSON object; kept it as {backup.name}, using defaults")
+            return Settings()
+        settings, self.problems = validate(data)
+        return settings
+
+    def save(self, settings: Settings) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(asdict(settings), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def _keep_bad_file(self) -> Path:
+        backup = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
+        os.replace(self.path, backup)
+        return backup

@@ -1,0 +1,51 @@
+import json
+
+from app.settings import SETTINGS_VERSION, Settings, SettingsStore, validate
+
+
+def test_round_trip(tmp_path):
+    store = SettingsStore(tmp_path / "settings.json")
+    settings = Settings(audio_output_device="system", speech_rate=1.25, blinking=False)
+    store.save(settings)
+    assert store.load() == settings
+    assert store.problems == []
+    assert json.loads(store.path.read_text())["version"] == SETTINGS_VERSION
+
+
+def test_bad_values_fall_back_one_by_one_and_are_reported():
+    settings, problems = validate({
+        "speech_rate": 9.0, "volume": "loud", "target_fps": 60, "blinking": "yes",
+        "background": "red", "colour": 1,
+    })
+    assert settings.speech_rate == 1.0 and settings.volume == 1.0
+    assert settings.target_fps == 60  # a good value next to bad ones is kept
+    assert settings.blinking is True and settings.background == Settings().background
+    text = "\n".join(problems)
+    for name in ("speech_rate", "volume", "blinking", "background", "'colour'"):
+        assert name in text
+    assert len(problems) == 5
+
+
+def test_integers_are_accepted_for_floats_but_not_booleans():
+    settings, problems = validate({"speech_rate": 2, "volume": True})
+    assert settings.speech_rate == 2.0 and isinstance(settings.speech_rate, float)
+    assert settings.volume == 1.0 and len(problems) == 1
+
+
+def test_corrupt_file_is_kept_aside_and_defaults_used(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text("{not json")
+    store = SettingsStore(path)
+    assert store.load() == Settings()
+    assert "unreadable" in store.problems[0]
+    backups = list(tmp_path.glob("settings.json.bad-*"))
+    assert len(backups) == 1 and backups[0].read_text() == "{not json"
+    assert not path.exists()
+
+
+def test_newer_version_keeps_what_fits(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"version": 99, "volume": 0.5}))
+    store = SettingsStore(path)
+    assert store.load().volume == 0.5
+    assert "version 99" in store.problems[0]
