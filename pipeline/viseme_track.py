@@ -1,0 +1,206 @@
+"""Phoneme timings → a viseme track, and the mouth pose it shows at any instant.
+
+Piper's alignment gives durations per phoneme *symbol*; several symbols carry no
+articulation of their own (stress and length marks, diacritics) or are halves of one
+sound (diphthongs, affricates). Folding turns them into articulations first.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.frames import MouthPose, PhonemeTiming, VisemeCue
+from pipeline.visemes import (
+    CLUSTERS,
+    LENGTH_MARKS,
+    MUST_SHOW,
+    OPENNESS,
+    OVR_VISEMES,
+    PAUSES,
+    STRESS_MARKS,
+    VISEME_INDEX,
+    viseme_for_phoneme,
+)
+
+# Coarticulation reaches at most this far either side of a boundary: long enough that
+# the mouth visibly anticipates the next sound, short enough not to smear syllables.
+MAX_BLEND_HALF_WIDTH = 0.025
+
+_SIL = VISEME_INDEX["sil"]
+_MUST_SHOW_INDICES = frozenset(VISEME_INDEX[v] for v in MUST_SHOW)
+_OPENNESS_BY_INDEX = tuple(OPENNESS[v] for v in OVR_VISEMES)
+_CLUSTER_LENGTHS = sorted({len(c) for c in CLUSTERS}, reverse=True)
+# Symbols that modify the sound before them (ʲ ʰ ˞ and combining diacritics).
+_MODIFIERS = frozenset("ʰʲ˞ˤʷ")
+SIL_POSE = MouthPose(_SIL, _SIL, 0.0, 0.0)
+# Just before a boundary the outgoing viseme must still dominate, even where rounding
+# would make the blend weight exactly one half.
+_BELOW_HALF = math.nextafter(0.5, 0.0)
+
+
+def _attaches_to_previous(symbol: str) -> bool:
+    return symbol in LENGTH_MARKS or symbol in _MODIFIERS or bool(unicodedata.combining(symbol))
+
+
+def fold_phonemes(alignments: Sequence[tuple[str, int]], sample_rate: int) -> list[PhonemeTiming]:
+    """Fold piper's per-symbol sample counts into contiguous per-articulation timings.
+
+    Stress marks give their duration to the following sound, length marks and
+    diacritics to the preceding one; split clusters are merged (longest match);
+    BOS/EOS/pads/punctuation become "sil". The last end is total samples / sample_rate.
+    """
+    if sample_rate <= 0:
+        raise ValueError("sample_rate must be positive")
+    folded: list[list] = []  # [symbol, samples] pairs, mutable while folding
+    pending_stress = 0
+    symbols = [s for s, _ in alignments]
+    i = 0
+    while i < len(alignments):
+        symbol, samples = alignments[i]
+        if samples < 0:
+            raise ValueError(f"negative sample count for {symbol!r}")
+        if symbol in STRESS_MARKS:
+            pending_stress += samples
+            i += 1
+            continue
+        if _attaches_to_previous(symbol) and folded and folded[-1][0] not in PAUSES:
+            folded[-1][0] += symbol
+            folded[-1][1] += samples + pending_stress
+            pending_stress = 0
+            i += 1
+            continue
+        width = next(
+            (n for n in _CLUSTER_LENGTHS if "".join(symbols[i:i + n]) in CLUSTERS and n > 1),
+            1,
+        )
+        folded.append(["".join(symbols[i:i + width]),
+                       sum(s for _, s in alignments[i:i + width]) + pending_stress])
+        pending_stress = 0
+        i += width
+    if pending_stress:
+        # A trailing stress mark has no sound to give its time to: keep it on the last.
+        if folded:
+            folded[-1][1] += pending_stress
+        else:
+            folded.append(["_", pending_stress])
+
+    timings: list[PhonemeTiming] = []
+    position = 0
+    for symbol, samples in folded:
+        viseme = viseme_for_phoneme(symbol)
+        end = position + samples
+        timings.append(PhonemeTiming(symbol, viseme, position / sample_rate, end / sample_rate))
+        position = end
+    return timings
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    start: float
+    end: float
+    viseme: int
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+def smoothstep(x: float) -> float:
+    """0 → 0, 1 → 1 with zero slope at both ends, clamped outside [0, 1]."""
+    x = min(1.0, max(0.0, x))
+    return x * x * (3.0 - 2.0 * x)
+
+
+class VisemeTrack:
+    """Visemes of one utterance on its own timeline [0, duration], immutable."""
+
+    def __init__(self, phonemes: Sequence[PhonemeTiming]):
+        if not phonemes:
+            raise ValueError("a viseme track needs at least one phoneme timing")
+        segments: list[_Segment] = []
+        position = 0.0
+        for p in phonemes:
+            if p.viseme not in VISEME_INDEX:
+                raise ValueError(f"unknown viseme {p.viseme!r} for phoneme {p.phoneme!r}")
+            if p.end < p.start or p.start < position - 1e-9:
+                raise ValueError("phoneme timings must be in order and not overlap")
+            if p.start > position:
+                # A gap in the timings is silence, not a held mouth shape.
+                segments.append(_Segment(position, p.start, _SIL))
+            if p.end > p.start:
+                segments.append(_Segment(max(p.start, position), p.end, VISEME_INDEX[p.viseme]))
+            position = max(position, p.end)
+        if not segments:
+            segments.append(_Segment(0.0, position, _SIL))
+        merged: list[_Segment] = [segments[0]]
+        for seg in segments[1:]:
+            if seg.viseme == merged[-1].viseme:
+                merged[-1] = _Segment(merged[-1].start, seg.end, seg.viseme)
+            else:
+                merged.append(seg)
+        self._segments: tuple[_Segment, ...] = tuple(merged)
+        self._starts: tuple[float, ...] = tuple(s.start for s in merged)
+        self.duration: float = position
+
+    def cues(self) -> list[VisemeCue]:
+        return [VisemeCue(s.start, s.end, OVR_VISEMES[s.viseme]) for s in self._segments]
+
+    def _index_at(self, t: float) -> int:
+        return max(0, bisect_right(self._starts, t) - 1)
+
+    def _half_width(self, boundary_index: int) -> float:
+        """Blend half-width around the start of segment `boundary_index` (> 0)."""
+        prev, cur = self._segments[boundary_index - 1], self._segments[boundary_index]
+        return min(MAX_BLEND_HALF_WIDTH, prev.duration / 2, cur.duration / 2)
+
+    def _blend(self, boundary_index: int, t: float) -> MouthPose:
+        prev, cur = self._segments[boundary_index - 1], self._segments[boundary_index]
+        h = self._half_width(boundary_index)
+        mix = smoothstep((t - cur.start + h) / (2 * h))
+        if t < cur.start:
+            mix = min(mix, _BELOW_HALF)
+        openness = (1 - mix) * _OPENNESS_BY_INDEX[prev.viseme] + mix * _OPENNESS_BY_INDEX[cur.viseme]
+        return MouthPose(prev.viseme, cur.viseme, mix, openness)
+
+    def pose_at(self, t: float) -> MouthPose:
+        """The mouth at `t`: the dominant viseme changes exactly at segment boundaries,
+        while the shapes blend over a window centred on each boundary."""
+        if not 0.0 <= t <= self.duration:
+            return SIL_POSE
+        i = self._index_at(t)
+        seg = self._segments[i]
+        if i > 0 and t < seg.start + self._half_width(i):
+            return self._blend(i, t)
+        if i + 1 < len(self._segments) and t > seg.end - self._half_width(i + 1):
+            return self._blend(i + 1, t)
+        return MouthPose(seg.viseme, seg.viseme, 1.0, _OPENNESS_BY_INDEX[seg.viseme])
+
+    def frame_pose(self, t_start: float, period: float, until: float | None = None) -> MouthPose:
+        """The pose for a display frame visible over [t_start, t_start + period).
+
+        Evaluated at the interval's centre, except that a lip closure or lip-teeth
+        contact (MUST_SHOW) overlapping the interval is shown if the centre would miss
+        it. Sounds from `until` on are ignored (speech cut off there).
+        """
+        if period <= 0:
+            raise ValueError("period must be positive")
+        pose = self.pose_at(t_start + period / 2)
+        t_end = min(t_start + period, self.duration if until is None else min(until, self.duration))
+        if t_end <= max(t_start, 0.0):
+            return pose
+        best: _Segment | None = None
+        for i in range(self._index_at(t_start), len(self._segments)):
+            seg = self._segments[i]
+            if seg.start >= t_end:
+                break
+            if seg.viseme in _MUST_SHOW_INDICES and seg.end > t_start:
+                overlap = min(seg.end, t_end) - max(seg.start, t_start)
+                if best is None or overlap > min(best.end, t_end) - max(best.start, t_start):
+                    best = seg
+        if best is None or pose.dominant == best.viseme:
+            return pose
+        return MouthPose(best.viseme, best.viseme, 1.0, _OPENNESS_BY_INDEX[best.viseme])

@@ -1,0 +1,122 @@
+"""Text preparation: what reaches the English voice, what is skipped, and why."""
+
+import time
+
+import pytest
+
+from pipeline.text_input import (
+    MAX_PIECE_CHARS,
+    MAX_TEXT_CHARS,
+    TextInputError,
+    prepare_text,
+    split_sentences,
+)
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "\n\t \r\n"])
+def test_empty_input_is_refused_with_a_message(raw):
+    with pytest.raises(TextInputError, match="empty"):
+        prepare_text(raw)
+
+
+def test_punctuation_only_is_refused():
+    with pytest.raises(TextInputError, match="no letters or digits"):
+        prepare_text("?!... ,;")
+
+
+def test_only_emoji_is_refused():
+    with pytest.raises(TextInputError, match="only emoji"):
+        prepare_text("😀👍")
+
+
+def test_only_chinese_is_refused_naming_the_script():
+    with pytest.raises(TextInputError, match="English.*Chinese"):
+        prepare_text("你好，世界。")
+
+
+def test_control_characters_become_spaces():
+    prepared = prepare_text("one\ntwo\tthree\r\nfour\x00five\x1b")
+    assert prepared.text == "one two three four five"
+    assert prepared.notices == []
+
+
+def test_invisible_format_characters_do_not_split_words():
+    assert prepare_text("co\u00adoperate\u200b").text == "cooperate"
+
+
+def test_emoji_are_counted_as_whole_emoji():
+    # A family (ZWJ sequence) and a flag (two regional indicators) are one emoji each.
+    prepared = prepare_text("great 😀 job 👍🏽 👨‍👩‍👧 🇺🇸!")
+    assert prepared.text == "great job!"
+    assert prepared.notices == ["Skipped 4 emoji"]
+
+
+def test_mixed_chinese_and_english_keeps_the_english():
+    prepared = prepare_text("Hello 你好世界 world，how are you？")
+    assert prepared.text == "Hello world, how are you?"
+    assert prepared.notices == [
+        "Skipped 4 Chinese characters: the bundled voice speaks English"
+    ]
+
+
+def test_kanji_beside_kana_are_counted_as_japanese():
+    prepared = prepare_text("こんにちは世界 hello")
+    assert prepared.text == "hello"
+    assert prepared.notices == ["Skipped 7 Japanese characters: the bundled voice speaks English"]
+
+
+def test_korean_and_cyrillic_each_get_a_notice():
+    prepared = prepare_text("안녕 hi Привет")
+    assert prepared.text == "hi"
+    assert set(prepared.notices) == {
+        "Skipped 2 Korean characters: the bundled voice speaks English",
+        "Skipped 6 Cyrillic characters: the bundled voice speaks English",
+    }
+
+
+def test_latin_accents_digits_and_symbols_are_kept():
+    prepared = prepare_text("Café order #A7X92: 3.5 hours, 20% off")
+    assert prepared.text == "Café order #A7X92: 3.5 hours, 20% off"
+    assert prepared.notices == []
+
+
+def test_full_width_forms_are_normalised():
+    assert prepare_text("ＡＢＣ １２３").text == "ABC 123"
+
+
+def test_raw_phoneme_syntax_cannot_be_injected():
+    assert "[[" not in prepare_text("say [[ h ə l ˈ oʊ ]] now").text
+
+
+def test_text_over_the_limit_is_refused_with_the_limit_named():
+    with pytest.raises(TextInputError, match="100,000"):
+        prepare_text("a" * (MAX_TEXT_CHARS + 1))
+
+
+def test_text_at_the_limit_is_prepared_quickly():
+    t0 = time.perf_counter()
+    prepared = prepare_text("word " * (MAX_TEXT_CHARS // 5))
+    assert time.perf_counter() - t0 < 2.0
+    assert len(prepared.text) == MAX_TEXT_CHARS - 1
+
+
+def test_split_sentences_keeps_every_word_in_order():
+    text = "Hello there. How are you? I am fine... Thanks! 3.5 is a number."
+    assert list(split_sentences(text)) == [
+        "Hello there.", "How are you?", "I am fine...", "Thanks!", "3.5 is a number.",
+    ]
+
+
+def test_long_sentences_are_cut_at_clauses_then_words_then_hard():
+    clause = "word " * 30 + "end, "
+    pieces = list(split_sentences(clause * 3 + "x" * 600))
+    assert all(len(p) <= MAX_PIECE_CHARS for p in pieces)
+    assert pieces[0].endswith(",")
+    assert "".join(pieces).replace(" ", "") == (clause * 3 + "x" * 600).replace(" ", "")
+    assert sum(1 for p in pieces if set(p) == {"x"}) == 3
+
+
+def test_split_sentences_is_lazy():
+    pieces = split_sentences("First sentence. " + "More words here. " * 5000)
+    assert iter(pieces) is pieces
+    assert next(pieces) == "First sentence."
