@@ -1,0 +1,1 @@
+"""OpenGL rendering, avatar rigs, frame slots and the display clock. May import Qt, OpenGL and pipeline; never app."""
