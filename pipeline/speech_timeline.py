@@ -95,6 +95,6 @@ class SpeechTimeline:
         # Freeze the mouth where Stop caught it and close it from there.
         caught = entry.track.pose_at(entry.cut_at - entry.start)
         mix = smoothstep((centre - entry.cut_at) / CUT_BLEND)
-        if caught.dominant == _SIL or mix >= 1.0:
+        if mix >= 1.0:
             return SIL_POSE
         return MouthPose(caught.dominant, _SIL, mix, (1.0 - mix) * caught.openness)

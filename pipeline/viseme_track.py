@@ -73,10 +73,7 @@ def fold_phonemes(alignments: Sequence[tuple[str, int]], sample_rate: int) -> li
             pending_stress = 0
             i += 1
             continue
-        width = next(
-            (n for n in _CLUSTER_LENGTHS if "".join(symbols[i:i + n]) in CLUSTERS and n > 1),
-            1,
-        )
+        width = next((n for n in _CLUSTER_LENGTHS if "".join(symbols[i:i + n]) in CLUSTERS), 1)
         folded.append(["".join(symbols[i:i + width]),
                        sum(s for _, s in alignments[i:i + width]) + pending_stress])
         pending_stress = 0
@@ -189,7 +186,8 @@ class VisemeTrack:
         if period <= 0:
             raise ValueError("period must be positive")
         pose = self.pose_at(t_start + period / 2)
-        t_end = min(t_start + period, self.duration if until is None else min(until, self.duration))
+        limit = self.duration if until is None else min(until, self.duration)
+        t_end = min(t_start + period, limit)
         if t_end <= max(t_start, 0.0):
             return pose
         best: _Segment | None = None
