@@ -75,7 +75,7 @@ def _is_emoji(cp: int) -> bool:
 def _script_of(ch: str) -> str | None:
     """The name of a letter's script when the English voice can't speak it, else None."""
     name = unicodedata.name(ch, "")
-    script = _SCRIPT_OF_NAME_PREFIX.get(name.split(" ", 1)[0])
+    script = _SCRIPT_OF_NAME_PREFIX.get(re.split(r"[ -]", name, maxsplit=1)[0])
     if script is not None:
         return script
     if unicodedata.category(ch) in ("Lu", "Ll", "Lt", "Lo") and not name.startswith("LATIN"):

@@ -16,7 +16,7 @@ from piper.const import BOS, EOS, PAD
 from piper.patch_voice_with_alignment import add_alignment_output
 
 from pipeline.frames import SpeechSegment
-from pipeline.text_input import PreparedText, prepare_text, split_sentences
+from pipeline.text_input import PreparedText, TextInputError, prepare_text, split_sentences
 from pipeline.viseme_track import fold_phonemes
 from pipeline.visemes import STRESS_MARKS
 
@@ -79,7 +79,8 @@ class PiperTTS:
     ) -> Iterator[SpeechSegment]:
         """Speak `text` as one segment per sentence (or part of one), lazily.
 
-        Raises TextInputError at once for text with nothing speakable. The first
+        Raises TextInputError at once for text with nothing speakable (or, from the
+        iterator, if the voice finds nothing it can pronounce). The first
         sentence is synthesized before later ones are phonemized; `cancel` is checked
         between model calls. Notices from text preparation ride on the first segment.
         """
@@ -91,6 +92,7 @@ class PiperTTS:
         self, prepared: PreparedText, cancel: threading.Event, length_scale: float | None
     ) -> Iterator[SpeechSegment]:
         notices = list(prepared.notices)
+        spoke = False
         for piece in split_sentences(prepared.text):
             if cancel.is_set():
                 return
@@ -103,7 +105,15 @@ class PiperTTS:
                     # its first part; showing the text twice would mislead subtitles.
                     segment = self._speak(part, piece if part_index == 0 else "", length_scale)
                     segment.notices, notices = notices, []
+                    spoke = True
                     yield segment
+        if not spoke:
+            # Letters espeak has no pronunciation for (rare Latin extensions) pass the
+            # text checks but produce no phonemes: say so rather than stay silent.
+            shown = prepared.text if len(prepared.text) <= 40 else prepared.text[:40] + "…"
+            raise TextInputError(
+                f"Nothing to speak: the bundled voice has no pronunciation for {shown!r}."
+            )
 
     def _speak(self, phonemes: list[str], text: str, length_scale: float | None) -> SpeechSegment:
         ids = self._voice.phonemes_to_ids(phonemes)

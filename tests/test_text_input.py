@@ -74,6 +74,11 @@ def test_korean_and_cyrillic_each_get_a_notice():
     }
 
 
+def test_digits_of_other_scripts_are_skipped_with_their_script():
+    with pytest.raises(TextInputError, match="Arabic"):
+        prepare_text("٣٤")
+
+
 def test_latin_accents_digits_and_symbols_are_kept():
     prepared = prepare_text("Café order #A7X92: 3.5 hours, 20% off")
     assert prepared.text == "Café order #A7X92: 3.5 hours, 20% off"

@@ -145,3 +145,10 @@ def test_digits_only_are_spoken(tts):
 def test_unspeakable_input_raises_at_call_time(tts, raw, message):
     with pytest.raises(TextInputError, match=message):
         tts.synthesize(raw)
+
+
+def test_letters_the_voice_cannot_pronounce_raise_instead_of_silence(tts):
+    # Egyptological alef is a Latin letter, so it passes text checks, but espeak has
+    # no pronunciation for it.
+    with pytest.raises(TextInputError, match="no pronunciation"):
+        list(tts.synthesize("ꜣꜣ"))
