@@ -57,7 +57,6 @@ class PiperTTS:
             config = PiperConfig.from_dict(json.load(f))
         self._voice = PiperVoice(session=session, config=config)
         self._id_map = config.phoneme_id_map
-        self._hop = config.hop_length
         self._noise_scale = noise_scale
         self._noise_w_scale = noise_w_scale
         self._length_scale = _checked_length_scale(length_scale)
