@@ -1,0 +1,236 @@
+"""The audio output: a stream that always runs, playing an absolute-position timeline.
+
+The stream never stops between utterances (silence when idle), so its sample counter is
+the app's one media clock: every sample's media time is known when it is scheduled, and
+mouth frames can be stamped before the sound plays.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from pipeline.audio_timeline import AudioTimeline
+from pipeline.clock import MediaClock
+
+
+class AudioUnavailable(RuntimeError):
+    """No usable audio output; the message is meant for the user."""
+
+
+def _sounddevice():
+    try:
+        import sounddevice
+    except OSError as exc:
+        raise AudioUnavailable(
+            "Sound is unavailable: the PortAudio library is not installed "
+            "(on Debian/Ubuntu: sudo apt install libportaudio2). "
+            "The avatar will still animate without sound."
+        ) from exc
+    return sounddevice
+
+
+def list_output_devices() -> list[str]:
+    """Names of the devices that can play sound, as ``AudioOutput(device=...)`` accepts them."""
+    try:
+        sd = _sounddevice()
+    except AudioUnavailable:
+        return []
+    return [d["name"] for d in sd.query_devices() if d["max_output_channels"] > 0]
+
+
+class AudioOutput:
+    # Speech is scheduled this many blocks past the read head, so the callback is never
+    # reading the part of the ring the writer is changing.
+    SAFETY_BLOCKS = 2
+    # Until the first callback reports its size, assume a block this long.
+    ASSUMED_BLOCK = 1024
+    # How long start() waits for the first callback before calling the device dead.
+    START_TIMEOUT = 2.0
+
+    def __init__(
+        self,
+        device: str | int | None = None,
+        latency: str | float = "low",
+        *,
+        capacity_seconds: float = 60,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._device = device
+        self._latency = latency
+        self._capacity_seconds = capacity_seconds
+        self._now = now
+        self._stream = None
+        self._timeline: AudioTimeline | None = None
+        self._clock: MediaClock | None = None
+        self._channels = 0
+        self._fallback_latency = 0.0
+        self.device_name = ""
+        self.callbacks = 0
+        self.underflows = 0
+        self.max_block = 0
+        self.last_block = 0
+        self.measured_output_latency = 0.0
+
+    def start(self) -> None:
+        """Open and start the stream; raises AudioUnavailable with a message for the user."""
+        sd = _sounddevice()
+        try:
+            info = sd.query_devices(self._device, "output")
+        except (ValueError, sd.PortAudioError) as exc:
+            raise AudioUnavailable(self._missing_device_message(str(exc))) from exc
+        rate = int(info["default_samplerate"])
+        self.device_name = info["name"]
+        self._channels = min(2, int(info["max_output_channels"]))
+        self._timeline = AudioTimeline(rate, self._capacity_seconds)
+        self._clock = MediaClock(rate, now=self._now)
+        try:
+            self._stream = sd.OutputStream(
+                device=info["index"], samplerate=rate, channels=self._channels, dtype="float32",
+                latency=self._latency, callback=self._callback,
+            )
+        except (sd.PortAudioError, ValueError) as exc:
+            raise AudioUnavailable(
+                f"Could not open the audio output '{self.device_name}': {exc}. "
+                "Another program may be using it, or it does not support playback at "
+                f"{rate} Hz. Choose another output in Settings."
+            ) from exc
+        self._fallback_latency = float(self._stream.latency)
+        try:
+            self._stream.start()
+        except sd.PortAudioError as exc:
+            self.close()
+            raise AudioUnavailable(
+                f"The audio output '{self.device_name}' could not be started: {exc}."
+            ) from exc
+        # Polled rather than signalled: the callback takes no locks.
+        deadline = time.monotonic() + self.START_TIMEOUT
+        while self.callbacks == 0 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        if self.callbacks == 0:
+            self.close()
+            raise AudioUnavailable(
+                f"The audio output '{self.device_name}' opened but is not playing "
+                f"(no audio requested within {self.START_TIMEOUT:.0f} s). Check that the "
+                "device is not suspended or in use, or choose another output in Settings."
+            )
+
+    def _missing_device_message(self, error: str) -> str:
+        outputs = list_output_devices()
+        if not outputs:
+            return ("No audio output device was found. Connect speakers or headphones, or "
+                    "check that the sound server (PipeWire, PulseAudio or JACK) is running. "
+                    "The avatar will still animate without sound.")
+        if self._device is None:
+            return ("There is no default audio output. Choose one in Settings: "
+                    + ", ".join(outputs) + ".")
+        if error.startswith("Multiple"):
+            return (f"'{self._device}' matches several audio outputs. Choose one of: "
+                    + ", ".join(outputs) + ".")
+        return (f"The audio output '{self._device}' was not found. Choose one of: "
+                + ", ".join(outputs) + ".")
+
+    def _callback(self, outdata: np.ndarray, frames: int, time_info, status) -> None:
+        # Runs on the audio thread: float arithmetic and slice copies only.
+        now = self._now()
+        current = time_info.currentTime
+        dac = time_info.outputBufferDacTime
+        if dac == 0.0:
+            dac = current + self._fallback_latency
+        pos = self._timeline.read_pos
+        # An underflow means the device played samples we never wrote: positions after
+        # it reach the DAC later than the clock expects.
+        underflow = status.output_underflow
+        if underflow:
+            self.underflows += 1
+        self._clock.on_output_block(pos, dac + (now - current), discontinuity=underflow)
+        self._timeline.read_into(pos, outdata[:, 0])
+        for channel in range(1, self._channels):
+            outdata[:, channel] = outdata[:, 0]
+        self.last_block = frames
+        if frames > self.max_block:
+            self.max_block = frames
+        self.measured_output_latency = dac - current
+        self.callbacks += 1
+
+    def _safe_pos(self) -> int:
+        block = self.max_block or self.ASSUMED_BLOCK
+        return self._timeline.read_pos + self.SAFETY_BLOCKS * block
+
+    def schedule(
+        self, samples_at_device_rate: np.ndarray, not_before: int | None = None,
+        contiguous: bool = True,
+    ) -> int:
+        """Place mono speech on the timeline and return its absolute start position.
+
+        It starts at the latest of ``not_before``, the read head plus the safety margin,
+        and (when ``contiguous``) the end of what is already scheduled, so consecutive
+        pieces of speech follow each other without a gap or an overlap.
+        """
+        self._require_started()
+        start = self._safe_pos()
+        if not_before is not None:
+            start = max(start, not_before)
+        if contiguous:
+            start = max(start, self._timeline.scheduled_end)
+        self._timeline.write(start, samples_at_device_rate)
+        return start
+
+    def stop_speech(self, fade_ms: float = 10) -> float:
+        """Fade out what has not reached the device yet, drop the rest; returns the media
+        time at which sound ends."""
+        self._require_started()
+        fade = int(round(fade_ms * self._timeline.sample_rate / 1000))
+        end = self._timeline.discard_from(self._safe_pos(), fade)
+        return end / self._timeline.sample_rate
+
+    def _require_started(self) -> None:
+        if self._timeline is None:
+            raise RuntimeError("AudioOutput.start() has not been called")
+
+    @property
+    def sample_rate(self) -> int:
+        self._require_started()
+        return self._timeline.sample_rate
+
+    @property
+    def clock(self) -> MediaClock:
+        self._require_started()
+        return self._clock
+
+    @property
+    def read_pos(self) -> int:
+        self._require_started()
+        return self._timeline.read_pos
+
+    @property
+    def scheduled_end(self) -> int:
+        self._require_started()
+        return self._timeline.scheduled_end
+
+    @property
+    def channels(self) -> int:
+        return self._channels
+
+    @property
+    def output_latency(self) -> float:
+        """Seconds from a block being handed over to its first sample being heard, as
+        the host reports it in callbacks (the stream's nominal latency before that)."""
+        return self.measured_output_latency or self._fallback_latency
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.abort()
+            self._stream.close()
+            self._stream = None
+        if self._clock is not None:
+            self._clock.start_free_running()
+
+    def __enter__(self) -> AudioOutput:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,161 @@
+"""AudioOutput through the real PortAudio and a real JACK server, recorded back by a
+JACK client connected to the stream's output ports."""
+
+import time
+
+import numpy as np
+import pytest
+
+from pipeline.audio_output import AudioOutput, AudioUnavailable, list_output_devices
+from pipeline.resample import resample
+from tests.harness.jack_recorder import JackRecorder, measure_jack_clock
+
+pytestmark = pytest.mark.audio
+
+
+@pytest.fixture
+def output(jack_server):
+    out = AudioOutput("system")
+    out.start()
+    yield out
+    out.close()
+
+
+@pytest.fixture
+def recorder(output):
+    rec = JackRecorder()
+    rec.start()
+    yield rec
+    rec.stop()
+
+
+def first_nonzero(x):
+    nz = np.flatnonzero(x)
+    assert len(nz), "nothing was heard"
+    return int(nz[0])
+
+
+def chirp(rate, seconds, f0=200.0, f1=5000.0):
+    t = np.arange(int(rate * seconds)) / rate
+    # A phase offset so the first sample is not zero and marks the start exactly.
+    phase = 2 * np.pi * (f0 * t + (f1 - f0) / (2 * seconds) * t * t) + 0.3
+    return (0.5 * np.sin(phase)).astype(np.float32)
+
+
+def test_jack_clock_is_measured_against_monotonic(jack_server):
+    facts = measure_jack_clock()
+    assert facts.clock in ("CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW")
+    assert abs(facts.offsets[facts.clock]) < 0.0005
+
+
+def test_speech_is_heard_bit_exact_where_and_when_the_clock_says(jack_server, output, recorder):
+    rate = output.sample_rate
+    assert rate == jack_server.rate
+    first = resample(chirp(22050, 0.3), 22050, rate)  # piper's rate, as speech will come
+    second = chirp(rate, 0.2, f0=3000, f1=300)
+    start = output.schedule(first, not_before=output.read_pos + rate // 10)
+    follow = output.schedule(second)
+    predicted = output.clock.monotonic_at(start / rate)
+    time.sleep(0.75)
+    recorder.stop()
+
+    audio = recorder.audio
+    i0 = first_nonzero(audio[:, 0])
+    both = np.concatenate([first, second])
+    assert follow == start + len(first)
+    for ch in range(audio.shape[1]):
+        np.testing.assert_array_equal(audio[i0:i0 + len(both), ch], both)
+    assert not audio[i0 + len(both):].any()
+
+    heard = recorder.heard_time(i0)
+    period = jack_server.period / rate
+    assert abs(heard - predicted) < 0.001 + period, (heard - predicted)
+    # The prediction also holds a whole utterance later, after clock updates.
+    assert abs(recorder.heard_time(i0 + len(first)) - output.clock.monotonic_at(follow / rate)) \
+        < 0.001 + period
+
+    assert output.last_block == jack_server.period
+    assert output.output_latency == pytest.approx(2 * jack_server.period / rate, abs=1e-4)
+
+
+def test_stop_speech_fades_out_without_a_click_and_stays_silent(jack_server, output, recorder):
+    rate = output.sample_rate
+    t = np.arange(2 * rate) / rate
+    tone = (0.5 * np.sin(2 * np.pi * 440 * t + 0.3)).astype(np.float32)
+    start = output.schedule(tone, not_before=output.read_pos + rate // 20)
+    time.sleep(0.3)
+    end_media = output.stop_speech(fade_ms=10)
+    end_predicted = output.clock.monotonic_at(end_media)
+    time.sleep(0.3)
+    recorder.stop()
+
+    audio = recorder.audio[:, 0]
+    i0 = first_nonzero(audio)
+    last = int(np.flatnonzero(audio)[-1])
+    played = last + 1 - i0
+    assert abs(played - (round(end_media * rate) - start)) <= 1
+    assert played < len(tone) // 2
+    natural_step = 0.5 * 2 * np.pi * 440 / rate
+    assert np.abs(np.diff(audio[i0:])).max() < natural_step * 1.2
+    np.testing.assert_array_equal(audio[i0:i0 + played - 480], tone[:played - 480])
+    assert np.abs(audio[last - 48:last + 1]).max() < 0.5 * 0.11
+    assert not audio[last + 1:].any()
+    assert abs(recorder.heard_time(last + 1) - end_predicted) < 0.001 + jack_server.period / rate
+    assert output.scheduled_end == round(end_media * rate)
+
+
+def test_missing_device_is_reported_in_words(jack_server):
+    assert "system" in list_output_devices()
+    out = AudioOutput("Speakers that are not there")
+    with pytest.raises(AudioUnavailable) as err:
+        out.start()
+    message = str(err.value)
+    assert "'Speakers that are not there' was not found" in message
+    assert "system" in message
+
+
+def test_closing_leaves_a_clock_that_keeps_running(jack_server):
+    out = AudioOutput("system")
+    out.start()
+    assert out.callbacks > 0 and not out.clock.free_running
+    before = out.clock.media_time_now()
+    out.close()
+    assert out.clock.free_running
+    time.sleep(0.02)
+    assert out.clock.media_time_now() > before + 0.015
+
+
+def test_harness_player_feeds_a_portaudio_input_bit_exact(jack_server, tmp_path):
+    """The JACK player that later tests use as the microphone."""
+    import wave
+
+    import sounddevice as sd
+
+    from tests.harness.jack_recorder import JackPlayer
+
+    rate = jack_server.rate
+    pcm = (chirp(rate, 0.2) * 32767).astype("<i2")
+    path = tmp_path / "mic.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.tobytes())
+    captured = np.zeros(rate, dtype=np.float32)
+    filled = [0]
+
+    def callback(indata, frames, time_info, status):
+        n = min(frames, len(captured) - filled[0])
+        captured[filled[0]:filled[0] + n] = indata[:n, 0]
+        filled[0] += n
+
+    with sd.InputStream(device="system", channels=1, dtype="float32", callback=callback):
+        player = JackPlayer(path)
+        player.start()
+        deadline = time.monotonic() + 2
+        while not player.done and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        player.stop()
+    i0 = first_nonzero(captured)
+    np.testing.assert_array_equal(captured[i0:i0 + len(pcm)], pcm.astype(np.float32) / 32768.0)

@@ -1,0 +1,37 @@
+import numpy as np
+import pytest
+
+from pipeline.resample import resample
+
+
+def tone(freq, rate, seconds):
+    return np.sin(2 * np.pi * freq * np.arange(int(rate * seconds)) / rate).astype(np.float32)
+
+
+def test_piper_rate_to_jack_rate_keeps_the_waveform():
+    x = tone(1000, 22050, 1.0)
+    y = resample(x, 22050, 48000)
+    assert y.dtype == np.float32
+    assert len(y) == 48000
+    expected = np.sin(2 * np.pi * 1000 * np.arange(len(y)) / 48000)
+    assert np.abs(y - expected)[500:-500].max() < 0.005
+
+
+def test_downsampling_removes_what_the_new_rate_cannot_hold():
+    x = tone(15000, 48000, 0.5)  # above 22,050 Hz's Nyquist frequency
+    y = resample(x, 48000, 22050)
+    assert len(y) == 11025
+    assert np.sqrt(np.mean(y[200:-200] ** 2)) < 0.01
+
+
+def test_same_rate_is_an_exact_float32_copy():
+    x = np.linspace(-1, 1, 101)
+    y = resample(x, 48000, 48000)
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y, x.astype(np.float32))
+    assert y is not x
+
+
+def test_rejects_nonsense_rates():
+    with pytest.raises(ValueError):
+        resample(np.zeros(10), 0, 48000)
