@@ -87,12 +87,29 @@ def fold_phonemes(alignments: Sequence[tuple[str, int]], sample_rate: int) -> li
 
     timings: list[PhonemeTiming] = []
     position = 0
-    for symbol, samples in folded:
+    for symbol, samples in _close_word_gaps(folded):
         viseme = viseme_for_phoneme(symbol)
         end = position + samples
         timings.append(PhonemeTiming(symbol, viseme, position / sample_rate, end / sample_rate))
         position = end
     return timings
+
+
+def _close_word_gaps(folded: list[list]) -> list[list]:
+    """Inside a phrase the voice runs on across word gaps, and so do the lips: closing
+    the mouth for every space makes it chatter while sound is still playing. A gap
+    between two sounds gives half its time to each; gaps next to pauses stay rest."""
+    out: list[list] = []
+    for i, (symbol, samples) in enumerate(folded):
+        before = out[-1] if out else None
+        after = folded[i + 1] if i + 1 < len(folded) else None
+        if (symbol == " " and before is not None and after is not None
+                and before[0] not in PAUSES and after[0] not in PAUSES):
+            before[1] += samples // 2
+            after[1] += samples - samples // 2
+            continue
+        out.append([symbol, samples])
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,3 +187,13 @@ def test_bad_timings_are_refused_with_a_message():
         VisemeTrack([PhonemeTiming("x", "XX", 0.0, 0.1)])
     with pytest.raises(ValueError, match="order"):
         VisemeTrack([PhonemeTiming("a", "aa", 0.0, 0.2), PhonemeTiming("m", "PP", 0.1, 0.3)])
+
+
+def test_word_gaps_inside_a_phrase_go_to_their_neighbours():
+    alignments = [("^", 1), ("h", 2), ("i", 3), (" ", 4), ("m", 5), ("i", 6), (",", 7),
+                  (" ", 8), ("o", 9), ("$", 10)]
+    folded = fold_phonemes(alignments, 100)
+    assert [p.phoneme for p in folded] == ["^", "h", "i", "m", "i", ",", " ", "o", "$"]
+    assert folded[2].end - folded[2].start == pytest.approx(0.05)  # 3 + half of 4
+    assert folded[3].end - folded[3].start == pytest.approx(0.07)  # 5 + half of 4
+    assert folded[-1].end == pytest.approx(0.55)
