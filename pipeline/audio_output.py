@@ -7,6 +7,7 @@ mouth frames can be stamped before the sound plays.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -98,6 +99,9 @@ class AudioOutput:
                 f"{rate} Hz. Choose another output in Settings."
             ) from exc
         self._fallback_latency = float(self._stream.latency)
+        # At Python's default 5 ms switch interval a busy thread can hold the GIL past a
+        # whole 5.3 ms JACK period; measured: hundreds of xruns in 3 s, none at 1 ms.
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         try:
             self._stream.start()
         except sd.PortAudioError as exc:

@@ -13,6 +13,8 @@ import threading
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from pipeline.frames import MouthPose
 from pipeline.viseme_track import SIL_POSE, VisemeTrack, smoothstep
 from pipeline.visemes import VISEME_INDEX
@@ -80,6 +82,19 @@ class SpeechTimeline:
     def clear(self) -> None:
         with self._write_lock:
             self._publish(())
+
+    def onsets(self) -> tuple[np.ndarray, np.ndarray]:
+        """(media times, viseme indices) at which each scheduled viseme starts, before
+        any cut: what the mouth on screen is measured against."""
+        entries, _ = self._state
+        times: list[float] = []
+        visemes: list[int] = []
+        for entry in entries:
+            for cue in entry.track.cues():
+                if entry.start + cue.start < entry.cut_at:
+                    times.append(entry.start + cue.start)
+                    visemes.append(VISEME_INDEX[cue.value])
+        return np.asarray(times, dtype=np.float64), np.asarray(visemes, dtype=np.int16)
 
     def frame_pose(self, t_start: float, period: float) -> MouthPose:
         """The pose for the display frame visible over [t_start, t_start + period)."""

@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import pytest
 
+from pipeline.frames import PhonemeTiming
 from pipeline.speech_timeline import CUT_BLEND, SpeechTimeline
 from pipeline.tts import PiperTTS
 from pipeline.viseme_track import VisemeTrack
@@ -149,3 +150,18 @@ def test_reader_never_blocks_or_breaks_while_the_writer_rewrites(tracks):
         stop.set()
         thread.join()
     assert errors == [] and frames == 20_000
+
+
+def test_onsets_are_in_media_time_and_stop_at_a_cut():
+    track = VisemeTrack([
+        PhonemeTiming("m", "PP", 0.0, 0.1), PhonemeTiming("a", "aa", 0.1, 0.3),
+        PhonemeTiming("m", "PP", 0.3, 0.4),
+    ])
+    timeline = SpeechTimeline()
+    timeline.schedule(track, 5.0)
+    times, visemes = timeline.onsets()
+    assert list(times) == pytest.approx([5.0, 5.1, 5.3])
+    assert [OVR_VISEMES[v] for v in visemes] == ["PP", "aa", "PP"]
+    timeline.cut(5.2)
+    times, _ = timeline.onsets()
+    assert list(times) == pytest.approx([5.0, 5.1])
