@@ -1,0 +1,142 @@
+"""`lipsync-studio` entry point: the desktop app, and `say` for speech and cues without a window."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import wave
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("lipsync_studio")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lipsync-studio",
+        description="Real-time lip-synced avatar: type text, the avatar speaks it.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
+    commands = parser.add_subparsers(dest="command")
+    say = commands.add_parser(
+        "say", help="speak TEXT and write mouth cues, without a window",
+        description="Speak TEXT with the bundled voice. With --wav the speech is written "
+        "to a file instead of played; --cues writes Rhubarb-shaped mouth cues.",
+    )
+    say.add_argument("text", help="what to say")
+    say.add_argument("--wav", type=Path, help="write the speech to this WAV file instead of playing it")
+    say.add_argument("--cues", type=Path, help="write mouth cues (JSON) to this file")
+    say.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
+                     help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
+    say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "say":
+        return _say(args)
+    return _run_app()
+
+
+def _run_app() -> int:
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        or os.environ.get("QT_QPA_PLATFORM", "").startswith(("offscreen", "minimal"))
+    ):
+        print(
+            "lipsync-studio: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n"
+            "Start it from a desktop session, or without a screen use: xvfb-run -a lipsync-studio",
+            file=sys.stderr,
+        )
+        return 2
+    from app.main_window import run_app
+
+    return run_app()
+
+
+def _fail(message: str) -> int:
+    print(f"lipsync-studio: {message}", file=sys.stderr)
+    return 1
+
+
+def _say(args: argparse.Namespace) -> int:
+    from pipeline.audio_output import AudioUnavailable
+    from pipeline.cues import concat_tracks, cues_document
+    from pipeline.text_input import TextInputError
+    from pipeline.tts import PiperTTS
+
+    if not 0.5 <= args.rate <= 2.0:
+        return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
+    for path in (args.wav, args.cues):
+        if path is not None and not path.resolve().parent.is_dir():
+            return _fail(f"cannot write {path}: folder {path.resolve().parent} does not exist")
+    tts = PiperTTS()
+    started = time.monotonic()
+    first_audio: list[float] = []
+
+    def segments(stream):
+        for segment in stream:
+            if not first_audio:
+                first_audio.append(time.monotonic() - started)
+            for notice in segment.notices:
+                print(f"note: {notice}", file=sys.stderr)
+            yield segment
+
+    try:
+        stream = segments(tts.synthesize(args.text, length_scale=1.0 / args.rate))
+        if args.wav is None:
+            audio, cues = _play(stream)
+        else:
+            audio, cues = concat_tracks(stream)
+    except TextInputError as exc:
+        return _fail(str(exc))
+    except AudioUnavailable as exc:
+        return _fail(f"cannot play the speech: {exc} (--wav FILE writes it to a file instead)")
+    duration = len(audio) / tts.sample_rate
+    if args.wav is not None:
+        with wave.open(str(args.wav), "wb") as out:
+            out.setnchannels(1)
+            out.setsampwidth(2)
+            out.setframerate(tts.sample_rate)
+            out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    if args.cues is not None:
+        sound_file = str(args.wav) if args.wav is not None else ""
+        document = cues_document(cues, sound_file, duration, args.format)
+        args.cues.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print(f"time to first audio {first_audio[0] * 1000:.0f} ms, {duration:.2f} s of speech"
+          + (f", wrote {args.wav}" if args.wav else "") + (f", wrote {args.cues}" if args.cues else ""))
+    return 0
+
+
+def _play(segments):
+    """Play segments through the default output as they are synthesized; returns the
+    whole audio and cues, like concat_tracks."""
+    from pipeline.audio_output import AudioOutput
+    from pipeline.cues import concat_tracks
+    from pipeline.resample import resample
+
+    output = AudioOutput()
+    output.start()
+    try:
+        def scheduled():
+            for segment in segments:
+                output.schedule(resample(segment.audio, segment.sample_rate, output.sample_rate))
+                yield segment
+
+        audio, cues = concat_tracks(scheduled())
+        while output.read_pos < output.scheduled_end:
+            time.sleep(0.02)
+        time.sleep(output.output_latency)
+    finally:
+        output.close()
+    return audio, cues

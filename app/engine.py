@@ -1,0 +1,110 @@
+"""Everything behind the window that is not UI: audio output, media clock, voice, speaker.
+
+Kept apart from the window so the command line, tests and benchmarks drive the very
+same objects the app does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from app.settings import Settings
+from pipeline.audio_output import AudioOutput, AudioUnavailable
+from pipeline.clock import MediaClock
+from pipeline.speaker import Speaker, SpeechEvent
+from pipeline.speech_timeline import SpeechTimeline
+from pipeline.tts import PiperTTS
+
+log = logging.getLogger(__name__)
+
+# Media clock rate when there is no audio device: any rate works, the voice's is natural.
+SILENT_RATE = 22050
+
+
+class Engine:
+    def __init__(self, settings: Settings, on_event: Callable[[SpeechEvent], None]) -> None:
+        self.settings = settings
+        self._on_event = on_event
+        self.timeline = SpeechTimeline()
+        self.output: AudioOutput | None = None
+        self.clock = MediaClock(SILENT_RATE)
+        self.audio_problem: str | None = None
+        self.tts: PiperTTS | None = None
+        self.speaker: Speaker | None = None
+
+    def start_audio(self) -> str | None:
+        """Open the configured output. Returns a message for the user when audio is off."""
+        self._close_output()
+        output = AudioOutput(self.settings.audio_output_device)
+        try:
+            output.start()
+        except AudioUnavailable as exc:
+            self.output = None
+            self.clock = MediaClock(SILENT_RATE)
+            self.audio_problem = f"Audio is off: {exc}"
+            log.warning("%s", self.audio_problem)
+        else:
+            self.output = output
+            self.clock = output.clock
+            self.audio_problem = None
+            log.info("audio output: %s at %d Hz", output.device_name, output.sample_rate)
+        self._make_speaker()
+        return self.audio_problem
+
+    @staticmethod
+    def load_voice() -> PiperTTS:
+        """Load and warm up the voice: seconds of work, so call it off the UI thread."""
+        tts = PiperTTS()
+        tts.warm_up()
+        return tts
+
+    def attach_voice(self, tts: PiperTTS) -> None:
+        """Start speaking with a loaded voice (on the thread that owns the engine)."""
+        self.tts = tts
+        self._make_speaker()
+
+    def apply(self, settings: Settings) -> str | None:
+        """Take new settings; reopens audio only if the device changed."""
+        device_changed = settings.audio_output_device != self.settings.audio_output_device
+        self.settings = settings
+        if device_changed:
+            return self.start_audio()
+        if self.speaker is not None:
+            self.speaker.volume = settings.volume
+            self.speaker.speech_rate = settings.speech_rate
+        return self.audio_problem
+
+    def voice_ready_for_speech(self) -> bool:
+        return self.speaker is not None
+
+    def say(self, text: str) -> int | None:
+        if self.speaker is None:
+            return None
+        return self.speaker.say(text)
+
+    def stop(self) -> None:
+        if self.speaker is not None:
+            self.speaker.stop()
+
+    def close(self) -> None:
+        if self.speaker is not None:
+            self.speaker.close()
+            self.speaker = None
+        self._close_output()
+
+    def _make_speaker(self) -> None:
+        if self.tts is None:
+            return
+        if self.speaker is not None:
+            self.speaker.close()
+        self.timeline.clear()
+        self.speaker = Speaker(
+            self.tts, self.timeline, self.output, self.clock, self._on_event,
+            volume=self.settings.volume, speech_rate=self.settings.speech_rate,
+        )
+
+    def _close_output(self) -> None:
+        if self.output is not None:
+            self.output.close()
+            self.output = None

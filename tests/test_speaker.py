@@ -1,0 +1,141 @@
+"""The speech stage end to end: real voice, real PortAudio on the JACK test server."""
+
+import queue
+import time
+
+import numpy as np
+import pytest
+
+from pipeline.audio_output import AudioOutput
+from pipeline.clock import MediaClock
+from pipeline.speaker import Speaker, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
+from pipeline.speech_timeline import SpeechTimeline
+from pipeline.tts import PiperTTS
+
+
+@pytest.fixture(scope="module")
+def tts():
+    voice = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+    voice.warm_up()
+    return voice
+
+
+class Events:
+    def __init__(self):
+        self.q = queue.Queue()
+
+    def __call__(self, event):
+        self.q.put(event)
+
+    def next(self, kind, timeout=20):
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
+            if isinstance(event, kind):
+                return event
+
+
+@pytest.fixture
+def output(jack_server):
+    out = AudioOutput("system")
+    out.start()
+    yield out
+    out.close()
+
+
+@pytest.mark.audio
+def test_sentences_play_back_to_back_with_visemes_on_the_same_clock(tts, output):
+    events = Events()
+    timeline = SpeechTimeline()
+    speaker = Speaker(tts, timeline, output, output.clock, events)
+    try:
+        requested = time.monotonic()
+        speaker.say("Papa made a map. Five big boxes move slowly.")
+        started = events.next(SpeechStarted)
+        finished = events.next(SpeechFinished)
+        times, visemes = timeline.onsets()
+        scheduled_end = output.scheduled_end / output.sample_rate
+    finally:
+        speaker.close()
+    assert 0 < started.synthesis_s < started.first_audio_s < 2.0
+    assert not finished.cancelled and finished.gaps == 0
+    # Both sentences were placed on the timeline back to back: onsets are sorted and the
+    # last one lies before the end of the scheduled audio.
+    assert np.all(np.diff(times) > 0)
+    assert times[-1] < finished.end_media_time
+    assert finished.end_media_time == pytest.approx(scheduled_end)
+    # The first onset is heard when the Started event said it would be.
+    heard_at = output.clock.monotonic_at(times[0])
+    assert heard_at - requested == pytest.approx(started.first_audio_s, abs=0.02)
+
+
+@pytest.mark.audio
+def test_stop_silences_and_cuts_the_mouth(tts, output):
+    events = Events()
+    timeline = SpeechTimeline()
+    speaker = Speaker(tts, timeline, output, output.clock, events)
+    try:
+        speaker.say("This is a long sentence that we will interrupt. " * 4)
+        events.next(SpeechStarted)
+        speaker.stop()
+        stopped_at = output.clock.media_time_now()
+        finished = events.next(SpeechFinished)
+        assert finished.cancelled
+        time.sleep(0.1)
+        # Nothing is scheduled past the fade, and the mouth rests soon after it.
+        assert output.scheduled_end / output.sample_rate < stopped_at + 0.1
+        assert timeline.end_time < stopped_at + 0.2
+        pose = timeline.frame_pose(stopped_at + 0.25, 1 / 60)
+        assert pose.openness == 0.0
+    finally:
+        speaker.close()
+
+
+@pytest.mark.audio
+def test_new_text_while_speaking_takes_over(tts, output):
+    events = Events()
+    speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events)
+    try:
+        first = speaker.say("One two three four five six seven eight nine ten. " * 3)
+        events.next(SpeechStarted)
+        second = speaker.say("Barge in.")
+        finished_first = events.next(SpeechFinished)
+        started_second = events.next(SpeechStarted)
+        finished_second = events.next(SpeechFinished)
+    finally:
+        speaker.close()
+    assert finished_first.request == first and finished_first.cancelled
+    assert started_second.request == second
+    assert finished_second.request == second and not finished_second.cancelled
+
+
+def test_without_an_audio_device_the_mouth_still_runs_on_its_own_clock(tts):
+    events = Events()
+    clock = MediaClock(22050)
+    timeline = SpeechTimeline()
+    speaker = Speaker(tts, timeline, None, clock, events)
+    try:
+        speaker.say("Silent movie.")
+        events.next(SpeechStarted)
+        events.next(SpeechFinished)
+        times, _ = timeline.onsets()
+        now = clock.media_time_now()
+    finally:
+        speaker.close()
+    assert len(times) > 3
+    assert times[0] > now - 1.0 and timeline.end_time > now
+
+
+def test_bad_text_is_reported_and_the_worker_keeps_going(tts):
+    events = Events()
+    speaker = Speaker(tts, SpeechTimeline(), None, MediaClock(22050), events)
+    try:
+        speaker.say("   ")
+        failed = events.next(SpeechFailed)
+        speaker.say("Hi 😀 你好")
+        notices = [events.next(SpeechNotice).message, events.next(SpeechNotice).message]
+        events.next(SpeechFinished)
+    finally:
+        speaker.close()
+    assert "empty" in failed.message
+    assert any("emoji" in n for n in notices) and any("Chinese" in n for n in notices)
