@@ -1,0 +1,25 @@
+#version 330 core
+// One layer of a canvas-sized image, drawn only over u_rect (x0, y0, x1, y1): the
+// part of the canvas where the layer has any coverage, so mostly transparent layers
+// (eyes, mouth) cost a few fragments instead of the whole canvas. Canvas units are
+// 0..1 with y down (the rig's images are top row first), so they are also the
+// texture coordinates.
+layout(location = 0) in vec2 a_pos;
+
+uniform vec4 u_rect;
+
+// Breathing: the figure stretches upward from its bottom edge and rises a little.
+uniform float u_offset_y;
+uniform float u_scale_y;
+// Letterboxing: fraction of the viewport the canvas covers on each axis, so the
+// canvas keeps its aspect ratio in any widget size.
+uniform vec2 u_fit;
+
+out vec2 v_uv;
+
+void main() {
+    vec2 p = mix(u_rect.xy, u_rect.zw, a_pos);
+    v_uv = p;
+    float y = 1.0 - (1.0 - p.y) * u_scale_y - u_offset_y;
+    gl_Position = vec4((p.x * 2.0 - 1.0) * u_fit.x, (1.0 - 2.0 * y) * u_fit.y, 0.0, 1.0);
+}

@@ -1,0 +1,149 @@
+"""Frame slots: time indexing, phase alignment, torn-read protection, no per-frame allocation."""
+
+from __future__ import annotations
+
+import threading
+import time
+import tracemalloc
+
+import pytest
+
+from pipeline.frames import MouthPose
+from render.frame_slots import FrameSlots, midway
+
+P = 1 / 60
+
+
+def pose_for(k: int) -> MouthPose:
+    """A pose whose every field is derived from k, so a torn mix of two frames shows."""
+    return MouthPose(k % 15, (k + 7) % 15, (k % 97) / 97, (k % 89) / 89)
+
+
+def test_write_then_take_returns_the_frame():
+    slots = FrameSlots(30, P)
+    slots.write(5, pose_for(5))
+    assert slots.take(5) == pose_for(5)
+    assert slots.taken_stamp == pytest.approx(5.5 * P)
+
+
+def test_missing_or_overwritten_frames_are_none():
+    slots = FrameSlots(30, P)
+    assert slots.take(3) is None
+    slots.write(3, pose_for(3))
+    slots.write(33, pose_for(33))          # same slot, 30 frames later
+    assert slots.take(3) is None
+    assert slots.take(33) == pose_for(33)
+
+
+def test_slot_index_follows_media_time_and_phase():
+    slots = FrameSlots(30, P)
+    assert slots.align(0.004)               # 4 ms > P/8: re-phase onto the tick
+    assert slots.phase == pytest.approx(0.004)
+    assert slots.frame_index(0.004) == 0
+    assert slots.frame_index(0.004 + P - 1e-6) == 0
+    assert slots.frame_index(0.004 + 31.5 * P) == 31
+    assert slots.frame_index(0.0039) == -1
+    assert slots.frame_start(31) == pytest.approx(0.004 + 31 * P)
+
+
+def test_small_drift_does_not_rephase_and_the_check_is_wrap_aware():
+    slots = FrameSlots(30, P)
+    assert not slots.align(10 * P + P / 10)
+    # 0.1 P before a boundary is a drift of -0.1 P, not +0.9 P.
+    assert not slots.align(10 * P - P / 10)
+    assert slots.phase == 0.0
+    assert slots.align(10 * P - P / 5)
+    assert slots.phase == pytest.approx(-P / 5)
+
+
+def test_frames_survive_a_small_rephase_but_not_a_large_one():
+    slots = FrameSlots(30, P)
+    slots.write(10, pose_for(10))
+    slots.write(11, pose_for(11))
+    assert slots.align(P / 6)               # just over P/8: old frames are P/6 off, kept
+    assert slots.take(10) == pose_for(10)
+    assert slots.frame_index(10.5 * P + P / 6) == 10
+    assert slots.align(P / 6 + P / 5)       # now P/6 + P/5 > P/4 away from frame 10's time
+    assert slots.take(10) is None
+
+
+def test_invalidate_makes_every_frame_stale():
+    slots = FrameSlots(30, P)
+    for k in range(30):
+        slots.write(k, pose_for(k))
+    slots.invalidate()
+    assert all(slots.take(k) is None for k in range(30))
+    slots.write(4, pose_for(4))
+    assert slots.take(4) == pose_for(4)
+
+
+def test_a_frame_from_a_superseded_timebase_is_never_taken():
+    slots = FrameSlots(30, P)
+    stale = slots.timebase
+    slots.invalidate()
+    slots.write(7, pose_for(7), stale)      # producer finished a frame begun before the reset
+    assert slots.take(7) is None
+
+
+def test_a_slot_being_written_is_not_ready():
+    slots = FrameSlots(30, P)
+    slots.write(2, pose_for(2))
+    slots.seq[2] = -1                       # as the producer leaves it mid-write
+    assert slots.take(2) is None
+
+
+def test_concurrent_reader_never_sees_a_torn_frame():
+    slots = FrameSlots(8, P)
+    stop = threading.Event()
+
+    def writer():
+        k = 0
+        while not stop.is_set():
+            slots.write(k, pose_for(k))
+            k += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    taken = torn = 0
+    end = time.monotonic() + 0.3
+    try:
+        while time.monotonic() < end:
+            head = int(slots.frame.max())
+            for k in range(head - 7, head + 1):
+                pose = slots.take(k)
+                if pose is not None:
+                    taken += 1
+                    torn += pose != pose_for(k)
+    finally:
+        stop.set()
+        thread.join()
+    assert taken > 1000
+    assert torn == 0
+
+
+def test_writing_frames_allocates_nothing():
+    slots = FrameSlots(30, P)
+    poses = [pose_for(k) for k in range(64)]
+    for k in range(64):
+        slots.write(k, poses[k])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for k in range(64, 20_064):
+            slots.write(k, poses[k % 64])
+        grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(before, "filename")
+                    if s.size_diff > 0)
+    finally:
+        tracemalloc.stop()
+    assert grown < 4096
+
+
+def test_midway_between_neighbours():
+    a = MouthPose(10, 13, 0.2, 0.8)
+    assert midway(a, MouthPose(10, 13, 0.6, 0.4)) == MouthPose(10, 13, pytest.approx(0.4), pytest.approx(0.6))
+    assert midway(a, MouthPose(1, 1, 0.0, 0.0)) == MouthPose(10, 1, 0.5, 0.4)
+
+
+def test_refuses_a_ring_too_small_to_hold_neighbours():
+    with pytest.raises(ValueError):
+        FrameSlots(2, P)

@@ -1,0 +1,241 @@
+"""The GL renderer on a real Mesa context under Xvfb: pixels read back from an FBO."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from pipeline.frames import MouthPose
+from pipeline.visemes import VISEME_INDEX
+
+pytestmark = pytest.mark.display
+
+W, H = 160, 120
+MOUTH_BOX = (slice(80, 100), slice(60, 100))   # rows, cols
+EYES_BOX = (slice(30, 45), slice(40, 120))
+
+
+@dataclass
+class SyntheticRig:
+    """The shape render/avatar_rig.py will load from SVG: canvas-sized straight-alpha layers."""
+
+    canvas_size: tuple[int, int] = (W, H)
+    base: np.ndarray = field(default=None)
+    eyes_open: np.ndarray = field(default=None)
+    eyes_closed: np.ndarray = field(default=None)
+    mouths: dict = field(default_factory=dict)
+    viseme_to_mouth: dict = field(default_factory=dict)
+
+
+def layer(box=None, rgba=(0, 0, 0, 0)) -> np.ndarray:
+    img = np.zeros((H, W, 4), dtype=np.uint8)
+    if box is not None:
+        img[box] = rgba
+    return img
+
+
+def synthetic_rig() -> SyntheticRig:
+    base = layer((slice(10, 115), slice(30, 130)), (230, 190, 160, 255))
+    return SyntheticRig(
+        base=base,
+        eyes_open=layer(EYES_BOX, (255, 255, 255, 255)),
+        eyes_closed=layer(EYES_BOX, (120, 60, 40, 255)),
+        mouths={"closed": layer((slice(88, 92), slice(60, 100)), (90, 20, 20, 255)),
+                "open": layer(MOUTH_BOX, (20, 0, 0, 255)),
+                "round": layer((slice(82, 98), slice(72, 88)), (40, 0, 60, 255))},
+        viseme_to_mouth={"sil": "closed", "PP": "closed", "aa": "open", "ou": "round"},
+    )
+
+
+@pytest.fixture()
+def gl_target(qt_app):
+    """A current 3.3 core context with a W×H RGBA8 framebuffer bound."""
+    from OpenGL import GL
+    from PySide6.QtGui import QOffscreenSurface, QOpenGLContext, QSurfaceFormat
+
+    fmt = QSurfaceFormat()
+    fmt.setVersion(3, 3)
+    fmt.setProfile(QSurfaceFormat.OpenGLContextProfile.CoreProfile)
+    surface = QOffscreenSurface()
+    surface.setFormat(fmt)
+    surface.create()
+    ctx = QOpenGLContext()
+    ctx.setFormat(fmt)
+    assert ctx.create()
+    assert ctx.makeCurrent(surface)
+    fbo = GL.glGenFramebuffers(1)
+    rbo = GL.glGenRenderbuffers(1)
+    GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, rbo)
+    GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, GL.GL_RGBA8, W, H)
+    GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, fbo)
+    GL.glFramebufferRenderbuffer(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0, GL.GL_RENDERBUFFER, rbo)
+    assert GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER) == GL.GL_FRAMEBUFFER_COMPLETE
+    yield ctx
+    GL.glDeleteFramebuffers(1, [fbo])
+    GL.glDeleteRenderbuffers(1, [rbo])
+    ctx.doneCurrent()
+
+
+@pytest.fixture()
+def renderer(gl_target):
+    from render.gl_renderer import GLRenderer
+
+    r = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
+    r.initialize()
+    r.set_rig(synthetic_rig())
+    r.resize(W, H)
+    yield r
+    r.release()
+
+
+def pose(name_a: str, name_b: str | None = None, mix: float = 0.0) -> MouthPose:
+    return MouthPose(VISEME_INDEX[name_a], VISEME_INDEX[name_b or name_a], mix, 0.5)
+
+
+def render(r, p, blink=0.0, breath=0.0) -> np.ndarray:
+    r.draw(p, blink, breath)
+    return r.read_pixels()
+
+
+def test_composite_is_not_blank_and_background_is_transparent(renderer):
+    img = render(renderer, pose("sil"))
+    assert img[0, 0].tolist() == [0, 0, 0, 0]
+    assert img[60, 40].tolist() == [230, 190, 160, 255]          # base, top row first
+    assert img[EYES_BOX][..., :3].min() == 255                   # open eyes over the base
+    assert img[90, 80].tolist() == [90, 20, 20, 255]             # closed mouth line
+
+
+def test_mouth_region_follows_the_pose_and_nothing_else_moves(renderer):
+    closed = render(renderer, pose("sil"))
+    open_ = render(renderer, pose("aa"))
+    diff = np.any(closed != open_, axis=2)
+    rows, cols = np.nonzero(diff)
+    assert diff.sum() > 500
+    assert rows.min() >= 80 and rows.max() < 100 and cols.min() >= 60 and cols.max() < 100
+    assert open_[85, 65].tolist() == [20, 0, 0, 255]
+
+
+def test_mix_cross_fades_two_drawings(renderer):
+    half = render(renderer, pose("aa", "ou", 0.5))
+    # "open" under "round" at their overlap: half of each colour.
+    r, g, b, a = half[90, 80].astype(int)
+    assert abs(r - 30) <= 2 and abs(b - 30) <= 2 and a == 255
+    # Where only "open" is drawn, its half-transparent self lies over the base.
+    assert abs(int(half[85, 65, 0]) - (20 + 230) // 2) <= 2
+
+
+def test_unmapped_viseme_shows_the_rest_mouth(renderer):
+    assert np.array_equal(render(renderer, pose("kk")), render(renderer, pose("sil")))
+
+
+def test_blink_changes_only_the_eyes(renderer):
+    open_eyes = render(renderer, pose("sil"), blink=0.0)
+    shut = render(renderer, pose("sil"), blink=1.0)
+    diff = np.any(open_eyes != shut, axis=2)
+    assert diff[EYES_BOX].all()
+    diff[EYES_BOX] = False
+    assert not diff.any()
+    assert shut[35, 60].tolist() == [120, 60, 40, 255]
+
+
+def test_breathing_moves_the_figure_up_a_little(renderer):
+    rest = render(renderer, pose("sil"), breath=0.0)
+    inhale = render(renderer, pose("sil"), breath=1.0)
+    top = lambda img: int(np.nonzero(img[:, 80, 3])[0].min())  # noqa: E731
+    assert top(inhale) < top(rest) <= top(inhale) + 3
+    assert np.nonzero(inhale[:, 80, 3])[0].max() == np.nonzero(rest[:, 80, 3])[0].max()
+
+
+def test_layers_are_drawn_only_where_they_have_coverage():
+    from render.gl_renderer import coverage_rect
+
+    rig = synthetic_rig()
+    assert coverage_rect(rig.eyes_open, rig.eyes_closed) == (39 / W, 29 / H, 121 / W, 46 / H)
+    assert coverage_rect(layer()) == (0.0, 0.0, 0.0, 0.0)
+
+
+def test_aspect_ratio_is_kept_in_a_wide_viewport(renderer):
+    renderer.resize(W, H // 2)          # twice as wide as the canvas relative to height
+    img = render(renderer, pose("sil"))[: H // 2]
+    cols = np.nonzero(img[..., 3].any(axis=0))[0]
+    # Canvas 4:3 in an 8:3 viewport: drawn at half width, centred.
+    assert cols.min() >= W // 4 and cols.max() < 3 * W // 4
+
+
+def test_opaque_clear_colour(gl_target):
+    from render.gl_renderer import GLRenderer
+
+    r = GLRenderer(clear_color=(0.0, 1.0, 0.0, 1.0))
+    r.initialize()
+    r.set_rig(synthetic_rig())
+    r.resize(W, H)
+    assert render(r, pose("sil"))[0, 0].tolist() == [0, 255, 0, 255]
+    r.release()
+
+
+def test_bad_shader_reports_the_glsl_log(gl_target, tmp_path):
+    from render.gl_renderer import GLRenderer, ShaderError
+
+    (tmp_path / "sprite.vert").write_text("#version 330 core\nvoid main() { gl_Position = nope; }\n")
+    (tmp_path / "sprite.frag").write_text("#version 330 core\nout vec4 c; void main() { c = vec4(1); }\n")
+    with pytest.raises(ShaderError, match=r"sprite\.vert failed to compile:\n.*nope"):
+        GLRenderer(shaders_dir=tmp_path).initialize()
+
+
+def test_rig_with_wrong_image_size_is_refused(gl_target):
+    from render.gl_renderer import GLRenderer
+
+    rig = synthetic_rig()
+    rig.eyes_closed = np.zeros((H, W + 1, 4), dtype=np.uint8)
+    r = GLRenderer()
+    r.initialize()
+    with pytest.raises(ValueError, match="eyes_closed"):
+        r.set_rig(rig)
+    r.release()
+
+
+def test_draw_time(renderer, record_property):
+    from OpenGL import GL
+
+    p = pose("aa", "ou", 0.3)
+    render(renderer, p)
+    times = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        renderer.draw(p, 0.5, 0.1)
+        GL.glFinish()
+        times.append(time.perf_counter() - t0)
+    p50, p99 = np.percentile(np.array(times) * 1e3, (50, 99))
+    record_property("draw_ms_p50", p50)
+    record_property("draw_ms_p99", p99)
+    print(f"draw+finish {W}x{H}: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+    assert p50 < 5.0
+
+
+def test_draws_the_default_avatar_rig(gl_target):
+    from pipeline.resources import DEFAULT_AVATAR_MANIFEST
+    from render.avatar_rig import load_rig
+    from render.gl_renderer import GLRenderer
+
+    rig = load_rig(DEFAULT_AVATAR_MANIFEST, size=H)
+    r = GLRenderer()
+    r.initialize()
+    r.set_rig(rig)
+    r.resize(W, H)
+    try:
+        rest = render(r, pose("sil"))
+        wide = render(r, pose("aa"))
+        lips = render(r, pose("PP"))
+        shut = render(r, pose("sil"), blink=1.0)
+    finally:
+        r.release()
+    assert (rest[..., 3] == 255).mean() > 0.3                     # an opaque figure...
+    assert rest[:, : (W - H) // 2 - 1, 3].max() == 0              # ...letterboxed in a wide view
+    mouth = np.any(wide != lips, axis=2)
+    eyes = np.any(rest != shut, axis=2)
+    assert mouth.sum() > 20 and eyes.sum() > 20
+    # The mouth moves below the eyes.
+    assert np.nonzero(mouth)[0].mean() > np.nonzero(eyes)[0].mean() + 10
