@@ -20,7 +20,7 @@ from PySide6.QtOpenGLWidgets import QOpenGLWidget
 
 from pipeline.frames import MouthPose
 from render import idle_motion
-from render.display_clock import DEADLINE, VSYNC, DisplayClock
+from render.display_clock import VSYNC, DisplayClock
 from render.frame_producer import FrameProducer, MediaClock, PoseSource
 from render.frame_slots import FrameSlots, midway
 from render.gl_renderer import GLRenderer, Rig
@@ -201,13 +201,18 @@ class AvatarView(QOpenGLWidget):
             clock.on_tick(t)
             self._present(t, counted=False)
             return
-        # The swap refined the latency estimate: line up with the next tick again.
-        self._align_next()
+        if decided is not None:
+            # First paced tick: nothing has lined the frames up with it yet.
+            self._align_next()
         if clock.mode == VSYNC:
             clock.on_tick(t)
             self._present(t, counted=True)
             self._timer.start(math.ceil(_VSYNC_WATCHDOG_PERIODS * self.period * 1e3))
-        elif decided == DEADLINE:
+            return
+        if decided is None:
+            # The swap refined the latency estimate: line up with the next tick again.
+            self._align_next()
+        else:
             self._arm()
 
     def _on_timer(self) -> None:
