@@ -56,15 +56,19 @@ def coverage_rect(*images: np.ndarray) -> tuple[float, float, float, float]:
             min(cols[-1] + 2, w) / w, min(rows[-1] + 2, h) / h)
 
 
+def _log_text(info) -> str:
+    """A GLSL info log as text (PyOpenGL returns bytes or str by version)."""
+    return (info.decode(errors="replace") if isinstance(info, bytes) else str(info)).strip()
+
+
 def _compile(kind: int, path) -> int:
     shader = GL.glCreateShader(kind)
     GL.glShaderSource(shader, path.read_text())
     GL.glCompileShader(shader)
     if not GL.glGetShaderiv(shader, GL.GL_COMPILE_STATUS):
-        info = GL.glGetShaderInfoLog(shader)
+        text = _log_text(GL.glGetShaderInfoLog(shader))
         GL.glDeleteShader(shader)
-        text = info.decode(errors="replace") if isinstance(info, bytes) else str(info)
-        raise ShaderError(f"{path.name} failed to compile:\n{text.strip()}")
+        raise ShaderError(f"{path.name} failed to compile:\n{text}")
     return shader
 
 
@@ -83,10 +87,9 @@ def build_program(vertex_path, fragment_path) -> int:
     GL.glDeleteShader(vs)
     GL.glDeleteShader(fs)
     if not GL.glGetProgramiv(program, GL.GL_LINK_STATUS):
-        info = GL.glGetProgramInfoLog(program)
+        text = _log_text(GL.glGetProgramInfoLog(program))
         GL.glDeleteProgram(program)
-        text = info.decode(errors="replace") if isinstance(info, bytes) else str(info)
-        raise ShaderError(f"{vertex_path.name} + {fragment_path.name} failed to link:\n{text.strip()}")
+        raise ShaderError(f"{vertex_path.name} + {fragment_path.name} failed to link:\n{text}")
     return program
 
 
