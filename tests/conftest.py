@@ -47,3 +47,9 @@ def qt_app(x_display):
 
     app = QApplication.instance() or QApplication(["lipsync-studio-tests"])
     yield app
+    # Free Qt's X connection before the X server stops, or Qt aborts the process at exit.
+    import shiboken6
+
+    app.closeAllWindows()
+    app.processEvents()
+    shiboken6.delete(app)

@@ -1,0 +1,1 @@
+"""The desktop app: Qt window, settings, command line."""

@@ -1,0 +1,247 @@
+"""The main window: the avatar, a text box (Enter speaks), Speak / Stop, live figures."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QApplication, QHBoxLayout, QLabel, QLineEdit, QMainWindow, QProgressBar, QPushButton,
+    QVBoxLayout, QWidget,
+)
+
+from app.engine import Engine
+from app.settings import Settings, SettingsStore
+from app.settings_panel import SettingsPanel
+from pipeline.resources import DEFAULT_AVATAR_MANIFEST
+from pipeline.speaker import SpeechEvent, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
+from pipeline.sync_metrics import viseme_change_offsets
+from render.avatar_rig import RigError, SpriteRig, load_rig
+from render.avatar_view import PRESENTED, AvatarView
+
+log = logging.getLogger(__name__)
+
+STATUS_INTERVAL_MS = 500
+# Viseme changes further than this from any onset of that viseme are not lip-sync
+# errors but something else (a held fallback, a cut): they are counted, not averaged.
+MATCH_WINDOW_S = 0.1
+
+
+class _Bridge(QObject):
+    """Carries events from worker threads to the UI thread (queued signal delivery)."""
+
+    speech = Signal(object)
+    voice_loaded = Signal(object)
+    voice_failed = Signal(str)
+
+
+def _colour(hex_colour: str) -> tuple[float, float, float, float]:
+    c = QColor(hex_colour)
+    return (c.redF(), c.greenF(), c.blueF(), 1.0)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, store: SettingsStore, settings: Settings) -> None:
+        super().__init__()
+        self.setWindowTitle("Lipsync Studio")
+        self.store = store
+        self.settings = settings
+        self._bridge = _Bridge()
+        self._bridge.speech.connect(self._on_speech_event)
+        self._bridge.voice_loaded.connect(self._on_voice_loaded)
+        self._bridge.voice_failed.connect(self._on_voice_failed)
+        self.engine = Engine(settings, self._bridge.speech.emit)
+        self.notices: list[str] = list(store.problems)
+        self.first_audio_ms: float | None = None
+
+        self.view = AvatarView(fps=settings.target_fps, clear_color=_colour(settings.background))
+        self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
+        self.view.setMinimumSize(480, 480)
+        self.text = QLineEdit()
+        self.text.setPlaceholderText("Type what the avatar should say, then press Enter")
+        self.text.returnPressed.connect(self.speak)
+        self.speak_button = QPushButton("Speak")
+        self.speak_button.clicked.connect(self.speak)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.clicked.connect(self.stop)
+        self.settings_button = QPushButton("Settings…")
+        self.settings_button.clicked.connect(self.open_settings)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)
+        self.progress.setFormat("Loading voice…")
+        self.progress.setTextVisible(True)
+        self.status = QLabel()
+        # Wrapped so changing figures never widen the window and shift the avatar.
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notice = QLabel()
+        self.notice.setWordWrap(True)
+        self.notice.setStyleSheet("color: #b36b00")
+
+        controls = QHBoxLayout()
+        controls.addWidget(self.text, 1)
+        controls.addWidget(self.speak_button)
+        controls.addWidget(self.stop_button)
+        controls.addWidget(self.settings_button)
+        layout = QVBoxLayout()
+        layout.addWidget(self.view, 1)
+        layout.addLayout(controls)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.notice)
+        layout.addWidget(self.status)
+        central = QWidget()
+        central.setLayout(layout)
+        self.setCentralWidget(central)
+
+        self._load_avatar(settings.avatar_manifest)
+        self._start_audio()
+        self._status_timer = QTimer(self)
+        self._status_timer.timeout.connect(self.refresh_status)
+        self._status_timer.start(STATUS_INTERVAL_MS)
+        self._set_ready(False)
+        threading.Thread(target=self._load_voice, name="voice-loader", daemon=True).start()
+        self._show_notices()
+
+    # -- start-up -----------------------------------------------------------------
+
+    def _load_voice(self) -> None:
+        try:
+            self._bridge.voice_loaded.emit(Engine.load_voice())
+        except Exception as exc:  # shown to the user; the window stays usable
+            log.exception("voice failed to load")
+            self._bridge.voice_failed.emit(f"The voice could not be loaded: {exc}")
+
+    def _on_voice_loaded(self, tts) -> None:
+        self.engine.attach_voice(tts)
+        self._set_ready(True)
+
+    def _on_voice_failed(self, message: str) -> None:
+        self.progress.hide()
+        self.add_notice(message)
+
+    def _set_ready(self, ready: bool) -> None:
+        self.progress.setVisible(not ready)
+        self.speak_button.setEnabled(ready)
+
+    def _start_audio(self) -> None:
+        problem = self.engine.start_audio()
+        if problem:
+            self.add_notice(problem)
+        self.view.set_sources(self.engine.timeline.frame_pose, self.engine.clock.media_time_at)
+
+    def _load_avatar(self, manifest: str | None) -> None:
+        rig = self._read_rig(manifest)
+        if rig is not None:
+            self.view.set_rig(rig)
+
+    def _read_rig(self, manifest: str | None) -> SpriteRig | None:
+        path = Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST
+        try:
+            return load_rig(path)
+        except RigError as exc:
+            if not manifest:
+                self.add_notice(f"The bundled avatar is broken: {exc}")
+                return None
+            self.add_notice(f"Avatar not loaded: {exc} Showing the bundled avatar instead.")
+            return self._read_rig(None)
+
+    # -- actions --------------------------------------------------------------------
+
+    def speak(self) -> None:
+        text = self.text.text()
+        if not self.engine.voice_ready_for_speech():
+            self.add_notice("The voice is still loading; try again in a moment.")
+            return
+        if not text.strip():
+            self.add_notice("Nothing to speak: type some text first.")
+            return
+        self.engine.say(text)
+
+    def stop(self) -> None:
+        self.engine.stop()
+
+    def open_settings(self) -> None:
+        panel = SettingsPanel(self.settings, self)
+        if panel.exec():
+            self.apply_settings(panel.result_settings())
+
+    def apply_settings(self, settings: Settings) -> None:
+        old = self.settings
+        self.settings = settings
+        self.store.save(settings)
+        if settings.avatar_manifest != old.avatar_manifest:
+            self._load_avatar(settings.avatar_manifest)
+        if settings.audio_output_device != old.audio_output_device:
+            problem = self.engine.apply(settings)
+            if problem:
+                self.add_notice(problem)
+            self.view.set_sources(self.engine.timeline.frame_pose, self.engine.clock.media_time_at)
+        else:
+            self.engine.apply(settings)
+        self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
+        if settings.background != old.background:
+            self.view.set_clear_color(_colour(settings.background))
+        if settings.target_fps != old.target_fps:
+            self.add_notice("The new frame rate takes effect when the app restarts.")
+
+    # -- events and status ----------------------------------------------------------
+
+    def _on_speech_event(self, event: SpeechEvent) -> None:
+        if isinstance(event, SpeechStarted):
+            self.first_audio_ms = event.first_audio_s * 1000
+        elif isinstance(event, (SpeechNotice, SpeechFailed)):
+            self.add_notice(event.message)
+        elif isinstance(event, SpeechFinished) and event.gaps:
+            self.add_notice(f"Synthesis fell behind playback: {event.gaps} pause(s) longer than written.")
+
+    def add_notice(self, message: str) -> None:
+        log.info("notice: %s", message)
+        self.notices.append(message)
+        self._show_notices()
+
+    def _show_notices(self) -> None:
+        self.notice.setText("\n".join(self.notices[-3:]))
+
+    def sync_offsets(self):
+        """Live A/V sync: viseme changes on screen against their onsets in the audio."""
+        rows = self.view.presentation_log()
+        rows = rows[rows["status"] == PRESENTED]
+        times, visemes = self.engine.timeline.onsets()
+        return viseme_change_offsets(rows["heard"], rows["viseme"], times, visemes, MATCH_WINDOW_S)
+
+    def refresh_status(self) -> None:
+        stats = self.view.stats()
+        parts = []
+        parts.append(f"first audio {self.first_audio_ms:.0f} ms" if self.first_audio_ms is not None
+                     else "first audio –")
+        report = self.sync_offsets()
+        parts.append(f"A/V offset {report.median_ms:+.1f} ms" if len(report.offsets_ms)
+                     else "A/V offset –")
+        parts.append(f"frames {stats['presented']} presented / {stats['late']} late / "
+                     f"{stats['fallback']} fallback")
+        parts.append(f"{stats['fps']:.0f} fps ({stats['display_mode']})")
+        output = self.engine.output
+        parts.append(f"audio {output.device_name} {output.sample_rate / 1000:g} kHz"
+                     if output is not None else "audio off")
+        self.status.setText(" · ".join(parts))
+
+    def closeEvent(self, event) -> None:
+        self._status_timer.stop()
+        self.view.shutdown()
+        self.engine.close()
+        super().closeEvent(event)
+
+
+def run_app(argv: list[str] | None = None) -> int:
+    app = QApplication.instance() or QApplication(argv or sys.argv)
+    app.setApplicationName("Lipsync Studio")
+    store = SettingsStore()
+    settings = store.load()
+    window = MainWindow(store, settings)
+    window.resize(720, 820)
+    window.show()
+    return app.exec()

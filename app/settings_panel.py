@@ -1,0 +1,104 @@
+"""The settings panel: every knob of the Settings model, validated by the model itself."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+    QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QWidget,
+)
+
+from app.settings import Settings, validate
+from pipeline.audio_output import list_output_devices
+
+SYSTEM_DEFAULT = "System default"
+BUNDLED_AVATAR = ""
+
+
+class SettingsPanel(QDialog):
+    """Edits a copy of Settings; `result_settings()` is only valid after accept()."""
+
+    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Lipsync Studio settings")
+        self._settings = settings
+        form = QFormLayout(self)
+
+        self.output = QComboBox()
+        self.output.addItem(SYSTEM_DEFAULT)
+        self.output.addItems(list_output_devices())
+        if settings.audio_output_device:
+            if self.output.findText(settings.audio_output_device) < 0:
+                self.output.addItem(settings.audio_output_device)
+            self.output.setCurrentText(settings.audio_output_device)
+        form.addRow("Audio output", self.output)
+
+        self.avatar = QLineEdit(settings.avatar_manifest or BUNDLED_AVATAR)
+        self.avatar.setPlaceholderText("bundled avatar")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse_avatar)
+        row = QHBoxLayout()
+        row.addWidget(self.avatar)
+        row.addWidget(browse)
+        form.addRow("Avatar manifest", row)
+
+        self.rate = QDoubleSpinBox(minimum=0.5, maximum=2.0, singleStep=0.05, decimals=2)
+        self.rate.setValue(settings.speech_rate)
+        form.addRow("Speaking rate", self.rate)
+        self.volume = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, decimals=2)
+        self.volume.setValue(settings.volume)
+        form.addRow("Volume", self.volume)
+        self.fps = QSpinBox(minimum=24, maximum=144)
+        self.fps.setValue(settings.target_fps)
+        form.addRow("Frame rate (fps)", self.fps)
+        self.blinking = QCheckBox("Blink")
+        self.blinking.setChecked(settings.blinking)
+        self.breathing = QCheckBox("Breathe")
+        self.breathing.setChecked(settings.breathing)
+        idle = QHBoxLayout()
+        idle.addWidget(self.blinking)
+        idle.addWidget(self.breathing)
+        form.addRow("Idle motion", idle)
+        self.background = QLineEdit(settings.background)
+        form.addRow("Background colour", self.background)
+
+        self.error = QLabel()
+        self.error.setStyleSheet("color: #c0392b")
+        self.error.setWordWrap(True)
+        form.addRow(self.error)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self._accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+        self._result = settings
+
+    def _browse_avatar(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Avatar manifest", "", "Rig manifest (*.json)")
+        if path:
+            self.avatar.setText(path)
+
+    def _raw(self) -> dict:
+        output = self.output.currentText()
+        return {
+            **asdict(self._settings),
+            "audio_output_device": None if output == SYSTEM_DEFAULT else output,
+            "avatar_manifest": self.avatar.text().strip() or None,
+            "speech_rate": self.rate.value(),
+            "volume": self.volume.value(),
+            "target_fps": self.fps.value(),
+            "blinking": self.blinking.isChecked(),
+            "breathing": self.breathing.isChecked(),
+            "background": self.background.text().strip(),
+        }
+
+    def _accept(self) -> None:
+        settings, problems = validate(self._raw())
+        if problems:
+            self.error.setText("\n".join(problems))
+            return
+        self._result = settings
+        self.accept()
+
+    def result_settings(self) -> Settings:
+        return self._result

@@ -1,0 +1,57 @@
+"""Drives the real main window from a test or benchmark: no mocks, a real event loop."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QEventLoop
+from PySide6.QtWidgets import QApplication
+
+from app.settings import Settings, SettingsStore
+
+
+def pump(seconds: float) -> None:
+    """Run the Qt event loop for `seconds` (timers, signals, repaints all happen)."""
+    app = QApplication.instance()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 5)
+        time.sleep(0.001)
+
+
+def pump_until(condition, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise TimeoutError(f"{what} did not happen within {timeout} s")
+        pump(0.02)
+
+
+def open_window(config_dir: Path, settings: Settings | None = None, size=(640, 760)):
+    """The app's main window with its own settings folder, shown and with the voice loaded."""
+    from app.main_window import MainWindow
+
+    store = SettingsStore(config_dir / "settings.json")
+    if settings is not None:
+        store.save(settings)
+    window = MainWindow(store, store.load())
+    window.resize(*size)
+    window.show()
+    pump_until(window.engine.voice_ready_for_speech, 60, "loading the voice")
+    return window
+
+
+def say(window, text: str, timeout: float = 10) -> None:
+    """Type `text`, press Speak, and return once its first audio is scheduled."""
+    window.first_audio_ms = None
+    window.text.setText(text)
+    window.speak()
+    pump_until(lambda: window.first_audio_ms is not None, timeout, "speech start")
+
+
+def wait_until_quiet(window, margin: float = 0.0, timeout: float = 30) -> None:
+    """Wait until everything scheduled has been heard (plus `margin` seconds)."""
+    engine = window.engine
+    pump_until(lambda: engine.timeline.end_time + margin < engine.clock.media_time_now(),
+               timeout, "the end of the speech")

@@ -1,0 +1,247 @@
+"""The desktop app as a user meets it: a real window under Xvfb with Mesa GL, the real
+voice, real PortAudio on the JACK test server, and what JACK hears recorded back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.settings import Settings
+from pipeline.resample import resample
+from pipeline.sync_metrics import viseme_change_offsets
+from pipeline.tts import PiperTTS
+from pipeline.visemes import OVR_VISEMES
+from render.avatar_view import PRESENTED
+from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
+
+pytestmark = [pytest.mark.display, pytest.mark.audio]
+
+REPO = Path(__file__).resolve().parent.parent
+QUIET = Settings(audio_output_device="system", blinking=False, breathing=False)
+TEXT = "Papa made a map of five big boats. Wow, what a view!"
+
+
+@pytest.fixture(scope="module")
+def window(qt_app, jack_server, tmp_path_factory):
+    w = open_window(tmp_path_factory.mktemp("config"), QUIET)
+    # The same voice with its noise turned off, so the test can synthesize exactly what
+    # the app plays and compare sample by sample.
+    w.engine.attach_voice(PiperTTS(noise_scale=0.0, noise_w_scale=0.0))
+    yield w
+    w.close()
+
+
+def _grab(window) -> np.ndarray:
+    image = window.view.grab().convertToFormat(window.view.grab().Format.Format_RGBA8888)
+    array = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)
+    return array[:, : image.width(), :3].astype(np.int16)
+
+
+def _mouth_box(window, grab_shape) -> tuple[int, int, int, int]:
+    """The rig's mouth area mapped into the view (letterboxed, centred), with a margin."""
+    rig = window.view._rig
+    alpha = np.zeros(rig.base.shape[:2], bool)
+    for mouth in rig.mouths.values():
+        alpha |= mouth[..., 3] > 0
+    ys, xs = np.nonzero(alpha)
+    ch, cw = alpha.shape
+    vh, vw = grab_shape[:2]
+    scale = min(vw / cw, vh / ch)
+    ox, oy = (vw - cw * scale) / 2, (vh - ch * scale) / 2
+    m = 6
+    return (int(ox + xs.min() * scale) - m, int(oy + ys.min() * scale) - m,
+            int(ox + (xs.max() + 1) * scale) + m, int(oy + (ys.max() + 1) * scale) + m)
+
+
+def test_speaking_moves_the_mouth_and_nothing_else(window):
+    pump(0.3)
+    rest = _grab(window)
+    assert rest.std() > 20, "the avatar view is blank"
+    say(window, TEXT)
+    changed = np.zeros(rest.shape[:2], bool)
+    for _ in range(12):
+        pump(0.15)
+        changed |= np.abs(_grab(window) - rest).max(axis=2) > 40
+    wait_until_quiet(window)
+    x0, y0, x1, y1 = _mouth_box(window, rest.shape)
+    inside = changed[y0:y1, x0:x1].sum()
+    outside = changed.sum() - inside
+    assert inside > 200, f"the mouth region hardly changed while speaking ({inside} px)"
+    assert outside == 0, f"{outside} pixels outside the mouth changed"
+
+
+def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_server):
+    from tests.harness.jack_recorder import JackRecorder
+
+    recorder = JackRecorder(max_seconds=12)
+    recorder.start()
+    log_start = len(window.view.presentation_log())
+    say(window, TEXT)
+    wait_until_quiet(window, margin=0.3)
+    recorder.stop()
+    captured = recorder.audio[:, 0]
+
+    rate = window.engine.output.sample_rate
+    segments = list(window.engine.tts.synthesize(TEXT))
+    expected = np.concatenate([resample(s.audio, s.sample_rate, rate) for s in segments])
+    start = int(np.argmax(np.abs(captured) > 1e-4)) - int(np.argmax(np.abs(expected) > 1e-4))
+    assert start >= 0
+    heard = captured[start:start + len(expected)]
+    assert len(heard) == len(expected), "the recording ended before the speech did"
+    assert np.max(np.abs(heard - expected)) < 1e-5, "JACK did not receive the synthesized audio"
+
+    # The mouth against the sound, judged by JACK's clock rather than the app's: each
+    # viseme onset of the speech is placed at the instant JACK says that sample reached
+    # the DAC, each viseme change on screen at its presentation instant.
+    log = window.view.presentation_log()[log_start:]
+    log = log[log["status"] == PRESENTED]
+    cue_times, cue_visemes = [], []
+    offset = 0
+    for segment in segments:
+        for p in segment.phonemes:
+            cue_times.append(recorder.heard_time(start + round((offset + p.start) * rate)))
+            cue_visemes.append(OVR_VISEMES.index(p.viseme))
+        offset += segment.duration
+    report = viseme_change_offsets(log["predicted"], log["viseme"], np.array(cue_times),
+                                   np.array(cue_visemes), 0.1)
+    tick_ms = 1000 / window.settings.target_fps
+    assert len(report.offsets_ms) > 20 and report.unmatched < len(report.offsets_ms) / 5
+    assert report.median_abs_ms <= tick_ms / 2, report.offsets_ms
+    assert np.percentile(np.abs(report.offsets_ms), 90) <= tick_ms, report.offsets_ms
+
+    # And the mouth opens when the sound is loud.
+    hop = rate // 1000
+    energy = np.sqrt(np.convolve(captured ** 2, np.ones(20 * hop) / (20 * hop), "same"))[::hop]
+    energy_t = np.array([recorder.heard_time(i) for i in range(0, len(captured), hop)])
+    grid = np.arange(energy_t[0] + 0.2, energy_t[-1] - 0.2, 0.001)
+    r = np.corrcoef(np.interp(grid, log["predicted"], log["openness"]),
+                    np.interp(grid, energy_t, energy))[0, 1]
+    assert r > 0.4, f"mouth openness does not follow the audio energy (r={r:.2f})"
+
+
+def test_status_line_shows_live_figures(window):
+    say(window, "Status check.")
+    pump(1.5)
+    window.refresh_status()
+    status = window.status.text()
+    assert "first audio" in status and " ms" in status
+    assert "A/V offset" in status and "presented" in status and "late" in status
+    assert "fallback" in status and "audio system" in status
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", "Nothing to speak"),
+    ("   \t ", "Nothing to speak"),
+    ("Hi 😀😀 there", "Skipped 2 emoji"),
+    ("你好 world", "Chinese"),
+    ("\x00\x07\x1b", "Nothing to speak"),
+])
+def test_bad_text_gets_a_message_and_the_app_keeps_running(window, text, expected):
+    window.notices.clear()
+    window.text.setText(text)
+    window.speak()
+    pump_until(lambda: any(expected in n for n in window.notices), 10, f"a notice for {text!r}")
+    assert window.isVisible()
+    window.stop()
+
+
+def test_20000_characters_stream_without_freezing_the_window(window):
+    text = ("The quick brown fox jumps over the lazy dog near the quiet river bank. " * 290)[:20000]
+    window.first_audio_ms = None
+    window.text.setText(text)
+    import time
+
+    asked = time.monotonic()
+    window.speak()
+    longest = 0.0
+    last = time.monotonic()
+    while time.monotonic() - asked < 4:
+        pump(0.005)
+        now = time.monotonic()
+        longest = max(longest, now - last)
+        last = now
+    window.stop()
+    assert window.first_audio_ms is not None and window.first_audio_ms < 2000
+    assert longest < 0.25, f"the event loop stalled for {longest * 1000:.0f} ms"
+
+
+def test_a_malformed_avatar_manifest_is_explained_and_the_bundled_one_shown(window, tmp_path):
+    bad = tmp_path / "manifest.json"
+    bad.write_text('{"format": "lipsync-studio.sprite-rig", "version": 1,')
+    window.notices.clear()
+    window.apply_settings(Settings(**{**QUIET.__dict__, "avatar_manifest": str(bad)}))
+    pump(0.3)
+    assert any("Avatar not loaded" in n and "bundled avatar" in n for n in window.notices)
+    assert _grab(window).std() > 20
+    window.apply_settings(QUIET)
+
+
+def _run(args, env_extra=None, timeout=120):
+    env = {k: v for k, v in os.environ.items() if k not in ("JACK_DEFAULT_SERVER",)}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=REPO)
+
+
+def test_without_any_audio_device_it_still_renders_and_says_audio_is_off(x_display, tmp_path):
+    # A separate process that has never seen the JACK test server: PortAudio finds no output.
+    script = f"""
+import json
+from tests.harness.app_driver import open_window, pump
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from pathlib import Path
+w = open_window(Path({str(tmp_path)!r}))
+w.text.setText("No sound here.")
+w.speak()
+pump(1.5)
+print(json.dumps({{"notices": w.notices, "stats": w.view.stats()["presented"],
+                  "audio": w.engine.output is None}}))
+"""
+    result = _run(["-c", script], {"DISPLAY": x_display, "JACK_NO_START_SERVER": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["audio"] is True
+    assert any("Audio is off" in n for n in report["notices"])
+    assert report["stats"] > 30
+
+
+def test_without_a_display_it_says_so_and_exits_non_zero():
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    result = subprocess.run([sys.executable, "-m", "app"], capture_output=True, text=True, env=env,
+                            timeout=60, cwd=REPO)
+    assert result.returncode == 2
+    assert "no display" in result.stderr and "xvfb-run" in result.stderr
+
+
+@pytest.mark.parametrize("fmt, allowed", [("ovr", set(OVR_VISEMES)), ("rhubarb", set("ABCDEFGHX"))])
+def test_say_writes_speech_and_cues_that_cover_it(tmp_path, fmt, allowed):
+    wav, cues = tmp_path / "out.wav", tmp_path / "out.json"
+    result = _run(["-m", "app", "say", TEXT, "--wav", str(wav), "--cues", str(cues), "--format", fmt])
+    assert result.returncode == 0, result.stderr
+    assert "time to first audio" in result.stdout
+    with wave.open(str(wav)) as f:
+        duration = f.getnframes() / f.getframerate()
+        assert f.getframerate() == 22050 and duration > 2
+    document = json.loads(cues.read_text())
+    mouth = document["mouthCues"]
+    assert document["metadata"]["visemeSet"] == ("ovr15" if fmt == "ovr" else "rhubarb")
+    assert mouth[0]["start"] == 0
+    assert abs(mouth[-1]["end"] - duration) <= 0.001
+    assert abs(document["metadata"]["duration"] - duration) <= 0.001
+    assert all(a["end"] == b["start"] for a, b in zip(mouth, mouth[1:]))
+    assert {c["value"] for c in mouth} <= allowed
+    assert len({c["value"] for c in mouth}) >= 6
+
+
+def test_say_refuses_empty_text_with_a_message(tmp_path):
+    result = _run(["-m", "app", "say", "  ", "--wav", str(tmp_path / "x.wav")])
+    assert result.returncode == 1
+    assert "Nothing to speak" in result.stderr and "Traceback" not in result.stderr
