@@ -15,6 +15,7 @@ from pipeline.clock import MediaClock
 from pipeline.speaker import Speaker, SpeechEvent
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.tts import PiperTTS
+from pipeline.worker_priority import run_as_background_work
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,11 @@ class Engine:
 
     @staticmethod
     def load_voice() -> PiperTTS:
-        """Load and warm up the voice: seconds of work, so call it off the UI thread."""
+        """Load and warm up the voice: seconds of work, so call it off the UI thread.
+
+        The calling thread becomes background work first, so the synthesis threads the
+        voice creates inherit the low priority."""
+        run_as_background_work()
         tts = PiperTTS()
         tts.warm_up()
         return tts

@@ -131,7 +131,11 @@ class MainWindow(QMainWindow):
         problem = self.engine.start_audio()
         if problem:
             self.add_notice(problem)
-        self.view.set_sources(self.engine.timeline.frame_pose, self.engine.clock.media_time_at)
+        self._connect_view()
+
+    def _connect_view(self) -> None:
+        timeline = self.engine.timeline
+        self.view.set_sources(timeline.frame_pose, self.engine.clock.media_time_at, timeline.version)
 
     def _load_avatar(self, manifest: str | None) -> None:
         rig = self._read_rig(manifest)
@@ -179,7 +183,7 @@ class MainWindow(QMainWindow):
             problem = self.engine.apply(settings)
             if problem:
                 self.add_notice(problem)
-            self.view.set_sources(self.engine.timeline.frame_pose, self.engine.clock.media_time_at)
+            self._connect_view()
         else:
             self.engine.apply(settings)
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)

@@ -43,7 +43,7 @@ class MediaClock:
         sample_rate: int,
         *,
         now: Callable[[], float] = time.monotonic,
-        window: float = 0.2,
+        window: float = 1.0,
         jump_threshold: float = 0.002,
         jump_confirm: int = 8,
     ) -> None:

@@ -24,6 +24,7 @@ from pipeline.speech_timeline import SpeechTimeline
 from pipeline.text_input import TextInputError
 from pipeline.tts import PiperTTS
 from pipeline.viseme_track import VisemeTrack
+from pipeline.worker_priority import run_as_background_work
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,7 @@ class Speaker:
         self._worker.join(timeout=5)
 
     def _run(self) -> None:
+        run_as_background_work()
         while (request := self._requests.get()) is not None:
             if request.cancel.is_set():
                 continue

@@ -47,12 +47,18 @@ class SpeechTimeline:
 
     def __init__(self) -> None:
         self._state: tuple[tuple[_Entry, ...], tuple[float, ...]] = ((), ())
+        self._version = 0
         # Serialises writers only; readers never take it.
         self._write_lock = threading.Lock()
 
     def _publish(self, entries: tuple[_Entry, ...]) -> None:
         # One tuple holding both, so a reader never pairs old starts with new entries.
         self._state = (entries, tuple(e.start for e in entries))
+        self._version += 1
+
+    def version(self) -> int:
+        """Changes on every schedule, cut or clear: poses made before may be stale."""
+        return self._version
 
     @property
     def end_time(self) -> float:

@@ -196,25 +196,25 @@ class VisemeTrack:
     def frame_pose(self, t_start: float, period: float, until: float | None = None) -> MouthPose:
         """The pose for a display frame visible over [t_start, t_start + period).
 
-        Evaluated at the interval's centre, except that a lip closure or lip-teeth
-        contact (MUST_SHOW) overlapping the interval is shown if the centre would miss
-        it. Sounds from `until` on are ignored (speech cut off there).
+        Evaluated at the interval's centre. A lip closure or lip-teeth contact
+        (MUST_SHOW) so short that it lies wholly between the previous frame's centre and
+        this one's would be shown by no frame: this frame shows it, being the frame whose
+        start is nearest to the sound's (within half a period). Sounds from `until` on are
+        ignored (speech cut off there).
         """
         if period <= 0:
             raise ValueError("period must be positive")
-        pose = self.pose_at(t_start + period / 2)
+        centre = t_start + period / 2
+        pose = self.pose_at(centre)
         limit = self.duration if until is None else min(until, self.duration)
-        t_end = min(t_start + period, limit)
-        if t_end <= max(t_start, 0.0):
-            return pose
         best: _Segment | None = None
-        for i in range(self._index_at(t_start), len(self._segments)):
+        for i in range(self._index_at(centre - period), len(self._segments)):
             seg = self._segments[i]
-            if seg.start >= t_end:
+            if seg.start >= centre or seg.start >= limit:
                 break
-            if seg.viseme in _MUST_SHOW_INDICES and seg.end > t_start:
-                overlap = min(seg.end, t_end) - max(seg.start, t_start)
-                if best is None or overlap > min(best.end, t_end) - max(best.start, t_start):
+            if (seg.viseme in _MUST_SHOW_INDICES and seg.start > centre - period
+                    and seg.end <= centre):
+                if best is None or seg.end - seg.start > best.end - best.start:
                     best = seg
         if best is None or pose.dominant == best.viseme:
             return pose

@@ -102,9 +102,12 @@ class AvatarView(QOpenGLWidget):
             self.update()
 
     def set_sources(self, pose_source: PoseSource | None,
-                    media_time_at: MediaClock | None) -> None:
+                    media_time_at: MediaClock | None,
+                    source_version: Callable[[], int] | None = None) -> None:
         """Pull frames made by `pose_source` at the times `media_time_at` says are heard.
-        None for either leaves the avatar idle (rest mouth, blinking, breathing)."""
+        `source_version` changes whenever the source's answers may have changed, so frames
+        made ahead are made again. None for a source or clock leaves the avatar idle
+        (rest mouth, blinking, breathing)."""
         self._stop_producer()
         self.slots.invalidate()
         self._media_time_at = media_time_at if pose_source is not None else None
@@ -112,7 +115,8 @@ class AvatarView(QOpenGLWidget):
             return
         self.slots.align(self._media_time_at(self.clock.next_presentation()))
         self.producer = FrameProducer(self.slots, pose_source, self._media_time_at,
-                                      lookahead=self.lookahead, clock=self._now)
+                                      lookahead=self.lookahead, source_version=source_version,
+                                      clock=self._now)
         self.producer.start()
 
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:

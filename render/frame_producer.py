@@ -52,10 +52,15 @@ class FrameProducer:
         poll_interval: float = 0.004,
         degraded_source: PoseSource | None = None,
         degraded_hold: float = 1.0,
+        source_version: Callable[[], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.slots = slots
         self.pose_source = pose_source
+        # When what the source says changes (speech scheduled or stopped), frames already
+        # made for the coming lookahead are stale and are made again from now on.
+        self.source_version = source_version or (lambda: 0)
+        self._seen_version = self.source_version()
         self.degraded_source = degraded_source or unblended(pose_source)
         self.media_time_at = media_time_at
         # Writing further ahead than the ring holds would overwrite frames not yet shown.
@@ -111,9 +116,13 @@ class FrameProducer:
         # A frame is past once its span has ended; until then a late tick may still want it.
         first = math.floor((now - phase) / period)
         last = math.floor((now + self.lookahead - phase) / period)
-        if timebase != self._timebase or self._next is None or self._next > last + 1:
-            # New epoch or phase, first pass, or the media clock went back: start at now.
+        version = self.source_version()
+        if (timebase != self._timebase or self._next is None or self._next > last + 1
+                or version != self._seen_version):
+            # New epoch or phase, first pass, the media clock went back, or the source
+            # changed: (re)make everything from now on.
             self._timebase = timebase
+            self._seen_version = version
             self._next = first
         elif self._next < first:
             slots.dropped += first - self._next

@@ -11,6 +11,7 @@ it read (a seqlock), so a torn frame is never returned.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -25,6 +26,10 @@ def midway(before: MouthPose, after: MouthPose) -> MouthPose:
     if before.viseme_a == after.viseme_a and before.viseme_b == after.viseme_b:
         return MouthPose(before.viseme_a, before.viseme_b, 0.5 * (before.mix + after.mix), openness)
     return MouthPose(before.dominant, after.dominant, 0.5, openness)
+
+
+_TORN = object()
+_READ_TRIES = 3
 
 
 class FrameSlots:
@@ -110,12 +115,24 @@ class FrameSlots:
 
     def take(self, frame_index: int) -> MouthPose | None:
         """The pose stored for `frame_index`, or None when the slot does not hold that
-        frame: not produced yet, overwritten, being written, of an older epoch, or made
-        for a phase more than period/4 away from the current one."""
+        frame: not produced yet, overwritten, of an older epoch, or made for a phase more
+        than period/4 away from the current one. A slot caught mid-write (the producer
+        re-making it) is read again: the write takes microseconds."""
+        for _ in range(_READ_TRIES):
+            pose = self._read(frame_index)
+            if pose is not _TORN:
+                return pose
+            # The writer is another Python thread: yield the GIL so it can finish.
+            time.sleep(0)
+        return None
+
+    def _read(self, frame_index: int):
         s = frame_index % self.count
         before = self.seq[s]
+        if before == _WRITING:
+            return _TORN
         epoch, phase = self._timebase
-        if before == _WRITING or self.frame[s] != frame_index or self.epoch[s] != epoch:
+        if self.frame[s] != frame_index or self.epoch[s] != epoch:
             return None
         stamp = self.stamp[s]
         if abs(stamp - (phase + (frame_index + 0.5) * self.period)) > 0.25 * self.period:
@@ -123,7 +140,7 @@ class FrameSlots:
         pose = MouthPose(int(self.viseme_a[s]), int(self.viseme_b[s]),
                          float(self.mix[s]), float(self.openness[s]))
         if self.seq[s] != before:
-            return None
+            return _TORN
         self.taken_stamp = float(stamp)
         return pose
 

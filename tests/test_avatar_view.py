@@ -85,7 +85,9 @@ def test_pulls_the_heard_frame_every_tick_at_60fps(qt_app, view, record_property
     assert log["viseme"].tolist() == [p.dominant for p in expected]
     assert np.allclose(log["mix"], [p.mix for p in expected], atol=1e-6)
     # Presentation instants sit on a 60 Hz grid (consecutive predictions one period apart).
-    assert np.allclose(np.diff(log["predicted"]), period, atol=1e-3)
+    # The grid-to-swap latency estimate moves a little under load; by less than the
+    # period/8 that would re-phase the frame slots.
+    assert np.allclose(np.diff(log["predicted"]), period, atol=period / 8)
     jitter = stats["tick_jitter_ms"]
     record_property("tick_jitter_p50_ms", jitter["p50_ms"])
     record_property("tick_jitter_p99_ms", jitter["p99_ms"])

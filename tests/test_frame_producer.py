@@ -157,3 +157,22 @@ def test_runs_on_its_own_thread_and_stops():
     assert made >= 10
     time.sleep(0.03)
     assert producer.produced == made                    # stopped means stopped
+
+
+def test_frames_made_ahead_are_made_again_when_the_source_changes():
+    slots = FrameSlots(30, 0.01)
+    now = [0.0]
+    says = {"viseme": 0}
+    version = [0]
+    producer = FrameProducer(
+        slots, lambda t, p: MouthPose(says["viseme"], says["viseme"], 0.0, 0.0),
+        lambda t: t, lookahead=0.1, source_version=lambda: version[0], clock=lambda: now[0],
+    )
+    producer.fill()
+    assert slots.take(5).dominant == 0
+    says["viseme"] = 10
+    producer.fill()
+    assert slots.take(5).dominant == 0  # nothing said the source changed
+    version[0] += 1
+    producer.fill()
+    assert slots.take(5).dominant == 10

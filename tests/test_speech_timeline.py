@@ -165,3 +165,16 @@ def test_onsets_are_in_media_time_and_stop_at_a_cut():
     timeline.cut(5.2)
     times, _ = timeline.onsets()
     assert list(times) == pytest.approx([5.0, 5.1])
+
+
+def test_version_changes_on_every_write():
+    timeline = SpeechTimeline()
+    track = VisemeTrack([PhonemeTiming("a", "aa", 0.0, 0.1)])
+    seen = [timeline.version()]
+    timeline.schedule(track, 1.0)
+    seen.append(timeline.version())
+    timeline.cut(1.05)
+    seen.append(timeline.version())
+    timeline.clear()
+    seen.append(timeline.version())
+    assert len(set(seen)) == 4

@@ -148,9 +148,11 @@ def test_short_closures_are_never_skipped(viseme, period):
     track = _track(("sil", 0.05), ("aa", 0.1), (viseme, 0.010), ("E", 0.1), ("sil", 0.05))
     for phase in np.arange(0.0, period, 0.001):
         frames = [track.frame_pose(t, period) for t in np.arange(-phase, track.duration, period)]
-        shown = [f for f in frames if f.dominant == VISEME_INDEX[viseme]]
-        # 10 ms can touch two frames; it may show in both, never in none.
-        assert 1 <= len(shown) <= 2, f"phase {phase:.3f}"
+        starts = np.arange(-phase, track.duration, period)
+        shown = [t for t, f in zip(starts, frames) if f.dominant == VISEME_INDEX[viseme]]
+        # Exactly one frame shows it: the one whose start is nearest to the sound's.
+        assert len(shown) == 1, f"phase {phase:.3f}"
+        assert abs(shown[0] - 0.15) <= period / 2 + 1e-9, f"phase {phase:.3f}"
 
 
 def test_frames_away_from_closures_are_the_centre_pose(tts):
