@@ -174,8 +174,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    # PySide6 6.12 can crash in interpreter finalisation after a window has lived and
-    # died (a refcount error in its GC hooks); the result is written by now.
-    os._exit(code)
+    sys.exit(main())
