@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from pipeline.text_normalizer import normalize
+
 # Beyond this a paste is almost certainly a mistake (a log file, a book); refusing it up
 # front beats minutes of speech the user cannot easily stop.
 MAX_TEXT_CHARS = 100_000
@@ -164,7 +166,8 @@ def prepare_text(raw: str) -> PreparedText:
         if emoji:
             raise TextInputError("Nothing to speak: the text has only emoji.")
         raise TextInputError("Nothing to speak: the text has no letters or digits.")
-    return PreparedText(cleaned, notices)
+    # Last, so numbers, units and codes are read as a person would say them on every path.
+    return PreparedText(normalize(cleaned), notices)
 
 
 # A sentence ends at . ! ? or … (with any closing quotes/brackets) followed by a space.
