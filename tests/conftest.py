@@ -53,3 +53,14 @@ def qt_app(x_display):
     app.closeAllWindows()
     app.processEvents()
     shiboken6.delete(app)
+
+
+@pytest.fixture
+def output(jack_server):
+    """The app's audio output, started on the JACK test server's playback device."""
+    from pipeline.audio_output import AudioOutput
+
+    out = AudioOutput("system")
+    out.start()
+    yield out
+    out.close()

@@ -14,14 +14,6 @@ pytestmark = pytest.mark.audio
 
 
 @pytest.fixture
-def output(jack_server):
-    out = AudioOutput("system")
-    out.start()
-    yield out
-    out.close()
-
-
-@pytest.fixture
 def recorder(output):
     rec = JackRecorder()
     rec.start()

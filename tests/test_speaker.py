@@ -6,7 +6,6 @@ import time
 import numpy as np
 import pytest
 
-from pipeline.audio_output import AudioOutput
 from pipeline.clock import MediaClock
 from pipeline.speaker import Speaker, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
 from pipeline.speech_timeline import SpeechTimeline
@@ -33,14 +32,6 @@ class Events:
             event = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
             if isinstance(event, kind):
                 return event
-
-
-@pytest.fixture
-def output(jack_server):
-    out = AudioOutput("system")
-    out.start()
-    yield out
-    out.close()
 
 
 @pytest.mark.audio
