@@ -23,6 +23,8 @@ class Settings:
     audio_output_device: str | None = None
     # None = the bundled avatar.
     avatar_manifest: str | None = None
+    # Streaming trade-off between time to first audio and quality (see pipeline.streaming_tts).
+    latency_mode: str = "balanced"
     # Speaking rate as a multiple of the voice's natural rate (piper length_scale = 1/rate).
     speech_rate: float = 1.0
     volume: float = 1.0
@@ -38,10 +40,12 @@ class FieldRule:
     low: float | None = None
     high: float | None = None
     optional: bool = False
+    choices: tuple[str, ...] = ()
 
 
 RULES: dict[str, FieldRule] = {
     "audio_output_device": FieldRule(str, optional=True),
+    "latency_mode": FieldRule(str, choices=("ultra", "balanced", "premium")),
     "avatar_manifest": FieldRule(str, optional=True),
     "speech_rate": FieldRule(float, 0.5, 2.0),
     "volume": FieldRule(float, 0.0, 1.0),
@@ -65,6 +69,8 @@ def _check(name: str, value: Any) -> str | None:
         return f"must be a {rule.kind.__name__}"
     if rule.low is not None and not (rule.low <= value <= rule.high):
         return f"must be between {rule.low:g} and {rule.high:g}"
+    if rule.choices and value not in rule.choices:
+        return "must be one of " + ", ".join(rule.choices)
     if name == "background" and not _is_hex_colour(value):
         return "must be a colour like #20232a"
     if rule.kind is str and not rule.optional and not value:

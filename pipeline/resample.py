@@ -1,23 +1,86 @@
-"""Sample-rate conversion from the voice's rate to the output device's rate."""
+"""Sample-rate conversion from the voice's rate to the output device's rate, in one go or
+chunk by chunk as a stream arrives.
+
+One windowed-sinc polyphase filter serves both, so audio resampled in chunks is the very
+same audio as resampled whole: no seams at chunk boundaries, and tests can compute what
+the device must play.
+"""
 
 from __future__ import annotations
 
 from math import gcd
 
 import numpy as np
-from scipy.signal import resample_poly
+
+# Filter half-width in zero crossings of the sinc, and the Kaiser window's shape: ~90 dB
+# stop band, pass band flat to 0.9 of the lower Nyquist frequency.
+ZERO_CROSSINGS = 24
+KAISER_BETA = 9.0
+CUTOFF = 0.92
+
+
+class StreamResampler:
+    """Resamples a mono stream chunk by chunk; `process(..., last=True)` flushes it.
+
+    Output n sits at input position n·src/dst. It is emitted once the input reaches past
+    the filter's right half, so a chunk's output lags its input by ZERO_CROSSINGS input
+    samples at most (1 ms at 22,050 Hz) until the flush.
+    """
+
+    def __init__(self, src_rate: int, dst_rate: int) -> None:
+        if src_rate <= 0 or dst_rate <= 0:
+            raise ValueError(f"sample rates must be positive, got {src_rate} and {dst_rate}")
+        g = gcd(int(src_rate), int(dst_rate))
+        self.up, self.down = dst_rate // g, src_rate // g
+        # Cut-off relative to the input's Nyquist frequency: below the output's when
+        # downsampling, so nothing folds back.
+        fc = CUTOFF * min(1.0, self.up / self.down)
+        self.half = int(np.ceil(ZERO_CROSSINGS / fc))
+        taps = np.arange(2 * self.half)
+        # weights[p, j]: output phase p/up between inputs, tap j at input offset j - half + 1.
+        x = (np.arange(self.up)[:, None] / self.up) + (self.half - 1 - taps)[None, :]
+        window = np.kaiser(2 * self.half + 1, KAISER_BETA)
+        w = np.interp(x, np.arange(-self.half, self.half + 1), window)
+        self._weights = (fc * np.sinc(fc * x) * w).astype(np.float32)
+        self._taps = taps
+        self._buffer = np.zeros(self.half, np.float32)  # zeros before the stream starts
+        self._base = -self.half  # input index of _buffer[0]
+        self._received = 0
+        self._emitted = 0
+
+    def process(self, chunk: np.ndarray, last: bool = False) -> np.ndarray:
+        chunk = np.asarray(chunk, dtype=np.float32)
+        if chunk.ndim != 1:
+            raise ValueError("StreamResampler takes mono audio (a 1-D array)")
+        self._buffer = np.concatenate((self._buffer, chunk))
+        self._received += len(chunk)
+        if last:
+            end = -(-self._received * self.up // self.down)
+            self._buffer = np.concatenate((self._buffer, np.zeros(self.half + 1, np.float32)))
+        else:
+            ready = self._received - self.half
+            end = max(0, -(-ready * self.up // self.down)) if ready > 0 else 0
+        if end <= self._emitted:
+            return np.zeros(0, np.float32)
+        n = np.arange(self._emitted, end)
+        position = n * self.down
+        first_tap = position // self.up - self.half + 1 - self._base
+        out = np.einsum(
+            "ij,ij->i",
+            self._buffer[first_tap[:, None] + self._taps[None, :]],
+            self._weights[position % self.up],
+        )
+        self._emitted = end
+        keep_from = (end * self.down) // self.up - self.half + 1 - self._base
+        if keep_from > 0:
+            self._buffer = self._buffer[keep_from:]
+            self._base += keep_from
+        return out.astype(np.float32, copy=False)
 
 
 def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
-    """Resample along axis 0 with a polyphase filter; returns float32.
-
-    The ratio is reduced first (22,050 → 48,000 Hz is 320/147) because resample_poly's
-    filter length and cost grow with the up/down factors it is given.
-    """
-    if src_rate <= 0 or dst_rate <= 0:
-        raise ValueError(f"sample rates must be positive, got {src_rate} and {dst_rate}")
+    """Resample mono audio whole; the same samples StreamResampler gives chunk by chunk."""
     audio = np.asarray(audio, dtype=np.float32)
-    if src_rate == dst_rate:
+    if src_rate == dst_rate and src_rate > 0:
         return audio.copy()
-    g = gcd(int(src_rate), int(dst_rate))
-    return resample_poly(audio, dst_rate // g, src_rate // g, axis=0).astype(np.float32, copy=False)
+    return StreamResampler(src_rate, dst_rate).process(audio, last=True)

@@ -49,3 +49,10 @@ def test_newer_version_keeps_what_fits(tmp_path):
     store = SettingsStore(path)
     assert store.load().volume == 0.5
     assert "version 99" in store.problems[0]
+
+
+def test_latency_mode_must_be_a_known_mode():
+    settings, problems = validate({"latency_mode": "ludicrous"})
+    assert settings.latency_mode == "balanced"
+    assert "ultra, balanced, premium" in problems[0]
+    assert validate({"latency_mode": "ultra"})[0].latency_mode == "ultra"
