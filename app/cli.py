@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     say.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
                      help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
     say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
+    say.add_argument("--mode", choices=("ultra", "balanced", "premium"), default="balanced",
+                     help="latency mode: how soon speech starts against how it sounds")
     return parser
 
 
@@ -72,37 +74,28 @@ def _fail(message: str) -> int:
 def _say(args: argparse.Namespace) -> int:
     from pipeline.audio_output import AudioUnavailable
     from pipeline.cues import concat_tracks, cues_document
+    from pipeline.streaming_tts import LATENCY_MODES, StreamingTTS
     from pipeline.text_input import TextInputError
-    from pipeline.tts import PiperTTS
 
     if not 0.5 <= args.rate <= 2.0:
         return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
     for path in (args.wav, args.cues):
         if path is not None and not path.resolve().parent.is_dir():
             return _fail(f"cannot write {path}: folder {path.resolve().parent} does not exist")
-    tts = PiperTTS()
-    started = time.monotonic()
-    first_audio: list[float] = []
-
-    def segments(stream):
-        for segment in stream:
-            if not first_audio:
-                first_audio.append(time.monotonic() - started)
-            for notice in segment.notices:
-                print(f"note: {notice}", file=sys.stderr)
-            yield segment
-
+    tts = StreamingTTS()
+    tts.warm_up()
+    mode = LATENCY_MODES[args.mode]
     try:
-        stream = segments(tts.synthesize(args.text, length_scale=1.0 / args.rate))
         if args.wav is None:
-            audio, cues = _play(stream)
+            first_audio_s, cues, duration = _play(tts, args.text, mode, args.rate)
         else:
-            audio, cues = concat_tracks(stream)
+            first_audio_s, segments = _render(tts, args.text, mode, args.rate)
+            audio, cues = concat_tracks(segments)
+            duration = len(audio) / tts.sample_rate
     except TextInputError as exc:
         return _fail(str(exc))
     except AudioUnavailable as exc:
         return _fail(f"cannot play the speech: {exc} (--wav FILE writes it to a file instead)")
-    duration = len(audio) / tts.sample_rate
     if args.wav is not None:
         with wave.open(str(args.wav), "wb") as out:
             out.setnchannels(1)
@@ -113,30 +106,72 @@ def _say(args: argparse.Namespace) -> int:
         sound_file = str(args.wav) if args.wav is not None else ""
         document = cues_document(cues, sound_file, duration, args.format)
         args.cues.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    print(f"time to first audio {first_audio[0] * 1000:.0f} ms, {duration:.2f} s of speech"
+    print(f"time to first audio {first_audio_s * 1000:.0f} ms ({args.mode}), {duration:.2f} s of speech"
           + (f", wrote {args.wav}" if args.wav else "") + (f", wrote {args.cues}" if args.cues else ""))
     return 0
 
 
-def _play(segments):
-    """Play segments through the default output as they are synthesized; returns the
-    whole audio and cues, like concat_tracks."""
-    from pipeline.audio_output import AudioOutput
-    from pipeline.cues import concat_tracks
-    from pipeline.resample import resample
+def _render(tts, text: str, mode, rate: float):
+    """Synthesize to memory: (time to first audio chunk, one SpeechSegment per plan)."""
+    from pipeline.frames import SpeechSegment
+    from pipeline.streaming_tts import SentencePlan
 
+    started = time.monotonic()
+    first_audio_s = None
+    segments: list[SpeechSegment] = []
+    chunks: list[np.ndarray] = []
+    for item in tts.stream(text, mode, length_scale=1.0 / rate):
+        if isinstance(item, SentencePlan):
+            for notice in item.notices:
+                print(f"note: {notice}", file=sys.stderr)
+            chunks = []
+            segments.append(SpeechSegment(item.text, np.zeros(0, np.float32), item.sample_rate,
+                                          item.phonemes))
+            continue
+        if first_audio_s is None:
+            first_audio_s = time.monotonic() - started
+        chunks.append(item.samples)
+        if item.last:
+            segments[-1].audio = np.concatenate(chunks)
+    return first_audio_s or 0.0, segments
+
+
+def _play(tts, text: str, mode, rate: float):
+    """Play through the default output as it is synthesized, through the app's own
+    speech stage; returns the time to first audio, the cues of what played and its
+    duration."""
+    import queue
+
+    from pipeline.audio_output import AudioOutput
+    from pipeline.speaker import Speaker, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
+    from pipeline.speech_timeline import SpeechTimeline
+    from pipeline.text_input import TextInputError, prepare_text
+
+    prepare_text(text)  # refuses text with nothing to speak before a device is opened
     output = AudioOutput()
     output.start()
+    events: queue.Queue = queue.Queue()
+    timeline = SpeechTimeline()
+    speaker = Speaker(tts, timeline, output, output.clock, events.put,
+                      speech_rate=rate, mode=mode)
+    first_audio_s = 0.0
     try:
-        def scheduled():
-            for segment in segments:
-                output.schedule(resample(segment.audio, segment.sample_rate, output.sample_rate))
-                yield segment
-
-        audio, cues = concat_tracks(scheduled())
+        speaker.say(text)
+        while True:
+            event = events.get()
+            if isinstance(event, SpeechStarted):
+                first_audio_s = event.first_audio_s
+            elif isinstance(event, SpeechNotice):
+                print(f"note: {event.message}", file=sys.stderr)
+            elif isinstance(event, SpeechFailed):
+                raise TextInputError(event.message)
+            elif isinstance(event, SpeechFinished):
+                break
+        cues = timeline.cues()
         while output.read_pos < output.scheduled_end:
             time.sleep(0.02)
         time.sleep(output.output_latency)
     finally:
+        speaker.close()
         output.close()
-    return audio, cues
+    return first_audio_s, cues, (cues[-1].end if cues else 0.0)

@@ -7,6 +7,7 @@ same objects the app does.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from app.settings import Settings
@@ -14,11 +15,13 @@ from pipeline.audio_output import AudioOutput, AudioUnavailable
 from pipeline.clock import MediaClock
 from pipeline.speaker import Speaker, SpeechEvent
 from pipeline.speech_timeline import SpeechTimeline
-from pipeline.tts import PiperTTS
+from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS
 from pipeline.worker_priority import run_as_background_work
 
 log = logging.getLogger(__name__)
 
+# What the settings panel's first-audio figures are measured with.
+MEASURE_TEXT = "Thanks for watching the stream today, everyone."
 # Media clock rate when there is no audio device: any rate works, the voice's is natural.
 SILENT_RATE = 22050
 
@@ -31,7 +34,7 @@ class Engine:
         self.output: AudioOutput | None = None
         self.clock = MediaClock(SILENT_RATE)
         self.audio_problem: str | None = None
-        self.tts: PiperTTS | None = None
+        self.tts: StreamingTTS | None = None
         self.speaker: Speaker | None = None
 
     def start_audio(self) -> str | None:
@@ -54,17 +57,33 @@ class Engine:
         return self.audio_problem
 
     @staticmethod
-    def load_voice() -> PiperTTS:
-        """Load and warm up the voice: seconds of work, so call it off the UI thread.
+    def load_voice(progress: Callable[[float], None] | None = None) -> StreamingTTS:
+        """Load and warm up the voice (every engine shape once, so the first request is
+        as fast as the rest): seconds of work, so call it off the UI thread.
 
         The calling thread becomes background work first, so the synthesis threads the
         voice creates inherit the low priority."""
         run_as_background_work()
-        tts = PiperTTS()
-        tts.warm_up()
+        tts = StreamingTTS()
+        tts.warm_up(progress)
         return tts
 
-    def attach_voice(self, tts: PiperTTS) -> None:
+    @staticmethod
+    def measure_modes(tts: StreamingTTS, text: str = MEASURE_TEXT) -> dict[str, float]:
+        """Time to first audio (ms) of each latency mode on this machine, for the
+        settings panel: one short sentence each, right after warm-up."""
+        measured = {}
+        for name, mode in LATENCY_MODES.items():
+            started = time.perf_counter()
+            stream = tts.stream(text, mode)
+            for item in stream:
+                if isinstance(item, AudioChunk):
+                    measured[name] = (time.perf_counter() - started) * 1000
+                    break
+            stream.close()
+        return measured
+
+    def attach_voice(self, tts: StreamingTTS) -> None:
         """Start speaking with a loaded voice (on the thread that owns the engine)."""
         self.tts = tts
         self._make_speaker()
@@ -78,6 +97,7 @@ class Engine:
         if self.speaker is not None:
             self.speaker.volume = settings.volume
             self.speaker.speech_rate = settings.speech_rate
+            self.speaker.mode = LATENCY_MODES[settings.latency_mode]
         return self.audio_problem
 
     def voice_ready_for_speech(self) -> bool:
@@ -107,6 +127,7 @@ class Engine:
         self.speaker = Speaker(
             self.tts, self.timeline, self.output, self.clock, self._on_event,
             volume=self.settings.volume, speech_rate=self.settings.speech_rate,
+            mode=LATENCY_MODES[self.settings.latency_mode],
         )
 
     def _close_output(self) -> None:

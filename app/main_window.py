@@ -35,7 +35,8 @@ class _Bridge(QObject):
     """Carries events from worker threads to the UI thread (queued signal delivery)."""
 
     speech = Signal(object)
-    voice_loaded = Signal(object)
+    voice_progress = Signal(float)
+    voice_loaded = Signal(object, object)
     voice_failed = Signal(str)
 
 
@@ -52,11 +53,15 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self._bridge = _Bridge()
         self._bridge.speech.connect(self._on_speech_event)
+        self._bridge.voice_progress.connect(self._on_voice_progress)
         self._bridge.voice_loaded.connect(self._on_voice_loaded)
         self._bridge.voice_failed.connect(self._on_voice_failed)
         self.engine = Engine(settings, self._bridge.speech.emit)
         self.notices: list[str] = list(store.problems)
         self.first_audio_ms: float | None = None
+        # The last finished request and the media time its sound ends at.
+        self.finished: SpeechFinished | None = None
+        self.mode_first_audio_ms: dict[str, float] = {}
 
         self.view = AvatarView(fps=settings.target_fps, clear_color=_colour(settings.background))
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
@@ -71,8 +76,8 @@ class MainWindow(QMainWindow):
         self.settings_button = QPushButton("Settings…")
         self.settings_button.clicked.connect(self.open_settings)
         self.progress = QProgressBar()
-        self.progress.setRange(0, 0)
-        self.progress.setFormat("Loading voice…")
+        self.progress.setRange(0, 100)
+        self.progress.setFormat("Warming up the voice… %p%")
         self.progress.setTextVisible(True)
         self.status = QLabel()
         # Wrapped so changing figures never widen the window and shift the avatar.
@@ -81,6 +86,11 @@ class MainWindow(QMainWindow):
         self.notice = QLabel()
         self.notice.setWordWrap(True)
         self.notice.setStyleSheet("color: #b36b00")
+
+        # Fixed heights: messages coming and going must never resize (and move) the avatar.
+        line = self.fontMetrics().lineSpacing()
+        self.notice.setFixedHeight(3 * line + 4)
+        self.status.setFixedHeight(2 * line + 4)
 
         controls = QHBoxLayout()
         controls.addWidget(self.text, 1)
@@ -110,12 +120,17 @@ class MainWindow(QMainWindow):
 
     def _load_voice(self) -> None:
         try:
-            self._bridge.voice_loaded.emit(Engine.load_voice())
+            tts = Engine.load_voice(self._bridge.voice_progress.emit)
+            self._bridge.voice_loaded.emit(tts, Engine.measure_modes(tts))
         except Exception as exc:  # shown to the user; the window stays usable
             log.exception("voice failed to load")
             self._bridge.voice_failed.emit(f"The voice could not be loaded: {exc}")
 
-    def _on_voice_loaded(self, tts) -> None:
+    def _on_voice_progress(self, fraction: float) -> None:
+        self.progress.setValue(round(fraction * 100))
+
+    def _on_voice_loaded(self, tts, measured: dict[str, float]) -> None:
+        self.mode_first_audio_ms = measured
         self.engine.attach_voice(tts)
         self._set_ready(True)
 
@@ -169,7 +184,7 @@ class MainWindow(QMainWindow):
         self.engine.stop()
 
     def open_settings(self) -> None:
-        panel = SettingsPanel(self.settings, self)
+        panel = SettingsPanel(self.settings, self.mode_first_audio_ms, self)
         if panel.exec():
             self.apply_settings(panel.result_settings())
 
@@ -197,10 +212,15 @@ class MainWindow(QMainWindow):
     def _on_speech_event(self, event: SpeechEvent) -> None:
         if isinstance(event, SpeechStarted):
             self.first_audio_ms = event.first_audio_s * 1000
+        elif isinstance(event, SpeechFinished):
+            self.finished = event
         elif isinstance(event, (SpeechNotice, SpeechFailed)):
             self.add_notice(event.message)
-        elif isinstance(event, SpeechFinished) and event.gaps:
-            self.add_notice(f"Synthesis fell behind playback: {event.gaps} pause(s) longer than written.")
+        if isinstance(event, SpeechFinished) and (event.gaps or event.underruns):
+            self.add_notice(
+                f"Synthesis fell behind playback: {event.gaps} longer pause(s) between "
+                f"sentences, {event.underruns} chunk(s) too late to play in full. A faster "
+                "latency mode or a less busy computer helps.")
 
     def add_notice(self, message: str) -> None:
         log.info("notice: %s", message)
@@ -220,8 +240,8 @@ class MainWindow(QMainWindow):
     def refresh_status(self) -> None:
         stats = self.view.stats()
         parts = []
-        parts.append(f"first audio {self.first_audio_ms:.0f} ms" if self.first_audio_ms is not None
-                     else "first audio –")
+        parts.append(f"first audio {self.first_audio_ms:.0f} ms ({self.settings.latency_mode})"
+                     if self.first_audio_ms is not None else "first audio –")
         report = self.sync_offsets()
         parts.append(f"A/V offset {report.median_ms:+.1f} ms" if len(report.offsets_ms)
                      else "A/V offset –")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
     QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QWidget,
@@ -11,6 +12,7 @@ from PySide6.QtWidgets import (
 
 from app.settings import Settings, validate
 from pipeline.audio_output import list_output_devices
+from pipeline.streaming_tts import LATENCY_MODES
 
 SYSTEM_DEFAULT = "System default"
 BUNDLED_AVATAR = ""
@@ -19,11 +21,27 @@ BUNDLED_AVATAR = ""
 class SettingsPanel(QDialog):
     """Edits a copy of Settings; `result_settings()` is only valid after accept()."""
 
-    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: Settings, mode_first_audio_ms: dict[str, float] | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Lipsync Studio settings")
         self._settings = settings
         form = QFormLayout(self)
+
+        self.mode = QComboBox()
+        measured = mode_first_audio_ms or {}
+        for name, mode in LATENCY_MODES.items():
+            figure = (f"first audio {measured[name]:.0f} ms here" if name in measured
+                      else "not measured yet")
+            self.mode.addItem(f"{name} ({figure})", name)
+            self.mode.setItemData(self.mode.count() - 1, mode.description, Qt.ItemDataRole.ToolTipRole)
+        self.mode.setCurrentIndex(self.mode.findData(settings.latency_mode))
+        self.mode_description = QLabel(LATENCY_MODES[settings.latency_mode].description)
+        self.mode_description.setWordWrap(True)
+        self.mode.currentIndexChanged.connect(
+            lambda _: self.mode_description.setText(LATENCY_MODES[self.mode.currentData()].description))
+        form.addRow("Latency mode", self.mode)
+        form.addRow("", self.mode_description)
 
         self.output = QComboBox()
         self.output.addItem(SYSTEM_DEFAULT)
@@ -83,6 +101,7 @@ class SettingsPanel(QDialog):
         return {
             **asdict(self._settings),
             "audio_output_device": None if output == SYSTEM_DEFAULT else output,
+            "latency_mode": self.mode.currentData(),
             "avatar_manifest": self.avatar.text().strip() or None,
             "speech_rate": self.rate.value(),
             "volume": self.volume.value(),

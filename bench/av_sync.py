@@ -89,7 +89,7 @@ def main() -> int:
         engine = window.engine
         counters_before = window.view.slots.counters()
         log_start = len(window.view.presentation_log())
-        onset_times, onset_visemes, first_audio, schedule_leads = [], [], [], []
+        onset_times, onset_visemes, first_audio = [], [], []
         for text in (SENTENCES * 2)[: args.sentences]:
             say(window, text)
             first_audio.append(window.first_audio_ms)

@@ -159,9 +159,24 @@ class AudioOutput:
         self.measured_output_latency = dac - current
         self.callbacks += 1
 
-    def _safe_pos(self) -> int:
+    def earliest_pos(self) -> int:
+        """The first position that can still be written: the read head plus a margin, so
+        the callback is never reading the part of the ring the writer is changing."""
+        self._require_started()
         block = self.max_block or self.ASSUMED_BLOCK
         return self._timeline.read_pos + self.SAFETY_BLOCKS * block
+
+    def write_at(self, pos: int, samples_at_device_rate: np.ndarray) -> int:
+        """Put speech at exactly `pos`, where its mouth shapes are already scheduled.
+
+        What arrives too late to play (before earliest_pos) is dropped rather than
+        shifted, so sound and mouth stay in sync through an underrun. Returns how many
+        samples were dropped.
+        """
+        late = min(len(samples_at_device_rate), max(0, self.earliest_pos() - pos))
+        if late < len(samples_at_device_rate):
+            self._timeline.write(pos + late, samples_at_device_rate[late:])
+        return late
 
     def schedule(
         self, samples_at_device_rate: np.ndarray, not_before: int | None = None,
@@ -174,7 +189,7 @@ class AudioOutput:
         pieces of speech follow each other without a gap or an overlap.
         """
         self._require_started()
-        start = self._safe_pos()
+        start = self.earliest_pos()
         if not_before is not None:
             start = max(start, not_before)
         if contiguous:
@@ -182,12 +197,12 @@ class AudioOutput:
         self._timeline.write(start, samples_at_device_rate)
         return start
 
-    def stop_speech(self, fade_ms: float = 10) -> float:
+    def stop_speech(self, fade_ms: float = 5) -> float:
         """Fade out what has not reached the device yet, drop the rest; returns the media
         time at which sound ends."""
         self._require_started()
         fade = int(round(fade_ms * self._timeline.sample_rate / 1000))
-        end = self._timeline.discard_from(self._safe_pos(), fade)
+        end = self._timeline.discard_from(self.earliest_pos(), fade)
         return end / self._timeline.sample_rate
 
     def _require_started(self) -> None:

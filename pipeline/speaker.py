@@ -1,9 +1,10 @@
 """The speech stage: text in; audio on the output timeline and visemes on the speech
 timeline, both stamped in media time before they play.
 
-A worker thread synthesizes sentence by sentence and schedules each right after the
-previous one, so long text streams with bounded memory. Stop and barge-in cancel the
-request between model calls and silence what is already scheduled.
+A worker thread pulls the streaming voice chunk by chunk: each sentence's plan (its exact
+phoneme timeline) goes on the media clock with its first audio, right after the previous
+sentence, and every chunk is written at its exact place behind it. Long text streams with
+bounded memory; Stop and barge-in cancel between chunks and silence what is scheduled.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import numpy as np
 
 from pipeline.audio_output import AudioOutput
 from pipeline.clock import MediaClock
-from pipeline.resample import resample
+from pipeline.resample import StreamResampler
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.text_input import TextInputError
-from pipeline.tts import PiperTTS
+from pipeline.streaming_tts import LATENCY_MODES, LatencyMode, SentencePlan, StreamingTTS
 from pipeline.viseme_track import VisemeTrack
 from pipeline.worker_priority import run_as_background_work
 
@@ -60,6 +61,7 @@ class SpeechFinished:
     end_media_time: float
     cancelled: bool
     gaps: int  # sentences that could not follow the previous one seamlessly
+    underruns: int  # chunks that arrived after their time to play (their late part dropped)
 
 
 SpeechEvent = SpeechStarted | SpeechNotice | SpeechFailed | SpeechFinished
@@ -82,7 +84,7 @@ class Speaker:
 
     def __init__(
         self,
-        tts: PiperTTS,
+        tts: StreamingTTS,
         timeline: SpeechTimeline,
         output: AudioOutput | None,
         clock: MediaClock,
@@ -90,6 +92,7 @@ class Speaker:
         *,
         volume: float = 1.0,
         speech_rate: float = 1.0,
+        mode: LatencyMode = LATENCY_MODES["balanced"],
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self._tts = tts
@@ -99,6 +102,8 @@ class Speaker:
         self._emit = on_event
         self.volume = volume
         self.speech_rate = speech_rate
+        # Read by the stream at every chunk: a switch while speaking applies to the next.
+        self.mode = mode
         self._now = now
         self._requests: queue.Queue[_Request | None] = queue.Queue()
         self._current: _Request | None = None
@@ -156,43 +161,68 @@ class Speaker:
 
     def _speak(self, request: _Request) -> None:
         rate = self.rate
-        first = True
-        gaps = 0
-        end_pos = 0
-        for segment in self._tts.synthesize(
-            request.text, cancel=request.cancel, length_scale=1.0 / self.speech_rate
-        ):
-            for message in segment.notices:
-                self._emit(SpeechNotice(request.id, message))
-            synthesized_at = self._now()
-            audio = resample(segment.audio, segment.sample_rate, rate)
+        started = False
+        gaps = underruns = 0
+        plan: SentencePlan | None = None
+        plan_start = written = 0
+        end_pos = None
+        resampler: StreamResampler | None = None
+        stream = self._tts.stream(
+            request.text, mode=lambda: self.mode, cancel=request.cancel,
+            length_scale=1.0 / self.speech_rate,
+        )
+        for item in stream:
+            if isinstance(item, SentencePlan):
+                for message in item.notices:
+                    self._emit(SpeechNotice(request.id, message))
+                plan, written, plan_start = item, 0, -1
+                resampler = (StreamResampler(item.sample_rate, rate)
+                             if item.sample_rate != rate else None)
+                continue
+            audio = item.samples if resampler is None else resampler.process(item.samples, item.last)
             if self.volume != 1.0:
                 audio = audio * np.float32(self.volume)
-            track = VisemeTrack(segment.phonemes)
             self._wait_for_room(request, rate)
             with self._schedule_lock:
                 if request.cancel.is_set():
                     break
-                start_pos = self._place(audio, rate, contiguous=not first)
-                if not first and start_pos > end_pos:
-                    gaps += 1
-                end_pos = start_pos + len(audio)
-                self._timeline.schedule(track, start_pos / rate)
-            if first:
-                heard_at = self._clock.monotonic_at(start_pos / rate)
+                if plan_start < 0:
+                    # A plan's mouth shapes go on the media clock with its first audio:
+                    # right after the previous plan, or as soon as possible if synthesis
+                    # fell behind (a pause, not a glitch).
+                    plan_start = self._start_of_plan(end_pos)
+                    if end_pos is not None and plan_start > end_pos:
+                        gaps += 1
+                    self._timeline.schedule(VisemeTrack(plan.phonemes), plan_start / rate)
+                    # As many samples as the resampler makes of the plan (it rounds up).
+                    end_pos = plan_start + -(-plan.total_samples * rate // plan.sample_rate)
+                dropped = self._write(plan_start + written, audio)
+                if dropped:
+                    underruns += 1
+                written += len(audio)
+            if not started:
+                started = True
+                heard_at = self._clock.monotonic_at(plan_start / rate)
                 self._emit(SpeechStarted(
-                    request.id, heard_at - request.requested_at, synthesized_at - request.requested_at,
+                    request.id, heard_at - request.requested_at, self._now() - request.requested_at,
                 ))
-                first = False
-        self._emit(SpeechFinished(request.id, end_pos / rate, request.cancel.is_set(), gaps))
+        self._emit(SpeechFinished(
+            request.id, (end_pos or 0) / rate, request.cancel.is_set(), gaps, underruns,
+        ))
 
-    def _place(self, audio: np.ndarray, rate: int, contiguous: bool) -> int:
+    def _start_of_plan(self, previous_end: int | None) -> int:
+        rate = self.rate
         if self._output is not None:
-            return self._output.schedule(audio, contiguous=contiguous)
-        earliest = self._clock.media_time_now() + SILENT_LEAD_S
-        start = max(earliest, self._silent_end) if contiguous else earliest
-        self._silent_end = start + len(audio) / rate
-        return int(round(start * rate))
+            start = self._output.earliest_pos()
+        else:
+            start = int(round((self._clock.media_time_now() + SILENT_LEAD_S) * rate))
+        return start if previous_end is None else max(start, previous_end)
+
+    def _write(self, pos: int, audio: np.ndarray) -> int:
+        if self._output is None:
+            self._silent_end = (pos + len(audio)) / self.rate
+            return 0
+        return self._output.write_at(pos, audio)
 
     def _wait_for_room(self, request: _Request, rate: int) -> None:
         while not request.cancel.is_set():

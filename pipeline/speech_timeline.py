@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pipeline.frames import MouthPose
+from pipeline.frames import MouthPose, VisemeCue
 from pipeline.viseme_track import SIL_POSE, VisemeTrack, smoothstep
 from pipeline.visemes import VISEME_INDEX
 
@@ -88,6 +88,22 @@ class SpeechTimeline:
     def clear(self) -> None:
         with self._write_lock:
             self._publish(())
+
+    def cues(self) -> list[VisemeCue]:
+        """Everything scheduled as cues on one timeline starting at the first entry (what
+        a played utterance looked like; cut entries end at their cut)."""
+        entries, _ = self._state
+        if not entries:
+            return []
+        origin = entries[0].start
+        out: list[VisemeCue] = []
+        for entry in entries:
+            for cue in entry.track.cues():
+                start = entry.start + cue.start
+                end = min(entry.start + cue.end, entry.cut_at)
+                if end > start:
+                    out.append(VisemeCue(start - origin, end - origin, cue.value))
+        return out
 
     def onsets(self) -> tuple[np.ndarray, np.ndarray]:
         """(media times, viseme indices) at which each scheduled viseme starts, before

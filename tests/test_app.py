@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from app.settings import Settings
-from pipeline.resample import resample
+from pipeline.resample import StreamResampler
 from pipeline.sync_metrics import viseme_change_offsets
-from pipeline.tts import PiperTTS
+from pipeline.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS
 from pipeline.visemes import OVR_VISEMES
 from render.avatar_view import PRESENTED
 from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
@@ -33,7 +33,7 @@ def window(qt_app, jack_server, tmp_path_factory):
     w = open_window(tmp_path_factory.mktemp("config"), QUIET)
     # The same voice with its noise turned off, so the test can synthesize exactly what
     # the app plays and compare sample by sample.
-    w.engine.attach_voice(PiperTTS(noise_scale=0.0, noise_w_scale=0.0))
+    w.engine.attach_voice(StreamingTTS(noise_scale=0.0, noise_w_scale=0.0))
     yield w
     w.close()
 
@@ -73,6 +73,7 @@ def test_speaking_moves_the_mouth_and_nothing_else(window):
     x0, y0, x1, y1 = _mouth_box(window, rest.shape)
     inside = changed[y0:y1, x0:x1].sum()
     outside = changed.sum() - inside
+    assert window.finished.underruns == 0 and window.finished.gaps == 0, window.notices
     assert inside > 200, f"the mouth region hardly changed while speaking ({inside} px)"
     assert outside == 0, f"{outside} pixels outside the mouth changed"
 
@@ -89,8 +90,14 @@ def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_s
     captured = recorder.audio[:, 0]
 
     rate = window.engine.output.sample_rate
-    segments = list(window.engine.tts.synthesize(TEXT))
-    expected = np.concatenate([resample(s.audio, s.sample_rate, rate) for s in segments])
+    plans, parts = [], []
+    for item in window.engine.tts.stream(TEXT, LATENCY_MODES[window.settings.latency_mode]):
+        if isinstance(item, SentencePlan):
+            plans.append(item)
+            resampler = StreamResampler(item.sample_rate, rate)
+        else:
+            parts.append(resampler.process(item.samples, item.last))
+    expected = np.concatenate(parts)
     start = int(np.argmax(np.abs(captured) > 1e-4)) - int(np.argmax(np.abs(expected) > 1e-4))
     assert start >= 0
     heard = captured[start:start + len(expected)]
@@ -104,11 +111,11 @@ def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_s
     log = log[log["status"] == PRESENTED]
     cue_times, cue_visemes = [], []
     offset = 0
-    for segment in segments:
-        for p in segment.phonemes:
+    for plan in plans:
+        for p in plan.phonemes:
             cue_times.append(recorder.heard_time(start + round((offset + p.start) * rate)))
             cue_visemes.append(OVR_VISEMES.index(p.viseme))
-        offset += segment.duration
+        offset += plan.total_samples / plan.sample_rate
     report = viseme_change_offsets(log["predicted"], log["viseme"], np.array(cue_times),
                                    np.array(cue_visemes), 0.1)
     tick_ms = 1000 / window.settings.target_fps

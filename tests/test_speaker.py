@@ -9,12 +9,12 @@ import pytest
 from pipeline.clock import MediaClock
 from pipeline.speaker import Speaker, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
 from pipeline.speech_timeline import SpeechTimeline
-from pipeline.tts import PiperTTS
+from pipeline.streaming_tts import StreamingTTS
 
 
 @pytest.fixture(scope="module")
 def tts():
-    voice = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+    voice = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
     voice.warm_up()
     return voice
 

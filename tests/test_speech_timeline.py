@@ -178,3 +178,14 @@ def test_version_changes_on_every_write():
     timeline.clear()
     seen.append(timeline.version())
     assert len(set(seen)) == 4
+
+
+def test_cues_of_what_was_scheduled_start_at_the_first_entry_and_stop_at_a_cut():
+    timeline = SpeechTimeline()
+    track = VisemeTrack([PhonemeTiming("m", "PP", 0.0, 0.1), PhonemeTiming("a", "aa", 0.1, 0.3)])
+    timeline.schedule(track, 2.0)
+    timeline.schedule(track, 2.3)
+    timeline.cut(2.45)
+    cues = timeline.cues()
+    assert [(round(c.start, 3), round(c.end, 3), c.value) for c in cues] == [
+        (0.0, 0.1, "PP"), (0.1, 0.3, "aa"), (0.3, 0.4, "PP"), (0.4, 0.45, "aa")]

@@ -45,13 +45,15 @@ def open_window(config_dir: Path, settings: Settings | None = None, size=(640, 7
 def say(window, text: str, timeout: float = 10) -> None:
     """Type `text`, press Speak, and return once its first audio is scheduled."""
     window.first_audio_ms = None
+    window.finished = None
     window.text.setText(text)
     window.speak()
     pump_until(lambda: window.first_audio_ms is not None, timeout, "speech start")
 
 
 def wait_until_quiet(window, margin: float = 0.0, timeout: float = 30) -> None:
-    """Wait until everything scheduled has been heard (plus `margin` seconds)."""
+    """Wait until the request has been synthesized and all of it heard (plus `margin`)."""
     engine = window.engine
-    pump_until(lambda: engine.timeline.end_time + margin < engine.clock.media_time_now(),
+    pump_until(lambda: window.finished is not None
+               and window.finished.end_media_time + margin < engine.clock.media_time_now(),
                timeout, "the end of the speech")

@@ -14,6 +14,15 @@ JACK_RATE = 48000
 JACK_PERIOD = 256
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before exec: a test run that crashes or is killed must not leave
+    X or JACK servers behind (PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
 def _free_display() -> int:
     for n in range(90, 200):
         if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists():
@@ -31,7 +40,7 @@ class Xvfb:
         self.display = f":{n}"
         self.proc = subprocess.Popen(
             ["Xvfb", self.display, "-screen", "0", size, "-nolisten", "tcp"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + 10
         while not Path(f"/tmp/.X11-unix/X{n}").exists():
@@ -62,7 +71,7 @@ class JackServer:
         self.proc = subprocess.Popen(
             ["jackd", "-n", self.name, "-R", "-d", "dummy", "-r", str(rate), "-p", str(period),
              "-C", "2", "-P", "2"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=_die_with_parent,
         )
         self._wait_ready()
         # PortAudio's JACK host API and JACK-Client both connect to the server named here.
