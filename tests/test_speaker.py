@@ -130,3 +130,96 @@ def test_bad_text_is_reported_and_the_worker_keeps_going(tts):
         speaker.close()
     assert "empty" in failed.message
     assert any("emoji" in n for n in notices) and any("Chinese" in n for n in notices)
+
+
+PARAGRAPH = ("We are testing how the voice behaves when people interrupt it. " * 6).strip()
+
+
+def _rss_mb() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+@pytest.mark.audio
+def test_stop_silences_within_20_ms_with_a_fade_not_a_click(tts, output):
+    from tests.harness.jack_recorder import JackRecorder
+
+    events = Events()
+    recorder = JackRecorder(max_seconds=6)
+    recorder.start()
+    speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events)
+    try:
+        speaker.say(PARAGRAPH)
+        events.next(SpeechStarted)
+        time.sleep(1.0)
+        pressed = time.monotonic()
+        speaker.stop()
+        events.next(SpeechFinished)
+        time.sleep(0.3)
+    finally:
+        speaker.close()
+        recorder.stop()
+    audio = recorder.audio[:, 0]
+    loud = np.nonzero(np.abs(audio) > 1e-4)[0]
+    last_sound = recorder.heard_time(int(loud[-1]))
+    # Sound ends within 20 ms of the press, not counting the device's own output latency.
+    assert last_sound - pressed - output.output_latency <= 0.020
+    # The cut is a fade: no step at the end bigger than the speech's own typical steps.
+    tail = audio[max(0, loud[-1] - 240):loud[-1] + 1]
+    speech_steps = np.abs(np.diff(audio[loud[0]:loud[-1]]))
+    assert np.abs(np.diff(tail)).max() <= np.percentile(speech_steps, 99.9)
+
+
+@pytest.mark.audio
+def test_rapid_stop_and_speak_neither_stalls_nor_leaks(tts, output):
+    import threading
+
+    events = Events()
+    speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events)
+    try:
+        speaker.say("Warm up the worker first.")
+        events.next(SpeechFinished)
+        threads, rss = threading.active_count(), _rss_mb()
+        started = time.monotonic()
+        for i in range(100):
+            speaker.say(f"Message number {i}, please read it out loud.")
+            time.sleep(0.025)
+            speaker.stop()
+        storm_s = time.monotonic() - started
+        last = speaker.say("And this one is heard to the end.")
+        while (event := events.next(SpeechFinished)).request != last:
+            pass
+        assert not event.cancelled
+        assert threading.active_count() == threads
+        assert _rss_mb() - rss < 40, "memory grew during 100 stop/speak cycles"
+        assert storm_s < 6
+    finally:
+        speaker.close()
+
+
+@pytest.mark.audio
+def test_mode_switch_storm_while_speaking(tts, output):
+    import random
+
+    from pipeline.streaming_tts import LATENCY_MODES
+
+    events = Events()
+    speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events)
+    modes = list(LATENCY_MODES.values())
+    rng = random.Random(7)
+    try:
+        request = speaker.say(PARAGRAPH)
+        events.next(SpeechStarted)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            speaker.mode = rng.choice(modes)
+            time.sleep(0.02)
+        speaker.mode = LATENCY_MODES["balanced"]
+        finished = events.next(SpeechFinished, timeout=40)
+        assert finished.request == request and not finished.cancelled
+        # Every sentence was planned and written: the audio runs to the plan's end.
+        assert output.scheduled_end / output.sample_rate == pytest.approx(finished.end_media_time, abs=0.001)
+    finally:
+        speaker.close()
