@@ -1,0 +1,437 @@
+"""The microphone: a capture stream whose blocks carry the monotonic instant they were
+captured, handed to one reader thread without locks, and kept alive across device loss.
+
+The PortAudio callback mixes each block down to mono into a preallocated ring, notes
+(first sample index, ADC time) in a second ring, and pokes the reader through a socket
+pair; it allocates no buffers and takes no Python locks. The reader takes fixed hops
+(10 ms) and applies the noise gate there, off the audio thread.
+
+A watchdog thread notices a stream that stops calling back (unplugged, suspended, the
+sound server gone) within ``stall_timeout`` and reopens: the same device first, then,
+after a rescan, the OS default; with backoff while there is none. Status changes go to
+``on_status`` as InputStatus records whose message is meant for the user.
+"""
+
+from __future__ import annotations
+
+import math
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.audio_output import AudioUnavailable, _sounddevice
+
+
+def list_input_devices() -> list[str]:
+    """Names of the devices that can capture sound, as ``AudioInput(device=...)`` takes them."""
+    try:
+        sd = _sounddevice()
+    except AudioUnavailable:
+        return []
+    return [d["name"] for d in sd.query_devices() if d["max_input_channels"] > 0]
+
+
+def reinitialize_portaudio() -> None:
+    """Make PortAudio enumerate devices again (it lists them once, at initialisation).
+
+    This closes every PortAudio stream of the process, so the owner of other streams
+    (the audio output) must reopen them afterwards.
+    """
+    sd = _sounddevice()
+    sd._terminate()
+    sd._initialize()
+
+
+def dbfs(amplitude: float) -> float:
+    return 20.0 * math.log10(amplitude) if amplitude > 1e-10 else -200.0
+
+
+@dataclass(frozen=True, slots=True)
+class InputStatus:
+    """What happened to the microphone. kind: started, lost, recovered, switched, retrying."""
+
+    kind: str
+    message: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """Input level before the gate, for the meter: decaying peak and ~300 ms RMS."""
+
+    peak_db: float
+    rms_db: float
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedBlock:
+    """One hop of mono audio. ``samples`` is the reader's buffer, valid until the next read."""
+
+    samples: np.ndarray
+    capture_time: float  # monotonic instant at which the first sample reached the ADC
+    index: int  # position of the first sample in everything captured since start()
+    sample_rate: int
+
+
+class AudioInput:
+    # How much captured audio the ring holds for a reader that falls behind.
+    RING_SECONDS = 2.0
+    STAMPS = 1024
+    # The gate stays open this long after the level drops below it, so word endings
+    # and short pauses are not chopped.
+    GATE_HOLD = 0.15
+    METER_PEAK_DECAY_DB_PER_S = 20.0
+    METER_RMS_SECONDS = 0.3
+    # The (callback time − stream time) offset is the minimum over about this long: a
+    # callback can only run late, never early.
+    OFFSET_WINDOW = 1.0
+    BACKOFF_FIRST = 0.25
+    BACKOFF_MAX = 5.0
+
+    def __init__(
+        self,
+        device: str | int | None = None,
+        gain_db: float = 0.0,
+        gate_db: float | None = -50.0,
+        *,
+        hop_seconds: float = 0.010,
+        stall_timeout: float = 0.5,
+        on_status: Callable[[InputStatus], None] | None = None,
+        rescan: Callable[[], None] | None = None,
+    ) -> None:
+        self.device = device
+        self.gain_db = gain_db
+        self.gate_db = gate_db
+        self.hop_seconds = hop_seconds
+        self.stall_timeout = stall_timeout
+        self._on_status = on_status or (lambda status: None)
+        # Rescanning closes every stream of the process, so only an owner that can
+        # reopen its other streams passes it.
+        self._rescan = rescan
+        self.device_name = ""
+        self.sample_rate = 0
+        self.status: InputStatus | None = None
+        self.callbacks = 0
+        self.overflows = 0
+        self.dropped = 0
+        self.recoveries = 0
+        self._stream = None
+        self._generation = 0
+        self._channels = 1
+        self._ring = np.zeros(0, dtype=np.float32)
+        self._stamp_index = np.zeros(self.STAMPS, dtype=np.int64)
+        self._stamp_time = np.zeros(self.STAMPS, dtype=np.float64)
+        self._blocks = 0
+        self._written = 0
+        self._read = 0
+        self._last_callback = 0.0
+        self._offset_prev = math.inf
+        self._offset_cur = math.inf
+        self._offset_window_end = 0.0
+        self._gain = 1.0
+        self._peak = 0.0
+        self._mean_square = 0.0
+        self._hop = np.zeros(0, dtype=np.float32)
+        self._gate_open_until = -math.inf
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
+        self._closer: threading.Thread | None = None
+
+    # -- opening -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the device and start capturing; raises AudioUnavailable for the user."""
+        info = self._find(self.device)
+        self._open(info)
+        self._report("started", f"Microphone '{self.device_name}' is on", self.device_name)
+        self._stop.clear()
+        self._watchdog = threading.Thread(target=self._watch, name="mic-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _find(self, device: str | int | None) -> dict:
+        sd = _sounddevice()
+        try:
+            return sd.query_devices(device, "input")
+        except (ValueError, sd.PortAudioError) as exc:
+            raise AudioUnavailable(self._missing_device_message(device, str(exc))) from exc
+
+    @staticmethod
+    def _missing_device_message(device: str | int | None, error: str) -> str:
+        inputs = list_input_devices()
+        if not inputs:
+            return ("No microphone was found. Connect one, or check that the sound server "
+                    "(PipeWire, PulseAudio or JACK) is running.")
+        if device is None:
+            return "There is no default microphone. Choose one in Settings: " + ", ".join(inputs) + "."
+        if error.startswith("Multiple"):
+            return (f"'{device}' matches several microphones. Choose one of: "
+                    + ", ".join(inputs) + ".")
+        return f"The microphone '{device}' was not found. Choose one of: " + ", ".join(inputs) + "."
+
+    def _open(self, info: dict) -> None:
+        sd = _sounddevice()
+        rate = int(info["default_samplerate"])
+        name = info["name"]
+        if rate != self.sample_rate:
+            self.sample_rate = rate
+            self._ring = np.zeros(int(self.RING_SECONDS * rate), dtype=np.float32)
+            self._hop = np.zeros(max(1, round(self.hop_seconds * rate)), dtype=np.float32)
+            self._written = self._read = self._blocks = 0
+        self._channels = min(2, int(info["max_input_channels"]))
+        self._generation += 1
+        generation = self._generation
+        self._offset_prev = self._offset_cur = math.inf
+        self._offset_window_end = 0.0
+        self._gain = 10.0 ** (self.gain_db / 20.0) / self._channels
+        self.callbacks = 0
+
+        def callback(indata, frames, time_info, status):
+            self._callback(generation, indata, frames, time_info, status)
+
+        try:
+            stream = sd.InputStream(
+                device=info["index"], samplerate=rate, channels=self._channels,
+                dtype="float32", latency="low", callback=callback,
+            )
+        except (sd.PortAudioError, ValueError) as exc:
+            raise AudioUnavailable(
+                f"Could not open the microphone '{name}': {exc}. Another program may be "
+                "using it. Choose another microphone in Settings."
+            ) from exc
+        try:
+            stream.start()
+        except sd.PortAudioError as exc:
+            _close_quietly(stream)
+            raise AudioUnavailable(f"The microphone '{name}' could not be started: {exc}.") from exc
+        self._stream = stream
+        self.device_name = name
+        self._last_callback = time.monotonic()
+        # Polled rather than signalled: the callback takes no locks.
+        deadline = time.monotonic() + self.stall_timeout * 2
+        while self.callbacks == 0 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        if self.callbacks == 0:
+            self._abandon()
+            raise AudioUnavailable(
+                f"The microphone '{name}' opened but delivers no sound (nothing within "
+                f"{self.stall_timeout * 2:.1f} s). Check that it is not muted, suspended or "
+                "used by another program, or choose another microphone in Settings."
+            )
+
+    # -- the audio thread ----------------------------------------------------------
+
+    def _callback(self, generation: int, indata: np.ndarray, frames: int, time_info, status) -> None:
+        # Runs on the audio thread: slice copies and float arithmetic into what exists.
+        if generation != self._generation:
+            return  # a stream being abandoned that still calls back
+        now = time.monotonic()
+        current = time_info.currentTime
+        adc = time_info.inputBufferAdcTime or current
+        offset = now - current
+        if now >= self._offset_window_end:
+            self._offset_prev = self._offset_cur
+            self._offset_cur = math.inf
+            self._offset_window_end = now + self.OFFSET_WINDOW
+        if offset < self._offset_cur:
+            self._offset_cur = offset
+        adc_monotonic = adc + min(self._offset_prev, self._offset_cur)
+
+        ring = self._ring
+        size = len(ring)
+        start = self._written % size
+        first = min(frames, size - start)
+        self._mix(indata, 0, first, ring[start:start + first])
+        if first < frames:
+            self._mix(indata, first, frames, ring[:frames - first])
+
+        tail = ring[start:start + first]
+        peak = max(float(tail.max()), -float(tail.min())) if first else 0.0
+        square = float(np.dot(tail, tail))
+        if first < frames:
+            head = ring[:frames - first]
+            peak = max(peak, float(head.max()), -float(head.min()))
+            square += float(np.dot(head, head))
+        seconds = frames / self.sample_rate
+        self._peak = max(peak, self._peak * 10.0 ** (-self.METER_PEAK_DECAY_DB_PER_S * seconds / 20))
+        alpha = 1.0 - math.exp(-seconds / self.METER_RMS_SECONDS)
+        self._mean_square += alpha * (square / frames - self._mean_square)
+
+        slot = self._blocks % self.STAMPS
+        self._stamp_index[slot] = self._written
+        self._stamp_time[slot] = adc_monotonic
+        self._blocks += 1
+        self._written += frames
+        if status.input_overflow:
+            self.overflows += 1
+        self._last_callback = now
+        self.callbacks += 1
+        try:
+            self._wake_w.send(b"\0")
+        except BlockingIOError:
+            pass  # the reader has wake-ups pending already
+
+    def _mix(self, indata: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
+        np.copyto(out, indata[a:b, 0])
+        for channel in range(1, self._channels):
+            np.add(out, indata[a:b, channel], out=out)
+        np.multiply(out, self._gain, out=out)
+
+    # -- the reader ----------------------------------------------------------------
+
+    def read(self, timeout: float) -> CapturedBlock | None:
+        """The next hop of captured audio, gated; None if none arrived within ``timeout``.
+
+        One reader thread only. A reader that falls more than the ring behind loses the
+        oldest audio (counted in ``dropped``) rather than reading torn samples.
+        """
+        hop = len(self._hop)
+        if hop == 0:
+            raise RuntimeError("AudioInput.start() has not been called")
+        deadline = time.monotonic() + timeout
+        while self._written - self._read < hop:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                return None
+            select.select([self._wake_r], [], [], left)
+            try:
+                self._wake_r.recv(4096)
+            except BlockingIOError:
+                pass
+        written = self._written
+        size = len(self._ring)
+        if written - self._read > size - hop:
+            skip = written - hop - self._read
+            self.dropped += skip
+            self._read += skip
+        start = self._read % size
+        first = min(hop, size - start)
+        self._hop[:first] = self._ring[start:start + first]
+        self._hop[first:] = self._ring[:hop - first]
+        capture = self._capture_time(self._read)
+        block = CapturedBlock(self._hop, capture, self._read, self.sample_rate)
+        self._read += hop
+        self._gate(capture)
+        return block
+
+    def _capture_time(self, index: int) -> float:
+        """Monotonic ADC instant of sample ``index``, from the block that holds it."""
+        b = self._blocks - 1
+        oldest = max(0, self._blocks - self.STAMPS)
+        while b > oldest and self._stamp_index[b % self.STAMPS] > index:
+            b -= 1
+        slot = b % self.STAMPS
+        return float(self._stamp_time[slot]) + (index - int(self._stamp_index[slot])) / self.sample_rate
+
+    def _gate(self, capture: float) -> None:
+        if self.gate_db is None:
+            return
+        hop = self._hop
+        rms = math.sqrt(float(np.dot(hop, hop)) / len(hop))
+        if dbfs(rms) >= self.gate_db:
+            self._gate_open_until = capture + self.GATE_HOLD
+        elif capture >= self._gate_open_until:
+            hop[:] = 0.0
+
+    # -- settings and meter --------------------------------------------------------
+
+    def set_gain_db(self, gain_db: float) -> None:
+        self.gain_db = gain_db
+        self._gain = 10.0 ** (gain_db / 20.0) / self._channels
+
+    def level(self) -> Level:
+        """Safe from any thread: two floats the callback replaces whole."""
+        return Level(dbfs(self._peak), dbfs(math.sqrt(self._mean_square)))
+
+    # -- loss and recovery ---------------------------------------------------------
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.05):
+            stream = self._stream
+            if stream is None:
+                continue
+            silent = time.monotonic() - self._last_callback
+            if silent > self.stall_timeout or not stream.active:
+                self._recover()
+
+    def _abandon(self) -> None:
+        """Stop listening to the current stream and close it in the background: closing a
+        stream whose device is gone can block for good (PortAudio 19.6's JACK host waits
+        for a process cycle that never comes once the server has died)."""
+        stream, self._stream = self._stream, None
+        self._generation += 1
+        if stream is not None:
+            closer = threading.Thread(target=_close_quietly, args=(stream,),
+                                      name="mic-closer", daemon=True)
+            closer.start()
+            self._closer = closer
+
+    def _recover(self) -> None:
+        lost = self.device_name
+        self._abandon()
+        self._report("lost", f"Microphone '{lost}' stopped delivering sound — reconnecting", lost)
+        delay = self.BACKOFF_FIRST
+        while not self._stop.is_set():
+            closer = self._closer
+            # PortAudio cannot terminate while a stream it cannot stop is still open.
+            if self._rescan is not None and (closer is None or not closer.is_alive()):
+                self._rescan()
+            try:
+                try:
+                    info = self._find(self.device)
+                except AudioUnavailable:
+                    info = self._find(None)
+                self._open(info)
+            except AudioUnavailable:
+                self._report("retrying", f"No microphone — retrying in {delay:.1f} s", "")
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, self.BACKOFF_MAX)
+                continue
+            self.recoveries += 1
+            if self.device_name == lost:
+                self._report("recovered", f"Microphone '{self.device_name}' is back", self.device_name)
+            else:
+                self._report("switched", f"Microphone '{lost}' disconnected — using "
+                             f"'{self.device_name}'", self.device_name)
+            return
+
+    def _report(self, kind: str, message: str, device: str) -> None:
+        self.status = InputStatus(kind, message, device)
+        self._on_status(self.status)
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self._wake_w.send(b"\0")
+        except BlockingIOError:
+            pass
+        if self._watchdog is not None and self._watchdog is not threading.current_thread():
+            self._watchdog.join(5)
+            self._watchdog = None
+        stream, self._stream = self._stream, None
+        self._generation += 1
+        if stream is not None:
+            _close_quietly(stream)
+
+    def __enter__(self) -> AudioInput:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _close_quietly(stream) -> None:
+    try:
+        stream.abort()
+        stream.close()
+    except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
+        pass
