@@ -1,0 +1,193 @@
+"""AudioInput through the real PortAudio and a real JACK server: a JACK client plays
+known signals into the stream's input ports, as a microphone would."""
+
+import ctypes
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from pipeline.audio_input import (AudioInput, AudioUnavailable, list_input_devices,
+                                  reinitialize_portaudio)
+from tests.harness import jack_recorder
+from tests.harness.jack_recorder import JackPlayer, JackRecorder
+
+pytestmark = pytest.mark.audio
+
+_JACK_CAPTURE_LATENCY = 0
+
+
+def capture_latency_frames(client) -> int:
+    """Latency JACK reports for the physical capture ports: what PortAudio subtracts
+    from the cycle time to get the ADC time."""
+    port = client.get_ports(is_audio=True, is_output=True, is_physical=True)[0]
+    latency = jack_recorder._LatencyRange()
+    jack_recorder._lib.jack_port_get_latency_range(
+        jack_recorder._address(port._ptr), _JACK_CAPTURE_LATENCY, ctypes.byref(latency))
+    return latency.max
+
+
+def capture(mic, seconds):
+    blocks = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        block = mic.read(0.1)
+        if block is not None:
+            blocks.append((block.samples.copy(), block.capture_time, block.index))
+    return blocks
+
+
+def play(signal_):
+    player = JackPlayer(signal_)
+    player.start()
+    return player
+
+
+def tone(rate, seconds, amplitude, freq=440.0):
+    t = np.arange(int(rate * seconds)) / rate
+    return (amplitude * np.sin(2 * np.pi * freq * t + 0.3)).astype(np.float32)
+
+
+@pytest.fixture
+def events():
+    return []
+
+
+@pytest.fixture
+def mic(jack_server, events):
+    m = AudioInput("system", gate_db=None, on_status=events.append)
+    m.start()
+    yield m
+    m.close()
+
+
+def test_capture_is_bit_exact_and_stamped_with_the_adc_time(jack_server, mic, events):
+    rate = mic.sample_rate
+    assert rate == jack_server.rate
+    noise = (0.3 * np.random.default_rng(1).standard_normal(rate // 2)).astype(np.float32)
+    player = JackPlayer(noise)
+    # Active before the recorder connects to its port, so both see the first sample.
+    player.client.activate()
+    recorder = JackRecorder(source=r"^lss-player:out")
+    recorder.start()
+    player.start()
+    blocks = capture(mic, 0.8)
+    recorder.stop()
+    capture_latency = capture_latency_frames(player.client)
+    player.stop()
+
+    captured = np.concatenate([b[0] for b in blocks])
+    first_index = blocks[0][2]
+    assert all(len(b[0]) == rate // 100 for b in blocks)
+    assert [b[2] for b in blocks] == list(range(first_index, first_index + len(captured), rate // 100))
+    i0 = int(np.flatnonzero(captured)[0])
+    np.testing.assert_array_equal(captured[i0:i0 + len(noise)], noise)
+
+    # The sample entered JACK in the player's cycle; a microphone's sample of that cycle
+    # reached the ADC one capture latency earlier, which is what the stamp must say.
+    block = max(k for k, b in enumerate(blocks) if b[2] <= first_index + i0)
+    stamped = blocks[block][1] + (first_index + i0 - blocks[block][2]) / rate
+    cycle = recorder.heard_time(int(np.flatnonzero(recorder.audio[:, 0])[0])) \
+        - recorder.playback_latency_frames / rate
+    assert capture_latency == jack_server.period
+    assert abs(stamped - (cycle - capture_latency / rate)) < 0.001
+    # Once the first callbacks have shown the least-delayed offset, consecutive stamps
+    # advance with the samples: no drift, no jumps.
+    times = np.array([b[1] for b in blocks[10:]])
+    assert np.abs(np.diff(times) - 0.01).max() < 0.0002
+    assert [e.kind for e in events] == ["started"]
+
+
+def test_level_meter_reads_a_known_tone_after_gain(jack_server, events):
+    mic = AudioInput("system", gain_db=6.0, gate_db=None)
+    mic.start()
+    try:
+        rate = mic.sample_rate
+        player = play(tone(rate, 2.0, 0.25))  # -12.0 dBFS peak, -15.1 dBFS RMS
+        capture(mic, 1.6)
+        level = mic.level()
+        player.stop()
+    finally:
+        mic.close()
+    assert level.peak_db == pytest.approx(-12.04 + 6.0, abs=0.3)
+    assert level.rms_db == pytest.approx(-15.05 + 6.0, abs=0.3)
+
+
+def test_gate_silences_low_noise_and_keeps_speech_whole(jack_server):
+    mic = AudioInput("system", gate_db=-50.0)
+    mic.start()
+    try:
+        rate = mic.sample_rate
+        hiss = 10 ** (-60 / 20) * np.random.default_rng(2).standard_normal(rate // 2)
+        burst = tone(rate, 0.3, 0.1)
+        player = play(np.concatenate([hiss, burst, hiss]).astype(np.float32))
+        blocks = capture(mic, 1.5)
+        player.stop()
+    finally:
+        mic.close()
+    captured = np.concatenate([b[0] for b in blocks])
+    loud = np.flatnonzero(np.abs(captured) > 0.05)
+    assert len(loud), "the burst was not captured"
+    start, end = loud[0], loud[-1]
+    hop = rate // 100
+    # Hiss before the burst is gated to digital silence, the burst passes untouched,
+    # and the gate closes once its hold time after the burst has passed.
+    assert not captured[:start - hop].any()
+    assert np.count_nonzero(captured[start:end]) > 0.99 * (end - start)
+    hold = int(AudioInput.GATE_HOLD * rate)
+    assert captured[end:end + hold - 2 * hop].any()
+    assert not captured[end + hold + 2 * hop:].any()
+
+
+def test_missing_device_is_reported_in_words(jack_server):
+    assert "system" in list_input_devices()
+    with pytest.raises(AudioUnavailable) as err:
+        AudioInput("Microphone that is not there").start()
+    message = str(err.value)
+    assert "'Microphone that is not there' was not found" in message
+    assert "system" in message
+
+
+def test_a_stalled_device_is_noticed_within_a_second_and_reopened(jack_server, events):
+    # SIGSTOP on the server: the stream stays open but calls back no more, as a device
+    # that hangs or is suspended does. When the server resumes it has dropped
+    # PortAudio's client, so only a re-initialised PortAudio can open the device again.
+    mic = AudioInput("system", gate_db=None, on_status=events.append,
+                     rescan=reinitialize_portaudio)
+    mic.start()
+    try:
+        stalled_and_recovered(jack_server, mic, events)
+    finally:
+        mic.close()
+
+
+def stalled_and_recovered(jack_server, mic, events):
+    rate = mic.sample_rate
+    capture(mic, 0.2)
+    stopped_at = time.monotonic()
+    os.kill(jack_server.proc.pid, signal.SIGSTOP)
+    try:
+        while not any(e.kind == "lost" for e in events) and time.monotonic() < stopped_at + 3:
+            time.sleep(0.01)
+        noticed_after = time.monotonic() - stopped_at
+    finally:
+        os.kill(jack_server.proc.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 5
+    while mic.status.kind != "recovered" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [e.kind for e in events] == ["started", "lost", "recovered"]
+    assert noticed_after < 1.0
+    assert "'system' stopped delivering sound" in events[1].message
+    assert mic.recoveries == 1
+
+    # The reopened stream captures exactly again, into the same reader.
+    capture(mic, 0.1)
+    noise = (0.2 * np.random.default_rng(3).standard_normal(rate // 4)).astype(np.float32)
+    player = play(noise)
+    blocks = capture(mic, 0.5)
+    player.stop()
+    captured = np.concatenate([b[0] for b in blocks])
+    i0 = int(np.flatnonzero(captured)[0])
+    np.testing.assert_array_equal(captured[i0:i0 + len(noise)], noise)
