@@ -1,0 +1,132 @@
+"""The live mic stage on real JACK capture: tone bursts at known capture instants go in,
+mouth poses keyed by capture time come out; the mixer hands the mouth to TTS and back."""
+
+import time
+
+import numpy as np
+import pytest
+
+from pipeline.audio_input import AudioInput
+from pipeline.frames import PhonemeTiming
+from pipeline.mic_lipsync import MicLipSync, MouthMixer, VolumeGate
+from pipeline.speech_timeline import SpeechTimeline
+from pipeline.viseme_track import VisemeTrack
+from pipeline.visemes import VISEME_INDEX
+from tests.harness.jack_recorder import JackPlayer, JackRecorder
+from tests.test_audio_input import capture_latency_frames
+
+LEAD = 0.2  # silence before the first burst
+BURST = 0.25
+GAP = 0.35
+BURSTS = 3
+AA, SIL = VISEME_INDEX["aa"], VISEME_INDEX["sil"]
+
+
+def identity(t: float) -> float:
+    return t
+
+
+@pytest.fixture(scope="module")
+def run(jack_server):
+    """Three tone bursts captured live; the stage is left holding their poses."""
+    mic = AudioInput("system", gate_db=-50.0)
+    mic.start()
+    gate = VolumeGate()
+    stage = MicLipSync(mic, gate, identity)
+    stage.start()
+    rate = mic.sample_rate
+    t = np.arange(int(BURST * rate)) / rate
+    burst = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    gap = np.zeros(int(GAP * rate), dtype=np.float32)
+    signal = np.concatenate([np.zeros(int(LEAD * rate), dtype=np.float32)]
+                            + [np.concatenate([burst, gap]) for _ in range(BURSTS)])
+    player = JackPlayer(signal)
+    player.client.activate()
+    recorder = JackRecorder(source=r"^lss-player:out")
+    recorder.start()
+    player.start()
+    time.sleep(len(signal) / rate + 0.2)
+    recorder.stop()
+    capture_latency = capture_latency_frames(player.client) / rate
+    player.stop()
+    stage.stop()
+    mic.close()
+    # Capture instant of each burst's first and last sample, on JACK's own clock.
+    first = int(np.flatnonzero(recorder.audio[:, 0])[0]) - int(LEAD * rate)
+    starts = [recorder.heard_time(first + int((LEAD + k * (BURST + GAP)) * rate))
+              - recorder.playback_latency_frames / rate - capture_latency for k in range(BURSTS)]
+    return stage, gate, starts
+
+
+def test_mouth_opens_during_each_burst_and_closes_within_the_release(run):
+    stage, gate, starts = run
+    hop, window = gate.hop, gate.window
+    for start in starts:
+        end = start + BURST
+        grid = np.arange(start - 0.1, end + 0.25, 0.002)
+        poses = [stage.pose_at_monotonic(t) for t in grid]
+        opened = grid[[p.dominant == AA for p in poses]]
+        assert len(opened), "the mouth never opened"
+        # A pose describes the centre of its window: the mouth opens within one hop plus
+        # the window of the sound's onset, and not before it.
+        assert start - window / 2 - 0.001 <= opened[0] <= start + hop + window / 2
+        inside = (grid > start + window) & (grid < end - window)
+        assert all(p.dominant == AA and p.openness > 0.5 for p, i in zip(poses, inside) if i)
+        # Closed once the whole window has left the burst (the gate notices on the next
+        # hop's end) and the hold has run out; the jaw is down three release times later.
+        shut_by = end + window + gate.hold + hop
+        assert opened[-1] <= shut_by
+        assert all(p.dominant == SIL for p, t in zip(poses, grid) if t > shut_by)
+        rested = [p.openness for p, t in zip(poses, grid) if t > shut_by + 3 * gate.release]
+        assert rested and max(rested) < 0.06
+    assert stage.pose_at_monotonic(starts[0] - 0.05).openness == 0.0
+
+
+def test_latency_is_measured_and_the_delay_covers_it(run):
+    stage, gate, _ = run
+    stats = stage.latency()
+    assert stats.count > 100
+    # Capture → pose ready: at least half a window (the pose describes the window's
+    # centre), at most that plus a hop plus a JACK period plus scheduling slack.
+    assert gate.window / 2 * 1e3 <= stats.p50_ms <= stats.p99_ms
+    assert stats.p50_ms < (gate.window / 2 + gate.hop + 0.0054 + 0.010) * 1e3
+    assert stage.delay >= stats.p99_ms / 1e3 + stage.render_margin - 1e-9
+    assert stage.sync_offset_ms == round(stage.delay * 1e3)
+    print(f"mic → pose latency P50 {stats.p50_ms:.1f} ms, P99 {stats.p99_ms:.1f} ms, "
+          f"OBS sync offset {stage.sync_offset_ms} ms")
+
+
+def test_frames_show_the_voice_captured_one_delay_before_they_are_seen(run):
+    stage, _, starts = run
+    period = 1 / 60
+    for t in np.arange(starts[0] - 0.05, starts[0] + 0.5, 0.003):
+        shown = stage.frame_pose(t - period / 2 + stage.delay, period)
+        assert shown == stage.pose_at_monotonic(t)
+
+
+def test_tts_takes_the_mouth_while_it_plays_and_the_mic_gets_it_back(run):
+    stage, _, starts = run
+    speech = SpeechTimeline()
+    mixer = MouthMixer(speech, stage)
+    period = 1 / 60
+    # Media time = capture time + delay here (identity media clock), so a mic burst
+    # is visible at its start + delay; TTS speaks "oh" over the second burst.
+    burst2 = starts[1] + stage.delay
+    track = VisemeTrack([PhonemeTiming("o", "oh", 0.0, 0.3)])
+    speech.schedule(track, burst2 - 0.1)
+    version = mixer.version()
+    tts_from, tts_to = burst2 - 0.1, burst2 + 0.2
+    fade = mixer.crossfade
+    for t in np.arange(starts[0] + stage.delay - 0.1, burst2 + 0.5, 0.004):
+        pose = mixer.frame_pose(t - period / 2, period)
+        if tts_from + fade / 2 <= t <= tts_to - fade / 2:
+            assert pose == speech.frame_pose(t - period / 2, period)
+        elif t <= tts_from - fade / 2 or t >= tts_to + fade / 2:
+            assert pose == stage.frame_pose(t - period / 2, period)
+        else:
+            assert 0.0 < pose.mix < 1.0
+    speech.clear()
+    assert mixer.version() != version
+    t = burst2 + 0.05
+    assert mixer.frame_pose(t, period) == stage.frame_pose(t, period)
+    assert mixer.frame_pose(t, period).dominant == AA
