@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.audio_output import AudioUnavailable, _sounddevice
+from pipeline.clock import MediaClock
 
 
 def list_input_devices() -> list[str]:
@@ -87,9 +88,6 @@ class AudioInput:
     GATE_HOLD = 0.15
     METER_PEAK_DECAY_DB_PER_S = 20.0
     METER_RMS_SECONDS = 0.3
-    # The (callback time − stream time) offset is the minimum over about this long: a
-    # callback can only run late, never early.
-    OFFSET_WINDOW = 1.0
     BACKOFF_FIRST = 0.25
     BACKOFF_MAX = 5.0
 
@@ -130,9 +128,7 @@ class AudioInput:
         self._written = 0
         self._read = 0
         self._last_callback = 0.0
-        self._offset_prev = math.inf
-        self._offset_cur = math.inf
-        self._offset_window_end = 0.0
+        self._clock: MediaClock | None = None
         self._gain = 1.0
         self._peak = 0.0
         self._mean_square = 0.0
@@ -188,8 +184,11 @@ class AudioInput:
         self._channels = min(2, int(info["max_input_channels"]))
         self._generation += 1
         generation = self._generation
-        self._offset_prev = self._offset_cur = math.inf
-        self._offset_window_end = 0.0
+        # Samples are contiguous, so a sample's ADC instant is one origin plus its index
+        # over the rate, with the origin smoothed as the output clock's is: the raw
+        # per-callback stamps jitter by the callback's lateness and JACK's frame-time
+        # quantisation (measured: ±0.1 ms).
+        self._clock = MediaClock(rate)
         self._gain = 10.0 ** (self.gain_db / 20.0) / self._channels
         self.callbacks = 0
 
@@ -235,14 +234,10 @@ class AudioInput:
         now = time.monotonic()
         current = time_info.currentTime
         adc = time_info.inputBufferAdcTime or current
-        offset = now - current
-        if now >= self._offset_window_end:
-            self._offset_prev = self._offset_cur
-            self._offset_cur = math.inf
-            self._offset_window_end = now + self.OFFSET_WINDOW
-        if offset < self._offset_cur:
-            self._offset_cur = offset
-        adc_monotonic = adc + min(self._offset_prev, self._offset_cur)
+        clock = self._clock
+        # A new stream or lost samples start a new mapping.
+        clock.on_output_block(self._written, adc + (now - current),
+                              discontinuity=self.callbacks == 0 or status.input_overflow)
 
         ring = self._ring
         size = len(ring)
@@ -266,7 +261,7 @@ class AudioInput:
 
         slot = self._blocks % self.STAMPS
         self._stamp_index[slot] = self._written
-        self._stamp_time[slot] = adc_monotonic
+        self._stamp_time[slot] = clock.monotonic_at(self._written / self.sample_rate)
         self._blocks += 1
         self._written += frames
         if status.input_overflow:
