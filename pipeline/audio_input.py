@@ -7,9 +7,14 @@ pair; it allocates no buffers and takes no Python locks. The reader takes fixed 
 (10 ms) and applies the noise gate there, off the audio thread.
 
 A watchdog thread notices a stream that stops calling back (unplugged, suspended, the
-sound server gone) within ``stall_timeout`` and reopens: the same device first, then,
-after a rescan, the OS default; with backoff while there is none. Status changes go to
-``on_status`` as InputStatus records whose message is meant for the user.
+sound server gone) within ``stall_timeout`` and reopens: the same device first, then
+the default, then again after a rescan (PortAudio lists devices only when it is
+initialised), with backoff while there is none. Status changes go to ``on_status`` as
+InputStatus records whose message is meant for the user.
+
+The OS default: with ``device=None`` on PipeWire or PulseAudio, PortAudio's default
+device is the sound server's, which itself follows the default the user picks, so a
+change needs no reopening here.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from __future__ import annotations
 import math
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -54,9 +61,9 @@ def dbfs(amplitude: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class InputStatus:
-    """What happened to the microphone. kind: started, lost, recovered, switched, retrying."""
+    """What happened to the microphone, with a message for the user's status line."""
 
-    kind: str
+    kind: Literal["started", "lost", "recovered", "switched", "retrying"]
     message: str
     device: str
 
@@ -140,12 +147,18 @@ class AudioInput:
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
         self._closer: threading.Thread | None = None
+        self._tried = False
+        # Serialises the watchdog's reopening with set_device(); the callback never takes it.
+        self._switching = threading.Lock()
 
     # -- opening -------------------------------------------------------------------
 
     def start(self) -> None:
         """Open the device and start capturing; raises AudioUnavailable for the user."""
         info = self._find(self.device)
+        # At Python's default 5 ms switch interval a busy thread can hold the GIL past a
+        # whole JACK period (measured on the output side); capture needs the same.
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         self._open(info)
         self._report("started", f"Microphone '{self.device_name}' is on", self.device_name)
         self._stop.clear()
@@ -348,17 +361,76 @@ class AudioInput:
     # -- loss and recovery ---------------------------------------------------------
 
     def _watch(self) -> None:
+        lost = ""
+        delay = self.BACKOFF_FIRST
+        next_try = 0.0
         while not self._stop.wait(0.05):
-            stream = self._stream
-            if stream is None:
+            with self._switching:
+                stream = self._stream
+                now = time.monotonic()
+                if stream is not None:
+                    if now - self._last_callback > self.stall_timeout or not stream.active:
+                        lost = self.device_name
+                        self._report("lost", f"Microphone '{lost}' stopped delivering sound "
+                                     "— reconnecting", lost)
+                        self._abandon()
+                        delay, next_try = self.BACKOFF_FIRST, now
+                    continue
+                if now < next_try:
+                    continue
+                if self._reopen():
+                    self.recoveries += 1
+                    if self.device_name == lost:
+                        self._report("recovered", f"Microphone '{lost}' is back", lost)
+                    else:
+                        self._report("switched", f"Microphone '{lost}' disconnected — using "
+                                     f"'{self.device_name}'", self.device_name)
+                else:
+                    self._report("retrying", f"No microphone — retrying in {delay:.1f} s", "")
+                    next_try = time.monotonic() + delay
+                    delay = min(delay * 2, self.BACKOFF_MAX)
+
+    def _reopen(self) -> bool:
+        """One attempt: the chosen device, else the default; after a rescan when possible."""
+        closer = self._closer
+        # PortAudio cannot terminate while a stream it cannot stop is still open; the
+        # first attempt skips the rescan anyway, so other streams survive a short stall.
+        if self._rescan is not None and self._tried and (closer is None or not closer.is_alive()):
+            self._rescan()
+        self._tried = True
+        for device in dict.fromkeys((self.device, None)):
+            try:
+                self._open(self._find(device))
+            except AudioUnavailable:
                 continue
-            silent = time.monotonic() - self._last_callback
-            if silent > self.stall_timeout or not stream.active:
-                self._recover()
+            self._tried = False
+            return True
+        return False
+
+    def set_device(self, device: str | int | None) -> None:
+        """Capture from ``device`` from now on; raises AudioUnavailable (and keeps the
+        current device, or reopens it) when it cannot be used."""
+        with self._switching:
+            info = self._find(device)
+            self._abandon()
+            try:
+                self._open(info)
+            except AudioUnavailable:
+                try:
+                    self._open(self._find(self.device))
+                except AudioUnavailable:
+                    pass  # the watchdog reports it and keeps trying
+                raise
+            self.device = device
+            self._report("started", f"Microphone '{self.device_name}' is on", self.device_name)
+
+    # A healthy stream closes in ~20 ms; PortAudio calls are not safe to overlap, so
+    # the next open waits this long for the close before going ahead anyway.
+    CLOSE_WAIT = 1.0
 
     def _abandon(self) -> None:
-        """Stop listening to the current stream and close it in the background: closing a
-        stream whose device is gone can block for good (PortAudio 19.6's JACK host waits
+        """Stop listening to the current stream and close it on another thread: closing
+        a stream whose device is gone can block for good (PortAudio 19.6's JACK host waits
         for a process cycle that never comes once the server has died)."""
         stream, self._stream = self._stream, None
         self._generation += 1
@@ -367,36 +439,7 @@ class AudioInput:
                                       name="mic-closer", daemon=True)
             closer.start()
             self._closer = closer
-
-    def _recover(self) -> None:
-        lost = self.device_name
-        self._abandon()
-        self._report("lost", f"Microphone '{lost}' stopped delivering sound — reconnecting", lost)
-        delay = self.BACKOFF_FIRST
-        while not self._stop.is_set():
-            closer = self._closer
-            # PortAudio cannot terminate while a stream it cannot stop is still open.
-            if self._rescan is not None and (closer is None or not closer.is_alive()):
-                self._rescan()
-            try:
-                try:
-                    info = self._find(self.device)
-                except AudioUnavailable:
-                    info = self._find(None)
-                self._open(info)
-            except AudioUnavailable:
-                self._report("retrying", f"No microphone — retrying in {delay:.1f} s", "")
-                if self._stop.wait(delay):
-                    return
-                delay = min(delay * 2, self.BACKOFF_MAX)
-                continue
-            self.recoveries += 1
-            if self.device_name == lost:
-                self._report("recovered", f"Microphone '{self.device_name}' is back", self.device_name)
-            else:
-                self._report("switched", f"Microphone '{lost}' disconnected — using "
-                             f"'{self.device_name}'", self.device_name)
-            return
+            closer.join(self.CLOSE_WAIT)
 
     def _report(self, kind: str, message: str, device: str) -> None:
         self.status = InputStatus(kind, message, device)
