@@ -9,7 +9,9 @@ import pytest
 from pipeline.audio_input import AudioInput
 from pipeline.frames import PhonemeTiming
 from pipeline.mic_lipsync import MicLipSync, MouthMixer, VolumeGate
+from pipeline.resample import resample
 from pipeline.speech_timeline import SpeechTimeline
+from pipeline.tts import PiperTTS
 from pipeline.viseme_track import VisemeTrack
 from pipeline.visemes import VISEME_INDEX
 from tests.harness.jack_recorder import JackPlayer, JackRecorder
@@ -26,21 +28,18 @@ def identity(t: float) -> float:
     return t
 
 
-@pytest.fixture(scope="module")
-def run(jack_server):
-    """Three tone bursts captured live; the stage is left holding their poses."""
+def live(signal: np.ndarray):
+    """Plays ``signal`` as the microphone through the stage with the volume gate; returns
+    the stage holding its poses, the gate, and the capture instant of sample 0 (on
+    JACK's own clock)."""
     mic = AudioInput("system", gate_db=-50.0)
     mic.start()
     gate = VolumeGate()
     stage = MicLipSync(mic, gate, identity)
     stage.start()
     rate = mic.sample_rate
-    t = np.arange(int(BURST * rate)) / rate
-    burst = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
-    gap = np.zeros(int(GAP * rate), dtype=np.float32)
-    signal = np.concatenate([np.zeros(int(LEAD * rate), dtype=np.float32)]
-                            + [np.concatenate([burst, gap]) for _ in range(BURSTS)])
     player = JackPlayer(signal)
+    # Active before the recorder connects to its port, so both see the first sample.
     player.client.activate()
     recorder = JackRecorder(source=r"^lss-player:out")
     recorder.start()
@@ -51,15 +50,29 @@ def run(jack_server):
     player.stop()
     stage.stop()
     mic.close()
-    # Capture instant of each burst's first and last sample, on JACK's own clock.
-    first = int(np.flatnonzero(recorder.audio[:, 0])[0]) - int(LEAD * rate)
-    starts = [recorder.heard_time(first + int((LEAD + k * (BURST + GAP)) * rate))
-              - recorder.playback_latency_frames / rate - capture_latency for k in range(BURSTS)]
-    return stage, gate, starts
+    # The recorder starts with the player's silence: line the first sound up.
+    lag = int(np.flatnonzero(recorder.audio[:, 0])[0]) - int(np.flatnonzero(signal)[0])
+    t0 = (recorder.heard_time(lag) - recorder.playback_latency_frames / rate
+          - capture_latency)
+    return stage, gate, t0
 
 
-def test_mouth_opens_during_each_burst_and_closes_within_the_release(run):
+@pytest.fixture(scope="module")
+def run(jack_server):
+    """Three tone bursts captured live; the stage is left holding their poses."""
+    rate = jack_server.rate
+    t = np.arange(int(BURST * rate)) / rate
+    burst = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    gap = np.zeros(int(GAP * rate), dtype=np.float32)
+    signal = np.concatenate([np.zeros(int(LEAD * rate), dtype=np.float32)]
+                            + [np.concatenate([burst, gap]) for _ in range(BURSTS)])
+    stage, gate, t0 = live(signal)
+    return stage, gate, [t0 + LEAD + k * (BURST + GAP) for k in range(BURSTS)]
+
+
+def test_mouth_opens_during_each_burst_and_closes_within_the_release(jack_server, run):
     stage, gate, starts = run
+    jack_period = jack_server.period / jack_server.rate
     hop, window = gate.hop, gate.window
     for start in starts:
         end = start + BURST
@@ -68,13 +81,16 @@ def test_mouth_opens_during_each_burst_and_closes_within_the_release(run):
         opened = grid[[p.dominant == AA for p in poses]]
         assert len(opened), "the mouth never opened"
         # A pose describes the centre of its window: the mouth opens within one hop plus
-        # the window of the sound's onset, and not before it.
-        assert start - window / 2 - 0.001 <= opened[0] <= start + hop + window / 2
+        # half the window of the sound's onset, and not before half a window ahead of it
+        # (JACK moves audio in whole periods, so an xrun on this busy machine may shift
+        # the capture instants of what follows by up to one).
+        slack = jack_period + 0.001
+        assert start - window / 2 - slack <= opened[0] <= start + hop + window / 2 + slack
         inside = (grid > start + window) & (grid < end - window)
         assert all(p.dominant == AA and p.openness > 0.5 for p, i in zip(poses, inside) if i)
         # Closed once the whole window has left the burst (the gate notices on the next
         # hop's end) and the hold has run out; the jaw is down three release times later.
-        shut_by = end + window + gate.hold + hop
+        shut_by = end + window + gate.hold + hop + slack
         assert opened[-1] <= shut_by
         assert all(p.dominant == SIL for p, t in zip(poses, grid) if t > shut_by)
         rested = [p.openness for p, t in zip(poses, grid) if t > shut_by + 3 * gate.release]
@@ -130,3 +146,24 @@ def test_tts_takes_the_mouth_while_it_plays_and_the_mic_gets_it_back(run):
     t = burst2 + 0.05
     assert mixer.frame_pose(t, period) == stage.frame_pose(t, period)
     assert mixer.frame_pose(t, period).dominant == AA
+
+
+def test_on_real_speech_the_mouth_is_open_on_vowels_and_shut_in_the_pause(jack_server):
+    tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+    rate = jack_server.rate
+    pause = 0.5
+    pieces, vowels, pauses = [np.zeros(int(0.2 * rate), dtype=np.float32)], [], []
+    at = 0.2
+    for segment in tts.synthesize("Hello there. How are you today?"):
+        audio = resample(segment.audio, segment.sample_rate, rate)
+        vowels += [at + (p.start + p.end) / 2 for p in segment.phonemes
+                   if p.viseme in ("aa", "E", "oh") and p.end - p.start >= 0.06]
+        pieces += [audio, np.zeros(int(pause * rate), dtype=np.float32)]
+        at += len(audio) / rate
+        pauses.append(at + pause / 2)
+        at += pause
+    stage, _, t0 = live(np.concatenate(pieces))
+    assert len(vowels) >= 4
+    open_on = [stage.pose_at_monotonic(t0 + t).dominant == AA for t in vowels]
+    assert all(open_on), open_on
+    assert all(stage.pose_at_monotonic(t0 + t).dominant == SIL for t in pauses)
