@@ -235,6 +235,14 @@ class MicLipSync:
         screen trails the voice."""
         return round(self.delay * 1e3)
 
+    def status_text(self) -> str:
+        """The status line: measured mic → mouth latency and the OBS offset to enter."""
+        stats = self.latency()
+        if stats.count == 0:
+            return "Mic → mouth: waiting for sound"
+        return (f"Mic → mouth {stats.p50_ms:.0f} ms (P99 {stats.p99_ms:.0f} ms) · "
+                f"OBS audio Sync Offset for the mic: {self.sync_offset_ms} ms")
+
     def pose_at_monotonic(self, t: float) -> MouthPose:
         """The pose of the audio captured at ``t``: the latest hop at or before it (the
         newest if ``t`` is ahead of what has been analysed), rest before the first."""

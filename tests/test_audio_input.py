@@ -51,6 +51,24 @@ def play(signal_):
     return player
 
 
+# On this shared 2-core machine JACK now and then misses a cycle (an xrun): a period of
+# the played signal is lost or comes late, which says nothing about the copying under
+# test. A playback during which PortAudio flagged an xrun is played again.
+ATTEMPTS = 3
+
+
+def heard_cleanly(mic, signal_, seconds):
+    """Blocks captured while ``signal_`` played, from a playback without an xrun."""
+    for _ in range(ATTEMPTS):
+        overflows = mic.overflows
+        player = play(signal_)
+        blocks = capture(mic, seconds)
+        player.stop()
+        if mic.overflows == overflows:
+            return blocks
+    raise AssertionError(f"JACK had an xrun in each of {ATTEMPTS} playbacks")
+
+
 def tone(rate, seconds, amplitude, freq=440.0):
     t = np.arange(int(rate * seconds)) / rate
     return (amplitude * np.sin(2 * np.pi * freq * t + 0.3)).astype(np.float32)
@@ -73,16 +91,21 @@ def test_capture_is_bit_exact_and_stamped_with_the_adc_time(jack_server, mic, ev
     rate = mic.sample_rate
     assert rate == jack_server.rate
     noise = (0.3 * np.random.default_rng(1).standard_normal(rate // 2)).astype(np.float32)
-    player = JackPlayer(noise)
-    # Active before the recorder connects to its port, so both see the first sample.
-    player.client.activate()
-    recorder = JackRecorder(source=r"^lss-player:out")
-    recorder.start()
-    player.start()
-    blocks = capture(mic, 0.8)
-    recorder.stop()
-    capture_latency = capture_latency_frames(player.client)
-    player.stop()
+    for _ in range(ATTEMPTS):
+        overflows = mic.overflows
+        player = JackPlayer(noise)
+        # Active before the recorder connects to its port, so both see the first sample.
+        player.client.activate()
+        recorder = JackRecorder(source=r"^lss-player:out")
+        recorder.start()
+        player.start()
+        blocks = capture(mic, 0.8)
+        recorder.stop()
+        capture_latency = capture_latency_frames(player.client)
+        player.stop()
+        if mic.overflows == overflows:
+            break
+    assert mic.overflows == overflows, "JACK had an xrun in every playback"
 
     captured = np.concatenate([b[0] for b in blocks])
     first_index = blocks[0][2]
@@ -165,13 +188,10 @@ def test_switching_devices_keeps_the_reader_and_a_missing_one_leaves_the_old(jac
     mic.set_device(0)  # the same device by index: a new stream, the same ring and reader
     assert [e.kind for e in events] == ["started", "started"]
     before = mic.read(0.5)
-    assert before is not None
-    index = before.index
+    after = mic.read(0.5)
+    assert after.index == before.index + len(before.samples)
     noise = (0.2 * np.random.default_rng(4).standard_normal(mic.sample_rate // 4)).astype(np.float32)
-    player = play(noise)
-    blocks = capture(mic, 0.5)
-    player.stop()
-    assert blocks[0][2] == index + len(before.samples)
+    blocks = heard_cleanly(mic, noise, 0.5)
     captured = np.concatenate([b[0] for b in blocks])
     i0 = int(np.flatnonzero(captured)[0])
     np.testing.assert_array_equal(captured[i0:i0 + len(noise)], noise)
@@ -224,9 +244,7 @@ def stall_and_resume() -> None:
         # The reopened stream captures exactly again, into the same reader.
         capture(mic, 0.1)
         noise = (0.2 * np.random.default_rng(3).standard_normal(mic.sample_rate // 4)).astype(np.float32)
-        player = play(noise)
-        blocks = capture(mic, 0.5)
-        player.stop()
+        blocks = heard_cleanly(mic, noise, 0.5)
         captured = np.concatenate([b[0] for b in blocks])
         nonzero = np.flatnonzero(captured)
         exact = bool(len(nonzero)) and np.array_equal(

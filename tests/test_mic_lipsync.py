@@ -108,6 +108,9 @@ def test_latency_is_measured_and_the_delay_covers_it(run):
     assert stats.p50_ms < (gate.window / 2 + gate.hop + 0.0054 + 0.010) * 1e3
     assert stage.delay >= stats.p99_ms / 1e3 + stage.render_margin - 1e-9
     assert stage.sync_offset_ms == round(stage.delay * 1e3)
+    assert stage.status_text() == (
+        f"Mic → mouth {stats.p50_ms:.0f} ms (P99 {stats.p99_ms:.0f} ms) · "
+        f"OBS audio Sync Offset for the mic: {stage.sync_offset_ms} ms")
     print(f"mic → pose latency P50 {stats.p50_ms:.1f} ms, P99 {stats.p99_ms:.1f} ms, "
           f"OBS sync offset {stage.sync_offset_ms} ms")
 
