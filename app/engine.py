@@ -11,8 +11,10 @@ import time
 from collections.abc import Callable
 
 from app.settings import Settings
+from pipeline.audio_input import AudioInput
 from pipeline.audio_output import AudioOutput, AudioUnavailable
 from pipeline.clock import MediaClock
+from pipeline.mic_lipsync import MicLipSync, MouthMixer, VolumeGate
 from pipeline.speaker import Speaker, SpeechEvent
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS
@@ -27,9 +29,14 @@ SILENT_RATE = 22050
 
 
 class Engine:
-    def __init__(self, settings: Settings, on_event: Callable[[SpeechEvent], None]) -> None:
+    def __init__(self, settings: Settings, on_event: Callable[[SpeechEvent], None],
+                 on_mic_status: Callable[[str], None] = lambda message: None) -> None:
         self.settings = settings
         self._on_event = on_event
+        self._on_mic_status = on_mic_status
+        self.mic: AudioInput | None = None
+        self.mic_stage: MicLipSync | None = None
+        self.mouth: MouthMixer | None = None
         self.timeline = SpeechTimeline()
         self.output: AudioOutput | None = None
         self.clock = MediaClock(SILENT_RATE)
@@ -55,6 +62,36 @@ class Engine:
             log.info("audio output: %s at %d Hz", output.device_name, output.sample_rate)
         self._make_speaker()
         return self.audio_problem
+
+    def start_mic(self) -> str | None:
+        """Open the configured microphone and let it drive the mouth whenever the voice
+        is silent. Returns a message for the user when the mic is off or failed."""
+        self._close_mic()
+        if not self.settings.mic_enabled:
+            return None
+        mic = AudioInput(
+            self.settings.mic_device, gain_db=self.settings.mic_gain_db,
+            gate_db=self.settings.mic_gate_db,
+            on_status=lambda status: self._on_mic_status(status.message),
+        )
+        try:
+            mic.start()
+        except AudioUnavailable as exc:
+            log.warning("microphone off: %s", exc)
+            return f"Microphone is off: {exc}"
+        self.mic = mic
+        # Through the engine, not the clock object: the output (and its clock) can be
+        # reopened while the mic runs.
+        self.mic_stage = MicLipSync(mic, VolumeGate(), lambda media: self.clock.monotonic_at(media))
+        self.mic_stage.start()
+        self.mouth = MouthMixer(self.timeline, self.mic_stage)
+        return None
+
+    def mouth_source(self):
+        """(pose source, its version) for the renderer: TTS with the mic between."""
+        if self.mouth is not None:
+            return self.mouth.frame_pose, self.mouth.version
+        return self.timeline.frame_pose, self.timeline.version
 
     @staticmethod
     def load_voice(progress: Callable[[float], None] | None = None) -> StreamingTTS:
@@ -88,17 +125,24 @@ class Engine:
         self.tts = tts
         self._make_speaker()
 
-    def apply(self, settings: Settings) -> str | None:
-        """Take new settings; reopens audio only if the device changed."""
-        device_changed = settings.audio_output_device != self.settings.audio_output_device
+    def apply(self, settings: Settings) -> list[str]:
+        """Take new settings, reopening a device only if its choice changed. Returns a
+        message for each device that is off."""
+        old = self.settings
         self.settings = settings
-        if device_changed:
-            return self.start_audio()
-        if self.speaker is not None:
+        problems = []
+        if (settings.mic_enabled, settings.mic_device, settings.mic_gate_db) != (
+                old.mic_enabled, old.mic_device, old.mic_gate_db):
+            problems.append(self.start_mic())
+        elif self.mic is not None:
+            self.mic.set_gain_db(settings.mic_gain_db)
+        if settings.audio_output_device != old.audio_output_device:
+            problems.append(self.start_audio())
+        elif self.speaker is not None:
             self.speaker.volume = settings.volume
             self.speaker.speech_rate = settings.speech_rate
             self.speaker.mode = LATENCY_MODES[settings.latency_mode]
-        return self.audio_problem
+        return [p for p in problems if p]
 
     def voice_ready_for_speech(self) -> bool:
         return self.speaker is not None
@@ -116,7 +160,17 @@ class Engine:
         if self.speaker is not None:
             self.speaker.close()
             self.speaker = None
+        self._close_mic()
         self._close_output()
+
+    def _close_mic(self) -> None:
+        if self.mic_stage is not None:
+            self.mic_stage.stop()
+            self.mic_stage = None
+        if self.mic is not None:
+            self.mic.close()
+            self.mic = None
+        self.mouth = None
 
     def _make_speaker(self) -> None:
         if self.tts is None:

@@ -26,6 +26,8 @@ from render.avatar_view import PRESENTED, AvatarView
 log = logging.getLogger(__name__)
 
 STATUS_INTERVAL_MS = 500
+METER_INTERVAL_MS = 50
+METER_FLOOR_DB = -60
 # Viseme changes further than this from any onset of that viseme are not lip-sync
 # errors but something else (a held fallback, a cut): they are counted, not averaged.
 MATCH_WINDOW_S = 0.1
@@ -38,6 +40,7 @@ class _Bridge(QObject):
     voice_progress = Signal(float)
     voice_loaded = Signal(object, object)
     voice_failed = Signal(str)
+    mic_status = Signal(str)
 
 
 def _colour(hex_colour: str) -> tuple[float, float, float, float]:
@@ -56,7 +59,8 @@ class MainWindow(QMainWindow):
         self._bridge.voice_progress.connect(self._on_voice_progress)
         self._bridge.voice_loaded.connect(self._on_voice_loaded)
         self._bridge.voice_failed.connect(self._on_voice_failed)
-        self.engine = Engine(settings, self._bridge.speech.emit)
+        self._bridge.mic_status.connect(self.add_notice)
+        self.engine = Engine(settings, self._bridge.speech.emit, self._bridge.mic_status.emit)
         self.notices: list[str] = list(store.problems)
         self.first_audio_ms: float | None = None
         # The last finished request and the media time its sound ends at.
@@ -79,6 +83,10 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, 100)
         self.progress.setFormat("Warming up the voice… %p%")
         self.progress.setTextVisible(True)
+        self.mic_level = QProgressBar()
+        self.mic_level.setRange(METER_FLOOR_DB, 0)
+        self.mic_level.setFormat("mic %v dBFS")
+        self.mic_level.setTextVisible(True)
         self.status = QLabel()
         # Wrapped so changing figures never widen the window and shift the avatar.
         self.status.setWordWrap(True)
@@ -90,13 +98,14 @@ class MainWindow(QMainWindow):
         # Fixed heights: messages coming and going must never resize (and move) the avatar.
         line = self.fontMetrics().lineSpacing()
         self.notice.setFixedHeight(3 * line + 4)
-        self.status.setFixedHeight(2 * line + 4)
+        self.status.setFixedHeight(3 * line + 4)
 
         controls = QHBoxLayout()
         controls.addWidget(self.text, 1)
         controls.addWidget(self.speak_button)
         controls.addWidget(self.stop_button)
         controls.addWidget(self.settings_button)
+        controls.addWidget(self.mic_level)
         layout = QVBoxLayout()
         layout.addWidget(self.view, 1)
         layout.addLayout(controls)
@@ -112,6 +121,9 @@ class MainWindow(QMainWindow):
         self._status_timer = QTimer(self)
         self._status_timer.timeout.connect(self.refresh_status)
         self._status_timer.start(STATUS_INTERVAL_MS)
+        self._meter_timer = QTimer(self)
+        self._meter_timer.timeout.connect(self.refresh_meter)
+        self._meter_timer.start(METER_INTERVAL_MS)
         self._set_ready(False)
         threading.Thread(target=self._load_voice, name="voice-loader", daemon=True).start()
         self._show_notices()
@@ -143,14 +155,14 @@ class MainWindow(QMainWindow):
         self.speak_button.setEnabled(ready)
 
     def _start_audio(self) -> None:
-        problem = self.engine.start_audio()
-        if problem:
-            self.add_notice(problem)
+        for problem in (self.engine.start_audio(), self.engine.start_mic()):
+            if problem:
+                self.add_notice(problem)
         self._connect_view()
 
     def _connect_view(self) -> None:
-        timeline = self.engine.timeline
-        self.view.set_sources(timeline.frame_pose, self.engine.clock.media_time_at, timeline.version)
+        source, version = self.engine.mouth_source()
+        self.view.set_sources(source, self.engine.clock.media_time_at, version)
 
     def _load_avatar(self, manifest: str | None) -> None:
         rig = self._read_rig(manifest)
@@ -194,13 +206,9 @@ class MainWindow(QMainWindow):
         self.store.save(settings)
         if settings.avatar_manifest != old.avatar_manifest:
             self._load_avatar(settings.avatar_manifest)
-        if settings.audio_output_device != old.audio_output_device:
-            problem = self.engine.apply(settings)
-            if problem:
-                self.add_notice(problem)
-            self._connect_view()
-        else:
-            self.engine.apply(settings)
+        for problem in self.engine.apply(settings):
+            self.add_notice(problem)
+        self._connect_view()
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
         if settings.background != old.background:
             self.view.set_clear_color(_colour(settings.background))
@@ -237,6 +245,16 @@ class MainWindow(QMainWindow):
         times, visemes = self.engine.timeline.onsets()
         return viseme_change_offsets(rows["heard"], rows["viseme"], times, visemes, MATCH_WINDOW_S)
 
+    def refresh_meter(self) -> None:
+        mic = self.engine.mic
+        if mic is None:
+            self.mic_level.setValue(METER_FLOOR_DB)
+            self.mic_level.setFormat("mic off")
+            return
+        peak = mic.level().peak_db
+        self.mic_level.setFormat("mic %v dBFS")
+        self.mic_level.setValue(max(METER_FLOOR_DB, min(0, round(peak))))
+
     def refresh_status(self) -> None:
         stats = self.view.stats()
         parts = []
@@ -251,10 +269,13 @@ class MainWindow(QMainWindow):
         output = self.engine.output
         parts.append(f"audio {output.device_name} {output.sample_rate / 1000:g} kHz"
                      if output is not None else "audio off")
+        if self.engine.mic_stage is not None:
+            parts.append(self.engine.mic_stage.status_text())
         self.status.setText(" · ".join(parts))
 
     def closeEvent(self, event) -> None:
         self._status_timer.stop()
+        self._meter_timer.stop()
         self.view.shutdown()
         self.engine.close()
         super().closeEvent(event)

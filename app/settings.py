@@ -21,6 +21,13 @@ class Settings:
     version: int = SETTINGS_VERSION
     # None = the system's default output device.
     audio_output_device: str | None = None
+    # The microphone drives the mouth whenever the voice is not speaking.
+    mic_enabled: bool = True
+    # None = the system's default input device.
+    mic_device: str | None = None
+    mic_gain_db: float = 0.0
+    # Input below this level is silence (keyboard clicks, fans): the mouth stays shut.
+    mic_gate_db: float = -50.0
     # None = the bundled avatar.
     avatar_manifest: str | None = None
     # Streaming trade-off between time to first audio and quality (see pipeline.streaming_tts).
@@ -47,6 +54,10 @@ RULES: dict[str, FieldRule] = {
     "audio_output_device": FieldRule(str, optional=True),
     "latency_mode": FieldRule(str, choices=("ultra", "balanced", "premium")),
     "avatar_manifest": FieldRule(str, optional=True),
+    "mic_enabled": FieldRule(bool),
+    "mic_device": FieldRule(str, optional=True),
+    "mic_gain_db": FieldRule(float, -20.0, 30.0),
+    "mic_gate_db": FieldRule(float, -90.0, 0.0),
     "speech_rate": FieldRule(float, 0.5, 2.0),
     "volume": FieldRule(float, 0.0, 1.0),
     "target_fps": FieldRule(int, 24, 144),

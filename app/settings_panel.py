@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import Settings, validate
+from pipeline.audio_input import list_input_devices
 from pipeline.audio_output import list_output_devices
 from pipeline.streaming_tts import LATENCY_MODES
 
@@ -51,6 +52,24 @@ class SettingsPanel(QDialog):
                 self.output.addItem(settings.audio_output_device)
             self.output.setCurrentText(settings.audio_output_device)
         form.addRow("Audio output", self.output)
+
+        self.mic_enabled = QCheckBox("Mouth follows the microphone")
+        self.mic_enabled.setChecked(settings.mic_enabled)
+        form.addRow("Microphone", self.mic_enabled)
+        self.mic = QComboBox()
+        self.mic.addItem(SYSTEM_DEFAULT)
+        self.mic.addItems(list_input_devices())
+        if settings.mic_device:
+            if self.mic.findText(settings.mic_device) < 0:
+                self.mic.addItem(settings.mic_device)
+            self.mic.setCurrentText(settings.mic_device)
+        form.addRow("Microphone device", self.mic)
+        self.mic_gain = QDoubleSpinBox(minimum=-20.0, maximum=30.0, singleStep=1.0, decimals=1, suffix=" dB")
+        self.mic_gain.setValue(settings.mic_gain_db)
+        form.addRow("Input gain", self.mic_gain)
+        self.mic_gate = QDoubleSpinBox(minimum=-90.0, maximum=0.0, singleStep=1.0, decimals=1, suffix=" dBFS")
+        self.mic_gate.setValue(settings.mic_gate_db)
+        form.addRow("Noise gate", self.mic_gate)
 
         self.avatar = QLineEdit(settings.avatar_manifest or BUNDLED_AVATAR)
         self.avatar.setPlaceholderText("bundled avatar")
@@ -102,6 +121,10 @@ class SettingsPanel(QDialog):
             **asdict(self._settings),
             "audio_output_device": None if output == SYSTEM_DEFAULT else output,
             "latency_mode": self.mode.currentData(),
+            "mic_enabled": self.mic_enabled.isChecked(),
+            "mic_device": None if self.mic.currentText() == SYSTEM_DEFAULT else self.mic.currentText(),
+            "mic_gain_db": self.mic_gain.value(),
+            "mic_gate_db": self.mic_gate.value(),
             "avatar_manifest": self.avatar.text().strip() or None,
             "speech_rate": self.rate.value(),
             "volume": self.volume.value(),

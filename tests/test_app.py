@@ -88,6 +88,8 @@ def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_s
     wait_until_quiet(window, margin=0.3)
     recorder.stop()
     captured = recorder.audio[:, 0]
+    assert window.finished.underruns == 0 and window.finished.gaps == 0, window.notices
+    assert recorder.xruns == 0, "JACK lost cycles: the machine is overloaded"
 
     rate = window.engine.output.sample_rate
     plans, parts = [], []
