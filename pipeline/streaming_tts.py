@@ -194,6 +194,9 @@ class _Sentence:
     # as the flow's right context, so the next window can wait until the vocoder needs it.
     lookahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     latent: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    # Latents of the lookahead, made from its priors: the vocoder's right context at the
+    # end of the committed frames, so the next window waits until its audio is due.
+    latent_ahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     spans: list[_Span] = field(default_factory=list)
 
     @property
@@ -207,6 +210,14 @@ class _Sentence:
     @property
     def latent_frames(self) -> int:
         return self.latent.shape[1]
+
+    @property
+    def usable_latents(self) -> int:
+        """Frames the vocoder can see: committed latents, then (once all of those are
+        made) the lookahead's."""
+        if self.complete or self.latent_frames < self.prior_frames:
+            return self.latent_frames
+        return self.latent_frames + self.latent_ahead.shape[1]
 
 
 @dataclass(slots=True)
@@ -388,10 +399,14 @@ class StreamingTTS:
                 needed = min(left + width, sentence.prior_frames)
             else:
                 needed = left + width
-            if sentence.latent_frames >= needed:
+            if sentence.usable_latents >= needed:
                 break
             self._advance(sentence, needed, mode, state, length_scale)
         latents = sentence.latent[:, left:left + width]
+        if latents.shape[1] < width and not sentence.complete:
+            latents = np.concatenate(
+                [latents, sentence.latent_ahead[:, :width - latents.shape[1]]], axis=1
+            )
         if latents.shape[1] < width:
             # Only a sentence shorter than the window gets here: its last few
             # milliseconds (silence) differ from whole-sentence decoding by < 1e-4.
@@ -410,27 +425,29 @@ class StreamingTTS:
     ) -> None:
         """One engine run towards latents for frames [0, needed)."""
         done = sentence.latent_frames
+        committed = sentence.prior_frames
         width = FLOW_WINDOW if state.flowed else mode.first_flow_width()
         left = max(0, done - FLOW_CONTEXT)
-        core_end = min(left + width - FLOW_CONTEXT, sentence.prior_frames)
         prior = sentence.prior[:, left:left + width]
-        if not sentence.complete:
+        if sentence.complete:
+            core_end = min(left + width - FLOW_CONTEXT, committed)
+        else:
             prior = np.concatenate([prior, sentence.lookahead[:, :width - prior.shape[1]]], axis=1)
-            reachable = left + prior.shape[1] - FLOW_CONTEXT
-            if min(reachable, core_end) < needed:
+            core_end = min(left + width, left + prior.shape[1]) - FLOW_CONTEXT
+            if done == committed or core_end <= done:
                 self._commit_window(sentence, mode, state, length_scale)
                 return
-            core_end = min(core_end, reachable)
         real = prior.shape[1]
         mask = np.zeros(width, np.float32)
         mask[:real] = 1.0
         prior = np.pad(prior, ((0, 0), (0, width - real)))
         latent = self._run_flow(prior, mask)
         state.flowed = True
-        sentence.latent = np.concatenate(
-            [sentence.latent.reshape(latent.shape[0], -1), latent[:, done - left:core_end - left]],
-            axis=1,
-        )
+        sentence.latent = np.concatenate([
+            sentence.latent.reshape(latent.shape[0], -1),
+            latent[:, done - left:min(core_end, committed) - left],
+        ], axis=1)
+        sentence.latent_ahead = latent[:, committed - left:max(core_end, committed) - left]
 
     def _commit_window(
         self, sentence: _Sentence, mode: LatencyMode, state: _StreamState, length_scale: float
@@ -458,6 +475,7 @@ class StreamingTTS:
         prior = self._prior(mean, log_scale, id_frames, first_id, end_id)
         sentence.prior = np.concatenate([sentence.prior.reshape(prior.shape[0], -1), prior], axis=1)
         sentence.lookahead = self._prior(mean, log_scale, id_frames, end_id, bounds[high - low])
+        sentence.latent_ahead = np.zeros((prior.shape[0], 0), np.float32)
         sentence.committed = end
 
         alignments = []
