@@ -60,6 +60,19 @@ _WINDOW_FN = np.hanning(WINDOW + 2)[1:-1].astype(np.float32)
 _MEL = mel_filterbank()
 
 
+def _windowed_dft() -> tuple[np.ndarray, np.ndarray]:
+    # The real DFT as two matrix products with the window folded in: numpy's FFT keeps
+    # a scratch copy per call, and at 400 points a product costs about the same.
+    k = np.arange(N_FFT // 2 + 1)[:, None]
+    n = np.arange(WINDOW)[None, :]
+    angle = 2 * np.pi * k * n / N_FFT
+    return ((np.cos(angle) * _WINDOW_FN).astype(np.float32),
+            (-np.sin(angle) * _WINDOW_FN).astype(np.float32))
+
+
+_DFT_COS, _DFT_SIN = _windowed_dft()
+
+
 def as_mono_float(audio: np.ndarray) -> np.ndarray:
     """float32 mono in [-1, 1] from float or integer PCM, mono [n] or [n, channels].
 
@@ -107,8 +120,7 @@ def log_mel(audio_16k: np.ndarray) -> np.ndarray:
         return np.zeros((0, N_MELS), np.float32)
     padded = np.concatenate([np.zeros(WINDOW - HOP, np.float32), audio_16k[: n_frames * HOP]])
     frames = np.lib.stride_tricks.sliding_window_view(padded, WINDOW)[::HOP]
-    spectrum = np.fft.rfft(frames * _WINDOW_FN, n=N_FFT, axis=1)
-    power = spectrum.real ** 2 + spectrum.imag ** 2
+    power = (frames @ _DFT_COS.T) ** 2 + (frames @ _DFT_SIN.T) ** 2
     return np.log(power @ _MEL.T + POWER_FLOOR).astype(np.float32)
 
 
@@ -149,6 +161,7 @@ class StreamingResampler:
         self._history = np.zeros(taps - 1 + self._periods_max * self.down, np.float32)
         self._filled = taps - 1  # zeros stand in for the audio before the stream began
         self._gathered = np.empty((out_max, taps), np.float32)
+        self._scratch = np.empty_like(self._history)
         self._out = np.empty(out_max, np.float32)
 
     def push(self, block: np.ndarray) -> np.ndarray:
@@ -168,13 +181,15 @@ class StreamingResampler:
             if produced + count > len(self._out):
                 raise ValueError("block larger than the resampler was sized for")
             gathered = self._gathered[:count]
-            np.take(self._history, self._index[:count], out=gathered)
+            # mode='clip' lets numpy write straight into `out` ('raise' buffers a copy).
+            np.take(self._history, self._index[:count], out=gathered, mode="clip")
             np.multiply(gathered, self._coeffs[:count], out=gathered)
             np.sum(gathered, axis=1, out=self._out[produced:produced + count])
             produced += count
             used = periods * self.down
             keep = self._filled - used
-            self._history[:keep] = self._history[used:self._filled]
+            self._scratch[:keep] = self._history[used:self._filled]
+            self._history[:keep] = self._scratch[:keep]
             self._filled = keep
         return self._out[:produced]
 
@@ -199,8 +214,7 @@ class StreamingLogMel:
         self._ring = np.zeros(WINDOW - HOP + max_16k, np.float32)
         self._filled = WINDOW - HOP
         self._frames = np.empty((max_16k // HOP + 1, N_MELS), np.float32)
-        self._windowed = np.empty(WINDOW, np.float32)
-        self._spectrum = np.empty(N_FFT // 2 + 1, np.complex64)
+        self._ring_scratch = np.empty(WINDOW, np.float32)
         self._power = np.empty(N_FFT // 2 + 1, np.float32)
         self._scratch = np.empty(N_FFT // 2 + 1, np.float32)
         self.frames_emitted = 0
@@ -223,8 +237,11 @@ class StreamingLogMel:
                 self._frame(self._ring[start:start + WINDOW], self._frames[n])
                 n += 1
                 start += HOP
+            # Through a scratch buffer: an overlapping in-place copy would make numpy
+            # allocate a temporary.
             keep = self._filled - start
-            self._ring[:keep] = self._ring[start:self._filled]
+            self._ring_scratch[:keep] = self._ring[start:self._filled]
+            self._ring[:keep] = self._ring_scratch[:keep]
             self._filled = keep
         self.frames_emitted += n
         return self._frames[:n]
@@ -236,10 +253,10 @@ class StreamingLogMel:
         return as_mono_float(block)
 
     def _frame(self, samples: np.ndarray, out: np.ndarray) -> None:
-        np.multiply(samples, _WINDOW_FN, out=self._windowed)
-        np.fft.rfft(self._windowed, n=N_FFT, out=self._spectrum)
-        np.multiply(self._spectrum.real, self._spectrum.real, out=self._power)
-        np.multiply(self._spectrum.imag, self._spectrum.imag, out=self._scratch)
+        np.dot(_DFT_COS, samples, out=self._power)
+        np.dot(_DFT_SIN, samples, out=self._scratch)
+        np.multiply(self._power, self._power, out=self._power)
+        np.multiply(self._scratch, self._scratch, out=self._scratch)
         np.add(self._power, self._scratch, out=self._power)
         np.dot(_MEL, self._power, out=out)
         np.add(out, POWER_FLOOR, out=out)
