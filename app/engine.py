@@ -18,7 +18,6 @@ from pipeline.mic_lipsync import MicLipSync, MouthMixer, VolumeGate
 from pipeline.speaker import Speaker, SpeechEvent
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS
-from pipeline.worker_priority import run_as_background_work
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +97,9 @@ class Engine:
         """Load and warm up the voice (every engine shape once, so the first request is
         as fast as the rest): seconds of work, so call it off the UI thread.
 
-        The calling thread becomes background work first, so the synthesis threads the
-        voice creates inherit the low priority."""
-        run_as_background_work()
+        Synthesis runs at normal priority: streaming must keep ahead of playback, and a
+        lowered priority (tried: nice 5 and 10) starved it into underruns on a busy
+        machine, while the display copes with a late tick through its frame slots."""
         tts = StreamingTTS()
         tts.warm_up(progress)
         return tts

@@ -50,6 +50,10 @@ class AudioOutput:
     ASSUMED_BLOCK = 1024
     # How long start() waits for the first callback before calling the device dead.
     START_TIMEOUT = 2.0
+    # Stop fades out over this long: short enough to feel instant, long enough not to click.
+    FADE_SECONDS = 0.004
+    # How long stop_speech() waits for the callback to fade before doing it itself.
+    STOP_WAIT = 0.1
 
     def __init__(
         self,
@@ -69,6 +73,10 @@ class AudioOutput:
         self._channels = 0
         self._fallback_latency = 0.0
         self.device_name = ""
+        # Fade progress in samples while a Stop is being faded in the callback, else -1.
+        self._fading = -1
+        self._faded_at = -1
+        self._fade_ramp = np.zeros(0, np.float32)
         self.callbacks = 0
         self.underflows = 0
         self.max_block = 0
@@ -86,6 +94,8 @@ class AudioOutput:
         self.device_name = info["name"]
         self._channels = min(2, int(info["max_output_channels"]))
         self._timeline = AudioTimeline(rate, self._capacity_seconds)
+        count = max(2, round(self.FADE_SECONDS * rate))
+        self._fade_ramp = (1.0 - np.arange(1, count + 1, dtype=np.float32) / count)
         self._clock = MediaClock(rate, now=self._now)
         try:
             self._stream = sd.OutputStream(
@@ -151,6 +161,8 @@ class AudioOutput:
             self.underflows += 1
         self._clock.on_output_block(pos, dac + (now - current), discontinuity=underflow)
         self._timeline.read_into(pos, outdata[:, 0])
+        if self._fading >= 0:
+            self._fade_block(outdata[:, 0], pos + frames)
         for channel in range(1, self._channels):
             outdata[:, channel] = outdata[:, 0]
         self.last_block = frames
@@ -158,6 +170,21 @@ class AudioOutput:
             self.max_block = frames
         self.measured_output_latency = dac - current
         self.callbacks += 1
+
+    def _fade_block(self, out: np.ndarray, block_end: int) -> None:
+        # Stop: the fade runs here, on the very next block the device takes, so the voice
+        # ends within a block plus the fade however busy the other threads are.
+        done = self._fading
+        n = min(len(out), len(self._fade_ramp) - done)
+        out[:n] *= self._fade_ramp[done:done + n]
+        done += n
+        if done < len(self._fade_ramp):
+            self._fading = done
+            return
+        out[n:] = 0.0
+        self._timeline.silence_from(block_end)
+        self._faded_at = block_end - len(out) + n
+        self._fading = -1
 
     def earliest_pos(self) -> int:
         """The first position that can still be written: the read head plus a margin, so
@@ -197,13 +224,22 @@ class AudioOutput:
         self._timeline.write(start, samples_at_device_rate)
         return start
 
-    def stop_speech(self, fade_ms: float = 5) -> float:
-        """Fade out what has not reached the device yet, drop the rest; returns the media
-        time at which sound ends."""
+    def stop_speech(self) -> float:
+        """Fade out from the block the device takes next and drop everything after;
+        returns the media time at which sound ends. Waits (a few ms) until the callback
+        has done it, so nothing written after this call is dropped by mistake."""
         self._require_started()
-        fade = int(round(fade_ms * self._timeline.sample_rate / 1000))
-        end = self._timeline.discard_from(self.earliest_pos(), fade)
-        return end / self._timeline.sample_rate
+        self._faded_at = -1
+        self._fading = 0
+        deadline = time.monotonic() + self.STOP_WAIT
+        while self._fading >= 0:
+            if time.monotonic() > deadline:
+                # The device stopped calling back: fade on the timeline directly.
+                self._fading = -1
+                fade = len(self._fade_ramp)
+                return self._timeline.discard_from(self.earliest_pos(), fade) / self.sample_rate
+            time.sleep(0.0005)
+        return self._faded_at / self._timeline.sample_rate
 
     def _require_started(self) -> None:
         if self._timeline is None:

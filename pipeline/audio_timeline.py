@@ -89,6 +89,13 @@ class AudioTimeline:
         self._scheduled_end = fade_end
         return fade_end
 
+    def silence_from(self, pos: int) -> None:
+        """Drop everything scheduled from ``pos`` on, without allocating (the audio
+        callback calls it)."""
+        if pos < self._scheduled_end:
+            self._zero(pos, min(self._scheduled_end - pos, self.capacity))
+            self._scheduled_end = max(pos, self._read_pos)
+
     def _copy_in(self, pos: int, samples: np.ndarray) -> None:
         start = pos % self.capacity
         first = min(len(samples), self.capacity - start)

@@ -205,10 +205,14 @@ class MicLipSync:
 
     def _publish(self, captured: float, pose: MouthPose) -> None:
         slot = self._count % self.RING
+        previous = self._poses[(self._count - 1) % self.RING]
         self._poses[slot] = pose
         self._times[slot] = captured
         self._count += 1
-        self._version += 1
+        # Frames made ahead hold the newest pose; only a different one makes them stale
+        # (a silent mic would otherwise have every frame re-made 100 times a second).
+        if pose != previous:
+            self._version += 1
         latency = time.monotonic() - captured
         self._latencies[self._latency_count % self.LATENCIES] = latency
         self._latency_count += 1

@@ -25,7 +25,6 @@ from pipeline.speech_timeline import SpeechTimeline
 from pipeline.text_input import TextInputError
 from pipeline.streaming_tts import LATENCY_MODES, LatencyMode, SentencePlan, StreamingTTS
 from pipeline.viseme_track import VisemeTrack
-from pipeline.worker_priority import run_as_background_work
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +33,12 @@ log = logging.getLogger(__name__)
 MAX_AHEAD_S = 8.0
 # Without an audio device, speech starts this long after the request is scheduled.
 SILENT_LEAD_S = 0.05
+# A jitter buffer for the start of speech: playback begins this far behind the first
+# chunk, so the next chunks have time to arrive. It grows after a request that had
+# underruns and shrinks back after clean ones, as VoIP jitter buffers do.
+START_LEAD_MIN_S = 0.015
+START_LEAD_MAX_S = 0.2
+CLEAN_RUNS_TO_SHRINK = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,8 @@ class Speaker:
         # sentence can never be scheduled after the Stop that should have dropped it.
         self._schedule_lock = threading.Lock()
         self._silent_end = 0.0
+        self.start_lead_s = START_LEAD_MIN_S
+        self._clean_runs = 0
         self._worker = threading.Thread(target=self._run, name="speaker", daemon=True)
         self._worker.start()
 
@@ -147,7 +154,6 @@ class Speaker:
         self._worker.join(timeout=5)
 
     def _run(self) -> None:
-        run_as_background_work()
         while (request := self._requests.get()) is not None:
             if request.cancel.is_set():
                 continue
@@ -190,7 +196,7 @@ class Speaker:
                     # A plan's mouth shapes go on the media clock with its first audio:
                     # right after the previous plan, or as soon as possible if synthesis
                     # fell behind (a pause, not a glitch).
-                    plan_start = self._start_of_plan(end_pos)
+                    plan_start = self._start_of_plan(end_pos, lead=0.0 if started else self.start_lead_s)
                     if end_pos is not None and plan_start > end_pos:
                         gaps += 1
                     self._timeline.schedule(VisemeTrack(plan.phonemes), plan_start / rate)
@@ -206,16 +212,29 @@ class Speaker:
                 self._emit(SpeechStarted(
                     request.id, heard_at - request.requested_at, self._now() - request.requested_at,
                 ))
+        self._adapt_start_lead(underruns + gaps)
         self._emit(SpeechFinished(
             request.id, (end_pos or 0) / rate, request.cancel.is_set(), gaps, underruns,
         ))
 
-    def _start_of_plan(self, previous_end: int | None) -> int:
+    def _adapt_start_lead(self, late_events: int) -> None:
+        if late_events:
+            self.start_lead_s = min(START_LEAD_MAX_S, 2 * self.start_lead_s)
+            self._clean_runs = 0
+            log.info("speech fell behind playback %d time(s): starting %.0f ms later from now on",
+                     late_events, self.start_lead_s * 1000)
+            return
+        self._clean_runs += 1
+        if self._clean_runs >= CLEAN_RUNS_TO_SHRINK:
+            self.start_lead_s = max(START_LEAD_MIN_S, 0.75 * self.start_lead_s)
+            self._clean_runs = 0
+
+    def _start_of_plan(self, previous_end: int | None, lead: float) -> int:
         rate = self.rate
         if self._output is not None:
-            start = self._output.earliest_pos()
+            start = self._output.earliest_pos() + round(lead * rate)
         else:
-            start = int(round((self._clock.media_time_now() + SILENT_LEAD_S) * rate))
+            start = int(round((self._clock.media_time_now() + SILENT_LEAD_S + lead) * rate))
         return start if previous_end is None else max(start, previous_end)
 
     def _write(self, pos: int, audio: np.ndarray) -> int:

@@ -83,3 +83,13 @@ def test_discard_past_the_end_changes_nothing_and_behind_the_head_is_refused():
     out = np.zeros(90, dtype=np.float32)
     tl.read_into(10, out)
     np.testing.assert_array_equal(out, np.ones(90))
+
+
+def test_silence_from_drops_what_is_scheduled_after_a_position():
+    timeline = AudioTimeline(1000, capacity_seconds=1)
+    timeline.write(10, np.ones(100, np.float32))
+    timeline.silence_from(50)
+    assert timeline.scheduled_end == 50
+    out = np.zeros(120, np.float32)
+    timeline.read_into(0, out)
+    assert out[10:50].all() and not out[50:].any()

@@ -223,3 +223,24 @@ def test_mode_switch_storm_while_speaking(tts, output):
         assert output.scheduled_end / output.sample_rate == pytest.approx(finished.end_media_time, abs=0.001)
     finally:
         speaker.close()
+
+
+def test_start_lead_grows_after_underruns_and_shrinks_after_clean_runs(tts):
+    from pipeline.speaker import CLEAN_RUNS_TO_SHRINK, START_LEAD_MAX_S, START_LEAD_MIN_S
+
+    speaker = Speaker(tts, SpeechTimeline(), None, MediaClock(22050), Events())
+    try:
+        assert speaker.start_lead_s == START_LEAD_MIN_S
+        for _ in range(10):
+            speaker._adapt_start_lead(2)
+        assert speaker.start_lead_s == START_LEAD_MAX_S
+        for _ in range(CLEAN_RUNS_TO_SHRINK - 1):
+            speaker._adapt_start_lead(0)
+        assert speaker.start_lead_s == START_LEAD_MAX_S
+        speaker._adapt_start_lead(0)
+        assert speaker.start_lead_s < START_LEAD_MAX_S
+        for _ in range(200):
+            speaker._adapt_start_lead(0)
+        assert speaker.start_lead_s == START_LEAD_MIN_S
+    finally:
+        speaker.close()
