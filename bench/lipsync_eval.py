@@ -131,15 +131,19 @@ def align(name: str, audio: np.ndarray, text: str) -> np.ndarray:
 
 # ------------------------------------------------------------------ systems
 
-def ours(audio: np.ndarray, n: int, lookahead_ms: int) -> tuple[np.ndarray, np.ndarray]:
-    """(raw argmax, smoothed dominant) per reference frame; audio streamed in 10 ms blocks."""
+def ours(audio: np.ndarray, n: int, lookahead_ms: int,
+         hop_times: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(raw argmax, smoothed dominant) per reference frame; audio streamed in 10 ms blocks,
+    the wall time of each push (features + inference) appended to `hop_times`."""
     model = LipShapeModel(DEFAULT_MODEL, lookahead_ms)
     smoother = VisemeSmoother()
     tail = np.zeros(16000 * (lookahead_ms // 10 + 3) // 100, np.float32)
     frames = []
     padded = np.concatenate([audio, tail])
     for i in range(0, len(padded), 160):
+        started = time.perf_counter()
         frames += model.push(padded[i:i + 160], 16000)
+        hop_times.append(time.perf_counter() - started)
     times = np.array([f.time_s for f in frames])
     probs = np.array([f.probs for f in frames])
     poses = np.array([smoother.update(f).dominant for f in frames])
@@ -222,6 +226,7 @@ def main() -> None:
     t0 = time.time()
     data = sdist_data()
     refs, preds = [], {}
+    hop_times: dict[str, list[float]] = {"ultra": [], "balanced": [], "premium": []}
     for name, audio, text in clips(data):
         ref = align(name, audio, text)
         n = len(ref)
@@ -229,7 +234,7 @@ def main() -> None:
         systems = {"rms_gate": (volume_gate(audio, n),) * 2,
                    "mfcc_templates": (mfcc_templates(audio, n),) * 2}
         for mode, ms in (("ultra", 10), ("balanced", 30), ("premium", 60)):
-            raw, smooth = ours(audio, n, ms)
+            raw, smooth = ours(audio, n, ms, hop_times[mode])
             systems[f"ours_{mode}_raw"] = (raw, smooth)
             systems[f"ours_{mode}_smoothed"] = (smooth, smooth)
         for key, (pred, shown) in systems.items():
@@ -246,6 +251,9 @@ def main() -> None:
         "frames": int(len(ref)),
         "seconds": round(time.time() - t0, 1),
         "systems": results,
+        "per_hop_ms": {mode: {"p50": round(float(np.percentile(t, 50)) * 1000, 3),
+                              "p99": round(float(np.percentile(t, 99)) * 1000, 3)}
+                       for mode, t in hop_times.items()},
     }
     print(f"{'system':28} {'15-way':>7} {'coarse':>7} {'bal.':>6} {'on.med':>7} {'on.p90':>7} {'match':>6}")
     for key, r in results.items():
