@@ -3,6 +3,12 @@
     python packaging/train_lipsync.py                 # data + training + export
     python packaging/train_lipsync.py --data D.npz   # reuse a generated corpus
 
+The shipped model was made on the lent H200 machine (16 cores, one GPU) with
+    python packaging/lipsync_data.py --out /tmp/corpus.npz --piper 1600 --espeak 5000
+    python packaging/train_lipsync.py --data /tmp/corpus.npz --steps 8000 --max-train-s 110
+(corpus: 13,200 utterances, 15.7 h, 96 s; training: 5,243 steps in 121 s, cut by the
+time budget). On 2 CPU cores expect the corpus in ~15 min; pass a --max-train-s that fits.
+
 Needs torch (training only, never the app); data generation needs the app's own
 dependencies (piper-tts, the bundled voice). Seeds are fixed: the same command on the
 same machine gives the same corpus; the model matches up to GPU nondeterminism.
@@ -178,8 +184,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT / ".cache" / "lipsync_corpus.npz")
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "models" / "lipsync.onnx")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--piper", type=int, default=3000, help="piper utterances")
-    parser.add_argument("--espeak", type=int, default=8000, help="espeak-ng utterances")
+    parser.add_argument("--piper", type=int, default=1600, help="piper utterances")
+    parser.add_argument("--espeak", type=int, default=5000, help="espeak-ng utterances")
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--crop", type=int, default=500, help="frames per training sequence")
