@@ -36,6 +36,14 @@ def _parser() -> argparse.ArgumentParser:
     say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
     say.add_argument("--mode", choices=("ultra", "balanced", "premium"), default="balanced",
                      help="latency mode: how soon speech starts against how it sounds")
+    lipsync = commands.add_parser(
+        "lipsync", help="write mouth cues for an audio file (the live mic model, offline)",
+        description="Mouth cues for a WAV file from the lip-shape model the live mic uses.",
+    )
+    lipsync.add_argument("audio", type=Path, help="a WAV file (8-96 kHz, mono or stereo, 16/24/32-bit)")
+    lipsync.add_argument("--out", type=Path, required=True, help="cues JSON to write")
+    lipsync.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
+                         help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
     return parser
 
 
@@ -47,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "say":
         return _say(args)
+    if args.command == "lipsync":
+        return _lipsync(args)
     return _run_app()
 
 
@@ -64,6 +74,26 @@ def _run_app() -> int:
     from app.main_window import run_app
 
     return run_app()
+
+
+def _lipsync(args: argparse.Namespace) -> int:
+    from pipeline.cues import cues_document
+    from pipeline.lipsync_model import infer_file
+
+    if not args.audio.is_file():
+        return _fail(f"{args.audio}: no such file")
+    if not args.out.resolve().parent.is_dir():
+        return _fail(f"cannot write {args.out}: folder {args.out.resolve().parent} does not exist")
+    try:
+        with wave.open(str(args.audio)) as f:
+            duration = f.getnframes() / f.getframerate()
+        cues = infer_file(args.audio)
+    except (wave.Error, EOFError, ValueError) as exc:
+        return _fail(f"{args.audio} is not a readable WAV file ({exc})")
+    document = cues_document(cues, str(args.audio), duration, args.format)
+    args.out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print(f"{len(document['mouthCues'])} cues for {duration:.2f} s of audio, wrote {args.out}")
+    return 0
 
 
 def _fail(message: str) -> int:

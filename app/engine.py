@@ -14,7 +14,8 @@ from app.settings import Settings
 from pipeline.audio_input import AudioInput
 from pipeline.audio_output import AudioOutput, AudioUnavailable
 from pipeline.clock import MediaClock
-from pipeline.mic_lipsync import MicLipSync, MouthMixer, VolumeGate
+from pipeline.lipsync_model import MODES_MS, LipShapeModel
+from pipeline.mic_lipsync import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
 from pipeline.speaker import Speaker, SpeechEvent
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS
@@ -81,10 +82,22 @@ class Engine:
         self.mic = mic
         # Through the engine, not the clock object: the output (and its clock) can be
         # reopened while the mic runs.
-        self.mic_stage = MicLipSync(mic, VolumeGate(), lambda media: self.clock.monotonic_at(media))
+        self.mic_stage = MicLipSync(mic, self._mic_analyser(), lambda media: self.clock.monotonic_at(media))
         self.mic_stage.start()
         self.mouth = MouthMixer(self.timeline, self.mic_stage)
         return None
+
+    def _mic_analyser(self):
+        if self.settings.mic_lipsync == "volume":
+            return VolumeGate()
+        try:
+            model = LipShapeModel(lookahead_ms=MODES_MS[self.settings.latency_mode])
+        except (OSError, ValueError) as exc:
+            message = f"Lip-shape model not loaded ({exc}): the mic uses the volume gate instead."
+            log.warning("%s", message)
+            self._on_mic_status(message)
+            return VolumeGate()
+        return ModelAnalyser(model)
 
     def mouth_source(self):
         """(pose source, its version) for the renderer: TTS with the mic between."""
@@ -130,11 +143,14 @@ class Engine:
         old = self.settings
         self.settings = settings
         problems = []
-        if (settings.mic_enabled, settings.mic_device, settings.mic_gate_db) != (
-                old.mic_enabled, old.mic_device, old.mic_gate_db):
+        if (settings.mic_enabled, settings.mic_device, settings.mic_gate_db, settings.mic_lipsync) != (
+                old.mic_enabled, old.mic_device, old.mic_gate_db, old.mic_lipsync):
             problems.append(self.start_mic())
         elif self.mic is not None:
             self.mic.set_gain_db(settings.mic_gain_db)
+            analyser = self.mic_stage.analyser
+            if isinstance(analyser, ModelAnalyser):
+                analyser.model.set_lookahead(MODES_MS[settings.latency_mode])
         if settings.audio_output_device != old.audio_output_device:
             problems.append(self.start_audio())
         elif self.speaker is not None:

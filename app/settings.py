@@ -28,6 +28,8 @@ class Settings:
     mic_gain_db: float = 0.0
     # Input below this level is silence (keyboard clicks, fans): the mouth stays shut.
     mic_gate_db: float = -50.0
+    # "model": our trained lip-shape model; "volume": a volume gate (PNGtuber style).
+    mic_lipsync: str = "model"
     # None = the bundled avatar.
     avatar_manifest: str | None = None
     # Streaming trade-off between time to first audio and quality (see pipeline.streaming_tts).
@@ -58,6 +60,7 @@ RULES: dict[str, FieldRule] = {
     "mic_device": FieldRule(str, optional=True),
     "mic_gain_db": FieldRule(float, -20.0, 30.0),
     "mic_gate_db": FieldRule(float, -90.0, 0.0),
+    "mic_lipsync": FieldRule(str, choices=("model", "volume")),
     "speech_rate": FieldRule(float, 0.5, 2.0),
     "volume": FieldRule(float, 0.0, 1.0),
     "target_fps": FieldRule(int, 24, 144),

@@ -70,6 +70,11 @@ class SettingsPanel(QDialog):
         self.mic_gate = QDoubleSpinBox(minimum=-90.0, maximum=0.0, singleStep=1.0, decimals=1, suffix=" dBFS")
         self.mic_gate.setValue(settings.mic_gate_db)
         form.addRow("Noise gate", self.mic_gate)
+        self.mic_lipsync = QComboBox()
+        self.mic_lipsync.addItem("Lip-shape model (15 mouth shapes)", "model")
+        self.mic_lipsync.addItem("Volume gate (open / closed)", "volume")
+        self.mic_lipsync.setCurrentIndex(self.mic_lipsync.findData(settings.mic_lipsync))
+        form.addRow("Mic lip sync", self.mic_lipsync)
 
         self.avatar = QLineEdit(settings.avatar_manifest or BUNDLED_AVATAR)
         self.avatar.setPlaceholderText("bundled avatar")
@@ -125,6 +130,7 @@ class SettingsPanel(QDialog):
             "mic_device": None if self.mic.currentText() == SYSTEM_DEFAULT else self.mic.currentText(),
             "mic_gain_db": self.mic_gain.value(),
             "mic_gate_db": self.mic_gate.value(),
+            "mic_lipsync": self.mic_lipsync.currentData(),
             "avatar_manifest": self.avatar.text().strip() or None,
             "speech_rate": self.rate.value(),
             "volume": self.volume.value(),

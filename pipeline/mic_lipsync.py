@@ -26,6 +26,7 @@ import numpy as np
 
 from pipeline.audio_input import AudioInput, dbfs
 from pipeline.frames import MouthPose
+from pipeline.lipsync_model import LipShapeModel, VisemeSmoother
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.viseme_track import SIL_POSE, smoothstep
 from pipeline.visemes import VISEME_INDEX
@@ -122,6 +123,19 @@ class LatencyStats:
     p50_ms: float
     p99_ms: float
     count: int
+
+
+class ModelAnalyser:
+    """The trained lip-shape model as an Analyser: probabilities every 10 ms, smoothed
+    into poses. Its lookahead (latency mode) can change while running."""
+
+    def __init__(self, model: LipShapeModel, smoother: VisemeSmoother | None = None) -> None:
+        self.model = model
+        self.smoother = smoother or VisemeSmoother()
+
+    def __call__(self, block: np.ndarray, sample_rate: int) -> list[tuple[float, MouthPose]]:
+        return [(frame.time_s, self.smoother.update(frame))
+                for frame in self.model.push(block, sample_rate)]
 
 
 class MicLipSync:
