@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.machine import describe  # noqa: E402
 
 SENTENCES = [
     "Hello everyone, welcome back to the stream.",
@@ -46,18 +47,6 @@ SENTENCES = [
     "Before we finish, I want to show you my new avatar.",
     "See you next week, and stay awesome, my friends!",
 ]
-
-
-def _machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.node()}: {os.cpu_count()} cores, {cpu}, Xvfb + Mesa llvmpipe, JACK dummy 48 kHz/256"
 
 
 def _shown(onset_times: np.ndarray, onset_visemes: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -134,7 +123,7 @@ def main() -> int:
     ticks = np.diff(log["tick"]) * 1000
     result = {
         "bench": "av_sync",
-        "machine": _machine(),
+        "machine": describe("Xvfb + Mesa llvmpipe, JACK dummy 48 kHz/256"),
         "sentences": args.sentences,
         "viseme_changes_scored": int(len(ours.offsets_ms)),
         "viseme_changes_unmatched": ours.unmatched,

@@ -1,0 +1,21 @@
+"""The machine a benchmark ran on, for its JSON: results are only comparable on one."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def describe(extra: str = "") -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    text = f"{platform.node()}: {os.cpu_count()} cores, {cpu}, load {load:.2f}"
+    return f"{text}, {extra}" if extra else text
