@@ -103,6 +103,7 @@ def main() -> None:
     args = parser.parse_args()
 
     load_before = os.getloadavg()
+    load_samples = [load_before[0]]  # 1-minute load average between phases
     stock = PiperVoice.load(model_path(), config_path=config_path())
     stock_ms: dict[str, list[float]] = {name: [] for name in TEXTS}
     for name, text in TEXTS.items():
@@ -110,6 +111,7 @@ def main() -> None:
         for _ in range(args.runs):
             stock_ms[name].append(_stock_first_ms(stock, text))
         print(f"stock {name}: p50 {np.median(stock_ms[name]):.1f} ms", flush=True)
+    load_samples.append(os.getloadavg()[0])
 
     modes: dict[str, dict] = {}
     for mode_name, mode in LATENCY_MODES.items():
@@ -137,10 +139,17 @@ def main() -> None:
             })
             print(f"{mode_name} {name}: {results[name]}", flush=True)
         modes[mode_name] = results
+        load_samples.append(os.getloadavg()[0])
 
     report = {
         "machine": _machine(),
         "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        # 1, 5 and 15-minute load averages at the start and end, and the 1-minute one
+        # after the stock runs and after each mode: another process on these 2 cores
+        # shows here (this bench itself keeps about one core busy).
+        "load_average_1_5_15_before": [round(x, 2) for x in load_before],
+        "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
+        "load_average_1min_samples": [round(x, 2) for x in load_samples],
         "runs": args.runs,
         "modes": modes,
     }

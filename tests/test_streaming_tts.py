@@ -12,6 +12,7 @@ from piper.config import SynthesisConfig
 from piper.const import BOS, EOS
 
 from pipeline.streaming_tts import (
+    FLOW_CONTEXT,
     GAIN,
     LATENCY_MODES,
     AudioChunk,
@@ -274,3 +275,16 @@ def test_invalid_modes_are_refused():
         dataclasses.replace(BALANCED, window=600)
     for mode in LATENCY_MODES.values():
         assert mode.description and "\n" not in mode.description
+
+
+def test_first_flow_context_is_bounded_and_premium_stays_exact():
+    with pytest.raises(ValueError):
+        dataclasses.replace(BALANCED, first_flow_context=FLOW_CONTEXT + 1)
+    with pytest.raises(ValueError):
+        dataclasses.replace(BALANCED, first_flow_context=-1)
+    assert PREMIUM.first_flow_context == FLOW_CONTEXT
+    # The first flow run still covers the first two chunks' vocoder windows.
+    for mode in LATENCY_MODES.values():
+        first, context = mode.first_chunk_frames, mode.context_frames
+        second_end = max(0, first - context) + mode.chunk_core(1) + 2 * context
+        assert mode.first_flow_width() - mode.first_flow_context >= max(first + context, second_end)
