@@ -64,7 +64,7 @@ def main() -> int:
 
     xvfb = Xvfb()
     os.environ["DISPLAY"] = xvfb.display
-    jack_server = JackServer()
+    jack_server = JackServer(period=256)
     from PySide6.QtWidgets import QApplication
 
     app = QApplication(["av-sync-bench"])

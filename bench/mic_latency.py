@@ -90,7 +90,7 @@ def main() -> int:
 
     from tests.harness.services import JackServer
 
-    jack_server = JackServer()
+    jack_server = JackServer(period=256)
     import sounddevice
 
     sounddevice._terminate()

@@ -17,6 +17,8 @@ import numpy as np
 ZERO_CROSSINGS = 24
 KAISER_BETA = 9.0
 CUTOFF = 0.92
+# Output samples computed per numpy call (see StreamResampler.process).
+_SLICE = 1024
 
 
 class StreamResampler:
@@ -62,20 +64,24 @@ class StreamResampler:
             end = max(0, -(-ready * self.up // self.down)) if ready > 0 else 0
         if end <= self._emitted:
             return np.zeros(0, np.float32)
-        n = np.arange(self._emitted, end)
-        position = n * self.down
-        first_tap = position // self.up - self.half + 1 - self._base
-        out = np.einsum(
-            "ij,ij->i",
-            self._buffer[first_tap[:, None] + self._taps[None, :]],
-            self._weights[position % self.up],
-        )
+        out = np.empty(end - self._emitted, np.float32)
+        # In slices: numpy's gathers hold the GIL, and one over a whole chunk (a million
+        # taps) kept the audio callbacks waiting past a 5 ms JACK period (xruns).
+        for lo in range(self._emitted, end, _SLICE):
+            n = np.arange(lo, min(lo + _SLICE, end))
+            position = n * self.down
+            first_tap = position // self.up - self.half + 1 - self._base
+            out[lo - self._emitted:lo - self._emitted + len(n)] = np.einsum(
+                "ij,ij->i",
+                self._buffer[first_tap[:, None] + self._taps[None, :]],
+                self._weights[position % self.up],
+            )
         self._emitted = end
         keep_from = (end * self.down) // self.up - self.half + 1 - self._base
         if keep_from > 0:
             self._buffer = self._buffer[keep_from:]
             self._base += keep_from
-        return out.astype(np.float32, copy=False)
+        return out
 
 
 def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:

@@ -26,7 +26,7 @@ def x_display():
 
 @pytest.fixture(scope="session")
 def jack_server():
-    """A real JACK server (dummy driver, 48 kHz, 256-frame periods)."""
+    """A real JACK server (dummy driver, 48 kHz, 512-frame periods)."""
     import sounddevice as sd
 
     server = JackServer()

@@ -23,7 +23,8 @@ from tests.harness.app_driver import open_window, pump, pump_until, say, wait_un
 pytestmark = [pytest.mark.display, pytest.mark.audio]
 
 REPO = Path(__file__).resolve().parent.parent
-QUIET = Settings(audio_output_device="system", blinking=False, breathing=False)
+# The mic has its own tests; here it would only add load and nothing to look at.
+QUIET = Settings(audio_output_device="system", blinking=False, breathing=False, mic_enabled=False)
 TEXT = "Papa made a map of five big boats. Wow, what a view!"
 
 
@@ -80,15 +81,20 @@ def test_speaking_moves_the_mouth_and_nothing_else(window):
 def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_server):
     from tests.harness.jack_recorder import JackRecorder
 
-    recorder = JackRecorder(max_seconds=12)
-    recorder.start()
-    log_start = len(window.view.presentation_log())
-    say(window, TEXT)
-    wait_until_quiet(window, margin=0.3)
-    recorder.stop()
+    # A JACK xrun (a cycle lost to a busy machine) shifts the recording by a period: it
+    # says nothing about the app, so that take is recorded again.
+    for _ in range(3):
+        recorder = JackRecorder(max_seconds=12)
+        recorder.start()
+        log_start = len(window.view.presentation_log())
+        say(window, TEXT)
+        wait_until_quiet(window, margin=0.3)
+        recorder.stop()
+        if recorder.xruns == 0:
+            break
+    assert recorder.xruns == 0, "JACK lost cycles in every take: the machine is overloaded"
     captured = recorder.audio[:, 0]
     assert window.finished.underruns == 0 and window.finished.gaps == 0, window.notices
-    assert recorder.xruns == 0, "JACK lost cycles: the machine is overloaded"
 
     rate = window.engine.output.sample_rate
     plans, parts = [], []

@@ -52,8 +52,11 @@ def live(signal: np.ndarray):
     mic.close()
     # The recorder starts with the player's silence: line the first sound up.
     lag = int(np.flatnonzero(recorder.audio[:, 0])[0]) - int(np.flatnonzero(signal)[0])
-    t0 = (recorder.heard_time(lag) - recorder.playback_latency_frames / rate
-          - capture_latency)
+    # A recorder that connected after the first (silent) samples has a negative lag:
+    # time sample 0 from a later recorded sample.
+    later = max(0, -lag)
+    t0 = (recorder.heard_time(lag + later) - later / rate
+          - recorder.playback_latency_frames / rate - capture_latency)
     return stage, gate, t0
 
 
