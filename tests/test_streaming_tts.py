@@ -16,7 +16,6 @@ from pipeline.streaming_tts import (
     GAIN,
     LATENCY_MODES,
     AudioChunk,
-    LatencyMode,
     SentencePlan,
     StreamingTTS,
 )
