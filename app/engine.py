@@ -136,6 +136,8 @@ class Engine:
         """Start speaking with a loaded voice (on the thread that owns the engine)."""
         self.tts = tts
         self._make_speaker()
+        if self.mic_stage is not None:
+            self.mic_stage.restart_measurement()
 
     def apply(self, settings: Settings) -> list[str]:
         """Take new settings, reopening a device only if its choice changed. Returns a

@@ -159,6 +159,7 @@ class MicLipSync:
         self.analyser = analyser
         self.monotonic_at = monotonic_at
         self.delay = delay
+        self._initial_delay = delay
         self.render_margin = render_margin
         self._times = np.full(self.RING, -math.inf)
         self._poses: list[MouthPose] = [SIL_POSE] * self.RING
@@ -239,6 +240,14 @@ class MicLipSync:
         if needed > self.delay:
             self.delay = math.ceil(needed / self.DELAY_STEP) * self.DELAY_STEP
             self._version += 1
+
+    def restart_measurement(self) -> None:
+        """Forget the latencies measured so far and the delay they set: after start-up
+        work (loading and warming up the voice) that slowed the stage for a while, the
+        delay should fit how it runs from now on."""
+        self._latency_count = 0
+        self.delay = self._initial_delay
+        self._version += 1
 
     def latency(self) -> LatencyStats:
         n = min(self._latency_count, self.LATENCIES)

@@ -173,3 +173,13 @@ def test_on_real_speech_the_mouth_is_open_on_vowels_and_shut_in_the_pause(jack_s
     open_on = [stage.pose_at_monotonic(t0 + t).dominant == AA for t in vowels]
     assert all(open_on), open_on
     assert all(stage.pose_at_monotonic(t0 + t).dominant == SIL for t in pauses)
+
+
+def test_restarting_the_measurement_forgets_start_up_latencies(run):
+    stage, _, _ = run
+    assert stage.latency().count > 0
+    version = stage.version()
+    stage.delay = 0.5
+    stage.restart_measurement()
+    assert stage.latency().count == 0 and stage.delay == stage._initial_delay
+    assert stage.version() != version
