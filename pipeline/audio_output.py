@@ -205,25 +205,6 @@ class AudioOutput:
             self._timeline.write(pos + late, samples_at_device_rate[late:])
         return late
 
-    def schedule(
-        self, samples_at_device_rate: np.ndarray, not_before: int | None = None,
-        contiguous: bool = True,
-    ) -> int:
-        """Place mono speech on the timeline and return its absolute start position.
-
-        It starts at the latest of ``not_before``, the read head plus the safety margin,
-        and (when ``contiguous``) the end of what is already scheduled, so consecutive
-        pieces of speech follow each other without a gap or an overlap.
-        """
-        self._require_started()
-        start = self.earliest_pos()
-        if not_before is not None:
-            start = max(start, not_before)
-        if contiguous:
-            start = max(start, self._timeline.scheduled_end)
-        self._timeline.write(start, samples_at_device_rate)
-        return start
-
     def stop_speech(self) -> float:
         """Fade out from the block the device takes next and drop everything after;
         returns the media time at which sound ends. Waits (a few ms) until the callback

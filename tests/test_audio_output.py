@@ -52,8 +52,9 @@ def test_speech_is_heard_bit_exact_where_and_when_the_clock_says(jack_server, ou
     second = chirp(rate, 0.2, f0=3000, f1=300)
 
     def play():
-        start = output.schedule(first, not_before=output.read_pos + rate // 10)
-        follow = output.schedule(second)
+        start = output.read_pos + rate // 10
+        follow = start + len(first)
+        assert output.write_at(start, first) == 0 and output.write_at(follow, second) == 0
         predicted = output.clock.monotonic_at(start / rate)
         time.sleep(0.75)
         return start, follow, predicted
@@ -63,7 +64,6 @@ def test_speech_is_heard_bit_exact_where_and_when_the_clock_says(jack_server, ou
     audio = recorder.audio
     i0 = first_nonzero(audio[:, 0])
     both = np.concatenate([first, second])
-    assert follow == start + len(first)
     for ch in range(audio.shape[1]):
         np.testing.assert_array_equal(audio[i0:i0 + len(both), ch], both)
     assert not audio[i0 + len(both):].any()
@@ -85,7 +85,8 @@ def test_stop_speech_fades_out_without_a_click_and_stays_silent(jack_server, out
     tone = (0.5 * np.sin(2 * np.pi * 440 * t + 0.3)).astype(np.float32)
 
     def play_and_stop():
-        start = output.schedule(tone, not_before=output.read_pos + rate // 20)
+        start = output.read_pos + rate // 20
+        assert output.write_at(start, tone) == 0
         time.sleep(0.3)
         pressed = time.monotonic()
         end_media = output.stop_speech()
@@ -170,3 +171,12 @@ def test_harness_player_feeds_a_portaudio_input_bit_exact(jack_server, tmp_path)
         player.stop()
     i0 = first_nonzero(captured)
     np.testing.assert_array_equal(captured[i0:i0 + len(pcm)], pcm.astype(np.float32) / 32768.0)
+
+
+def test_audio_that_comes_too_late_is_dropped_not_shifted(output):
+    time.sleep(0.1)
+    pos = output.earliest_pos() - 100
+    dropped = output.write_at(pos, np.full(1000, 0.1, np.float32))
+    # What is still ahead of the read head keeps its place, so sound and mouth stay in step.
+    assert 100 <= dropped < 1000
+    assert output.scheduled_end == pos + 1000
