@@ -206,9 +206,13 @@ class MainWindow(QMainWindow):
         self.store.save(settings)
         if settings.avatar_manifest != old.avatar_manifest:
             self._load_avatar(settings.avatar_manifest)
+        sources = (self.engine.mouth, self.engine.clock)
         for problem in self.engine.apply(settings):
             self.add_notice(problem)
-        self._connect_view()
+        # Reconnecting drops the frames made ahead: only when a device change gave the
+        # mouth a new source or clock, not for every setting.
+        if (self.engine.mouth, self.engine.clock) != sources:
+            self._connect_view()
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
         if settings.background != old.background:
             self.view.set_clear_color(_colour(settings.background))
