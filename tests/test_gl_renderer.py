@@ -53,30 +53,10 @@ def synthetic_rig() -> SyntheticRig:
 @pytest.fixture()
 def gl_target(qt_app):
     """A current 3.3 core context with a W×H RGBA8 framebuffer bound."""
-    from OpenGL import GL
-    from PySide6.QtGui import QOffscreenSurface, QOpenGLContext, QSurfaceFormat
+    from render.offscreen import OffscreenTarget
 
-    fmt = QSurfaceFormat()
-    fmt.setVersion(3, 3)
-    fmt.setProfile(QSurfaceFormat.OpenGLContextProfile.CoreProfile)
-    surface = QOffscreenSurface()
-    surface.setFormat(fmt)
-    surface.create()
-    ctx = QOpenGLContext()
-    ctx.setFormat(fmt)
-    assert ctx.create()
-    assert ctx.makeCurrent(surface)
-    fbo = GL.glGenFramebuffers(1)
-    rbo = GL.glGenRenderbuffers(1)
-    GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, rbo)
-    GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, GL.GL_RGBA8, W, H)
-    GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, fbo)
-    GL.glFramebufferRenderbuffer(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0, GL.GL_RENDERBUFFER, rbo)
-    assert GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER) == GL.GL_FRAMEBUFFER_COMPLETE
-    yield ctx
-    GL.glDeleteFramebuffers(1, [fbo])
-    GL.glDeleteRenderbuffers(1, [rbo])
-    ctx.doneCurrent()
+    with OffscreenTarget(W, H) as target:
+        yield target
 
 
 @pytest.fixture()
