@@ -1,4 +1,5 @@
-"""`lipsync-studio` entry point: the desktop app, and `say` for speech and cues without a window."""
+"""`lipsync-studio` entry point: the desktop app, `say` for speech and cues and `render`
+for talking-avatar videos, without a window."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import wave
 from pathlib import Path
 
 import numpy as np
+
+from app.settings import Settings
+from pipeline.resources import DEFAULT_AVATAR_MANIFEST
 
 log = logging.getLogger("lipsync_studio")
 
@@ -44,6 +48,29 @@ def _parser() -> argparse.ArgumentParser:
     lipsync.add_argument("--out", type=Path, required=True, help="cues JSON to write")
     lipsync.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
                          help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
+    render = commands.add_parser(
+        "render", help="export a talking-avatar video (MP4 with its audio), without a window",
+        description="Render the avatar speaking TEXT (or lip-syncing --audio) into an MP4 "
+        "video with H.264 pictures and AAC sound. Needs an X display for OpenGL; on a "
+        "headless machine run it under xvfb-run.",
+    )
+    render.add_argument("text", nargs="?", help="what to say (leave out with --audio)")
+    render.add_argument("--audio", type=Path, help="a WAV file to lip-sync instead of speaking text")
+    render.add_argument("--avatar", type=Path, default=DEFAULT_AVATAR_MANIFEST,
+                        help="a face picture (PNG/JPG), a saved photo rig folder, or a sprite rig "
+                        "(manifest.json or its folder); default: the bundled avatar")
+    render.add_argument("--out", type=Path, required=True, help="the .mp4 file to write")
+    render.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30)")
+    sizes = render.add_mutually_exclusive_group()
+    sizes.add_argument("--size", help="video WIDTHxHEIGHT in pixels (default: the avatar's own, "
+                       "at most 1920x1080)")
+    sizes.add_argument("--height", type=int, help="video height in pixels; the width follows the avatar")
+    render.add_argument("--background", default=Settings.background,
+                        help=f"background colour behind the avatar (default {Settings.background})")
+    render.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
+    render.add_argument("--mode", choices=("ultra", "balanced", "premium"), default="premium",
+                        help="voice latency mode; offline nothing waits, so the default is premium "
+                        "(whole-sentence prosody)")
     return parser
 
 
@@ -57,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return _say(args)
     if args.command == "lipsync":
         return _lipsync(args)
+    if args.command == "render":
+        return _export(args)
     return _run_app()
 
 
@@ -94,6 +123,66 @@ def _lipsync(args: argparse.Namespace) -> int:
     args.out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     print(f"{len(document['mouthCues'])} cues for {duration:.2f} s of audio, wrote {args.out}")
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    # PyOpenGL announces at INFO that its optional C accelerator is missing.
+    logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
+    from PySide6.QtGui import QColor, QGuiApplication
+
+    from pipeline.streaming_tts import LATENCY_MODES, StreamingTTS
+    from pipeline.text_input import TextInputError
+    from render.avatar_rig import RigError
+    from render.offscreen import OffscreenError
+    from render.video_export import (ExportError, ProgressLine, VideoSettings,
+                                     audio_file_soundtrack, check_fps, check_output,
+                                     export_video, fit_size, load_avatar, parse_size,
+                                     speech_soundtrack)
+
+    if (args.text is None) == (args.audio is None):
+        return _fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")
+    if not 0.5 <= args.rate <= 2.0:
+        return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
+    background = QColor(args.background)
+    if not background.isValid():
+        return _fail(f"--background {args.background!r} is not a colour (use e.g. #20232a)")
+    platform = _headless_platform()
+    if platform is None:
+        return _fail("no display found (DISPLAY and WAYLAND_DISPLAY are unset); rendering "
+                     "needs one for OpenGL. On a headless machine use: "
+                     "xvfb-run -a lipsync-studio render ...")
+    try:
+        check_output(args.out)
+        check_fps(args.fps)
+        size = parse_size(args.size) if args.size else None
+        # Qt must exist before any rig loads (SVG rasterising, GL context).
+        QGuiApplication.instance() or QGuiApplication(["lipsync-studio", *platform])
+        avatar = load_avatar(args.avatar)
+        size = size or fit_size(avatar.canvas_size, args.height)
+        if args.audio is not None:
+            soundtrack = audio_file_soundtrack(args.audio)
+        else:
+            _, segments = _render(StreamingTTS(), args.text, LATENCY_MODES[args.mode], args.rate)
+            soundtrack = speech_soundtrack(segments)
+        settings = VideoSettings(args.fps, size, (background.redF(), background.greenF(),
+                                                  background.blueF()))
+        result = export_video(args.out, avatar, soundtrack, settings, ProgressLine(sys.stderr))
+    except (ExportError, RigError, OffscreenError, TextInputError) as exc:
+        return _fail(str(exc))
+    w, h = result.size
+    print(f"wrote {result.path}: {result.duration:.2f} s, {result.frames} frames at "
+          f"{result.fps:g} fps, {w}x{h}")
+    return 0
+
+
+def _headless_platform() -> list[str] | None:
+    """Qt arguments for windowless GL: under X, Qt's offscreen platform (GL through GLX,
+    no window or X connection of Qt's own); elsewhere Qt's default. None: no display."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return []
+    if os.environ.get("DISPLAY"):
+        return ["-platform", "offscreen"]
+    return [] if os.environ.get("WAYLAND_DISPLAY") else None
 
 
 def _fail(message: str) -> int:
