@@ -199,8 +199,10 @@ def check_output(path: Path) -> None:
     if path.is_dir():
         raise ExportError(f"Cannot write {path}: it is a folder.")
     folder = path.resolve().parent
-    if not folder.is_dir():
+    if not folder.exists():
         raise ExportError(f"Cannot write {path}: folder {folder} does not exist.")
+    if not folder.is_dir():
+        raise ExportError(f"Cannot write {path}: {folder} is not a folder.")
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise ExportError(f"Cannot write {path}: permission denied.")
 

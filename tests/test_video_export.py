@@ -53,11 +53,11 @@ def best_lag(decoded: np.ndarray, reference: np.ndarray, max_lag: int) -> tuple[
     return best
 
 
-def envelope(audio: np.ndarray, rate: int, frames: int) -> np.ndarray:
+def envelope(audio: np.ndarray, rate: int, frames: int, fps: float = FPS) -> np.ndarray:
     """RMS of the audio over each frame's span [k/fps, (k+1)/fps)."""
     out = np.zeros(frames)
     for k in range(frames):
-        seg = audio[int(k * PERIOD * rate): int((k + 1) * PERIOD * rate)]
+        seg = audio[int(k / fps * rate): int((k + 1) / fps * rate)]
         out[k] = math.sqrt(float(np.mean(seg.astype(np.float64) ** 2))) if len(seg) else 0.0
     return out
 
@@ -71,13 +71,15 @@ def darkness(frames: np.ndarray, box: tuple[slice, slice]) -> np.ndarray:
     return 255.0 - luma.mean(axis=(1, 2))
 
 
-def check_container(path: Path, duration: float, size: tuple[int, int]):
-    frames, fps, header_frames, audio, rate, audio_duration = decode(path)
-    expected = math.ceil(duration * FPS - 1e-9)
-    assert fps == FPS
+def check_container(path: Path, duration: float, size: tuple[int, int], fps: float = FPS):
+    """Frame count, rate and size as asked, audio as long as the speech within a frame;
+    returns the decoded frames, audio and its rate."""
+    frames, got_fps, header_frames, audio, rate, audio_duration = decode(path)
+    expected = math.ceil(duration * fps - 1e-9)
+    assert got_fps == fps
     assert len(frames) == header_frames == expected
     assert frames.shape[1:] == (size[1], size[0], 3)
-    assert abs(audio_duration - duration) <= PERIOD, (audio_duration, duration)
+    assert abs(audio_duration - duration) <= 1 / fps, (audio_duration, duration)
     return frames, audio, rate
 
 
@@ -157,3 +159,106 @@ def test_sprite_video_has_the_speech_and_a_mouth_that_follows_it(qt_app, speech,
     shifted = [np.corrcoef(dark[1:], openness[:-1])[0, 1], np.corrcoef(dark[:-1], openness[1:])[0, 1]]
     print(f"sprite export: r with poses one frame early/late {shifted[0]:.3f}/{shifted[1]:.3f}")
     assert r_open > max(shifted) + 0.1
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
+    """The command line in this process (its Qt application is the test session's)."""
+    from app.cli import main
+
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_lip_syncs_an_audio_file(qt_app, speech_wav, tmp_path, capsys):
+    out = tmp_path / "from_wav.mp4"
+    fps = 24.0
+    code, stdout, stderr = run_cli(["render", "--audio", str(speech_wav), "--out", str(out),
+                                    "--height", "128", "--fps", "24"], capsys)
+    assert code == 0, stderr
+    assert f"wrote {out}" in stdout and "24 fps, 128x128" in stdout
+    assert "rendering frame" in stderr and "Traceback" not in stderr
+
+    with wave.open(str(speech_wav)) as f:
+        rate = f.getframerate()
+        wav = np.frombuffer(f.readframes(f.getnframes()), "<i2").astype(np.float32) / 32767
+    frames, audio, got_rate = check_container(out, len(wav) / rate, (128, 128), fps)
+    assert got_rate == rate
+    lag, corr = best_lag(audio[:len(wav) + rate // 10], wav, int(rate / fps))
+    print(f"--audio export: audio lag {lag} samples, correlation {corr:.4f}")
+    assert corr > 0.95 and abs(lag) <= rate / fps
+    # The mouth comes from the lip-shape model here, not from phoneme timings.
+    dark = darkness(frames, sprite_mouth_box((128, 128)))
+    r_env = np.corrcoef(dark, envelope(wav, rate, len(frames), fps))[0, 1]
+    print(f"--audio export: mouth darkness vs audio envelope r={r_env:.3f}, "
+          f"darkness {dark.min():.1f}-{dark.max():.1f}")
+    assert dark.max() - dark.min() > 20.0 and r_env > 0.45
+
+
+def test_cli_renders_text_headless_as_a_user_runs_it(qt_app, tmp_path):
+    """A fresh process with only DISPLAY (the test session's Xvfb): Qt's offscreen
+    platform with GL through GLX, no window."""
+    out = tmp_path / "hello.mp4"
+    env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY")}
+    result = subprocess.run([sys.executable, "-m", "app", "render", "Hello there!", "--out",
+                             str(out), "--height", "96", "--fps", "15"],
+                            capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {out}" in result.stdout and "15 fps, 96x96" in result.stdout
+    frames, fps, header_frames, audio, rate, duration = decode(out)
+    assert len(frames) == header_frames == math.ceil(duration * 15 - 1e-9)
+    assert 0.5 < duration < 3.0 and np.abs(audio).max() > 0.1
+
+
+def test_without_a_display_render_says_so(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    result = subprocess.run([sys.executable, "-m", "app", "render", "Hi", "--out",
+                             str(tmp_path / "a.mp4")],
+                            capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
+    assert result.returncode == 1
+    assert "no display found" in result.stderr and "xvfb-run" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "a.mp4").exists()
+
+
+@pytest.fixture()
+def bad_inputs(tmp_path, speech_wav):
+    (tmp_path / "folder.mp4").mkdir()
+    (tmp_path / "file.txt").write_text("not a folder")
+    (tmp_path / "notes.wav").write_text("these are words, not sound")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "manifest.json").write_text("{ not json")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, message", [
+    (["Hi", "--out", "{tmp}/missing/a.mp4"], "folder {tmp}/missing does not exist"),
+    (["Hi", "--out", "{tmp}/file.txt/a.mp4"], "is not a folder"),
+    (["Hi", "--out", "{tmp}/folder.mp4"], "it is a folder"),
+    (["Hi", "--out", "{tmp}/a.avi"], "must be an .mp4 file"),
+    (["Hi", "--size", "wide"], "is not WIDTHxHEIGHT"),
+    (["Hi", "--size", "8x8"], "each side must be 16 to 4096"),
+    (["Hi", "--size", "161x120"], "needs even width and height"),
+    (["Hi", "--height", "9000"], "each side must be 16 to 4096"),
+    (["Hi", "--fps", "0"], "Frame rate 0 is out of range"),
+    (["Hi", "--fps", "nan"], "Frame rate nan is out of range"),
+    (["Hi", "--avatar", "{tmp}/nobody.png"], "Avatar not found"),
+    (["Hi", "--avatar", "{tmp}/broken"], "is not valid JSON"),
+    (["Hi", "--rate", "3"], "--rate 3 is out of range"),
+    (["Hi", "--background", "mauvish"], "is not a colour"),
+    (["--audio", "{tmp}/notes.wav"], "notes.wav is not a readable PCM WAV file"),
+    (["--audio", "{tmp}/silence.wav"], "Audio file not found"),
+    (["Hi", "--audio", "{wav}"], "TEXT to speak or --audio FILE"),
+    ([], "TEXT to speak or --audio FILE"),
+    (["..."], "Nothing to speak: the text has no letters or digits"),
+])
+def test_bad_input_gets_a_clear_message(qt_app, bad_inputs, speech_wav, capsys, args, message):
+    tmp = str(bad_inputs)
+    args = [a.format(tmp=tmp, wav=speech_wav) for a in args]
+    if "--out" not in args:
+        args += ["--out", f"{tmp}/out.mp4"]
+    code, stdout, stderr = run_cli(["render", *args], capsys)
+    assert code == 1
+    assert message.format(tmp=tmp) in stderr, stderr
+    assert "Traceback" not in stderr
+    assert sorted(p.name for p in bad_inputs.glob("*mp4*")) == ["folder.mp4"]
