@@ -56,6 +56,43 @@ def coverage_rect(*images: np.ndarray) -> tuple[float, float, float, float]:
             min(cols[-1] + 2, w) / w, min(rows[-1] + 2, h) / h)
 
 
+def upload_texture(image: np.ndarray) -> int:
+    """A new RGBA8 texture (linear filtering, clamped) holding a straight-alpha RGBA8
+    image as premultiplied alpha; the image's top row is texture row 0."""
+    tex = int(GL.glGenTextures(1))
+    GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
+    GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 1)
+    h, w = image.shape[:2]
+    GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, w, h, 0, GL.GL_RGBA,
+                    GL.GL_UNSIGNED_BYTE, np.ascontiguousarray(premultiplied(image)))
+    GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER, GL.GL_LINEAR)
+    GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MAG_FILTER, GL.GL_LINEAR)
+    GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_WRAP_S, GL.GL_CLAMP_TO_EDGE)
+    GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_WRAP_T, GL.GL_CLAMP_TO_EDGE)
+    GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+    return tex
+
+
+def letterbox_fit(canvas_size: tuple[int, int], viewport: tuple[int, int]) -> tuple[float, float]:
+    """Fraction of the viewport the canvas covers on each axis when it keeps its aspect
+    ratio, centred (1, 1 with no canvas)."""
+    cw, ch = canvas_size
+    vw, vh = viewport
+    if not cw or not ch:
+        return (1.0, 1.0)
+    canvas_aspect, view_aspect = cw / ch, vw / vh
+    if view_aspect > canvas_aspect:
+        return (canvas_aspect / view_aspect, 1.0)
+    return (1.0, view_aspect / canvas_aspect)
+
+
+def read_framebuffer(width: int, height: int) -> np.ndarray:
+    """The bound framebuffer's width×height pixels as H×W×4 uint8 RGBA, top row first."""
+    GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
+    data = GL.glReadPixels(0, 0, width, height, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE)
+    return np.frombuffer(data, dtype=np.uint8).reshape(height, width, 4)[::-1].copy()
+
+
 def _log_text(info) -> str:
     """A GLSL info log as text (PyOpenGL returns bytes or str by version)."""
     return (info.decode(errors="replace") if isinstance(info, bytes) else str(info)).strip()
@@ -152,7 +189,7 @@ class GLRenderer:
         if not rig.mouths:
             raise ValueError("the rig has no mouth drawings")
         self._delete_textures()
-        textures = {name: self._upload(img) for name, img in images.items()}
+        textures = {name: upload_texture(img) for name, img in images.items()}
         self._textures = list(textures.values())
         self._base = textures["base"]
         self._eyes_open = textures["eyes_open"]
@@ -167,36 +204,13 @@ class GLRenderer:
         self.canvas_size = (w, h)
         self._update_fit()
 
-    def _upload(self, image: np.ndarray) -> int:
-        tex = int(GL.glGenTextures(1))
-        GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
-        GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 1)
-        h, w = image.shape[:2]
-        GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, w, h, 0, GL.GL_RGBA,
-                        GL.GL_UNSIGNED_BYTE, np.ascontiguousarray(premultiplied(image)))
-        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER, GL.GL_LINEAR)
-        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MAG_FILTER, GL.GL_LINEAR)
-        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_WRAP_S, GL.GL_CLAMP_TO_EDGE)
-        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_WRAP_T, GL.GL_CLAMP_TO_EDGE)
-        GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
-        return tex
-
     def resize(self, width: int, height: int) -> None:
         """Set the target size in device pixels; the canvas is letterboxed inside it."""
         self.viewport = (max(1, width), max(1, height))
         self._update_fit()
 
     def _update_fit(self) -> None:
-        cw, ch = self.canvas_size
-        vw, vh = self.viewport
-        if not cw or not ch:
-            self._fit = (1.0, 1.0)
-            return
-        canvas_aspect, view_aspect = cw / ch, vw / vh
-        if view_aspect > canvas_aspect:
-            self._fit = (canvas_aspect / view_aspect, 1.0)
-        else:
-            self._fit = (1.0, view_aspect / canvas_aspect)
+        self._fit = letterbox_fit(self.canvas_size, self.viewport)
 
     def draw(self, pose: MouthPose, blink: float, breath: float, opacity: float = 1.0) -> None:
         """Clear and composite base → eyes → mouth into the bound framebuffer.
@@ -237,10 +251,7 @@ class GLRenderer:
 
     def read_pixels(self) -> np.ndarray:
         """The bound framebuffer as HxWx4 uint8 RGBA (premultiplied), top row first."""
-        w, h = self.viewport
-        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
-        data = GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE)
-        return np.frombuffer(data, dtype=np.uint8).reshape(h, w, 4)[::-1].copy()
+        return read_framebuffer(*self.viewport)
 
     def _delete_textures(self) -> None:
         if self._textures:

@@ -1,0 +1,69 @@
+#version 330 core
+// Skin: the picture sampled where the vertex lay at rest, blended towards the still
+// picture by the feather weight near the region's border. Cavity: the mouth interior
+// that opens between the lips: upper teeth (the photo's own where they were visible at
+// rest, moving with the lip, else drawn), the photo's lower teeth, tongue and a dark
+// throat.
+// Textures hold premultiplied alpha; the result is composed over u_clear here (no GL
+// blending), so a faded avatar never shows the still picture through its warp.
+in vec2 v_here;
+in vec2 v_src_up;
+in vec2 v_src_lo;
+in vec2 v_depth;
+in float v_teeth;
+in vec4 v_static;
+
+uniform sampler2D u_picture;
+uniform float u_mouth_width;   // px
+uniform float u_teeth;         // px of upper teeth shown below the upper lip
+uniform vec2 u_down;           // the face's downward unit vector, in texture units per px
+uniform float u_opacity;
+uniform vec4 u_clear;          // premultiplied
+
+out vec4 frag_color;
+
+vec4 cavity() {
+    float d_up = max(v_depth.x, 0.0);
+    float d_lo = max(v_depth.y, 0.0);
+    float gap = d_up + d_lo;
+    float half_gap = v_static.z * v_teeth;
+    float across = v_static.w;
+    // One pixel's worth of depth: edges are smooth at any size, never aliased.
+    float aa = max(fwidth(d_up), 1e-3);
+    float inside = min(d_up, d_lo);
+    vec3 mouth = mix(vec3(0.42, 0.16, 0.16), vec3(0.13, 0.035, 0.045),
+                     smoothstep(0.0, 0.12 * u_mouth_width, inside));
+    // The tongue shows in the lower part once the mouth is open a fair way.
+    float t = d_up / max(gap, 1e-3);
+    float tongue = smoothstep(0.55, 0.85, t) * smoothstep(0.12 * u_mouth_width, 0.3 * u_mouth_width, gap)
+                 * (1.0 - smoothstep(0.4, 0.75, across));
+    mouth = mix(mouth, vec3(0.66, 0.31, 0.32) * mix(1.0, 0.8, smoothstep(0.85, 1.0, t)), tongue);
+    vec4 c = vec4(mouth, 1.0);
+
+    float lower = 1.0 - smoothstep(half_gap - aa, half_gap + aa, d_lo);
+    c = mix(c, texture(u_picture, v_src_lo), lower);
+    // Upper teeth hang u_teeth below the lip in the middle of the mouth: the photo's
+    // own, stretched to that height, where it showed them at rest; else drawn ones.
+    float extent = max(half_gap, u_teeth * v_teeth * (1.0 - smoothstep(0.55, 0.85, across)));
+    float upper = 1.0 - smoothstep(extent - aa, extent + aa, d_up);
+    vec4 teeth;
+    if (v_static.z > 0.5) {
+        teeth = texture(u_picture, v_src_up - u_down * d_up * (1.0 - v_static.z / max(extent, 1e-3)));
+    } else {
+        teeth = vec4(vec3(0.93, 0.91, 0.86) * mix(1.0, 0.78, smoothstep(0.0, extent, d_up)), 1.0);
+    }
+    return mix(c, teeth, upper);
+}
+void main() {
+    vec4 c;
+    if (v_static.y > 0.5) {
+        c = cavity();
+    } else {
+        c = texture(u_picture, v_src_up);
+        if (v_static.x < 1.0) {
+            c = mix(texture(u_picture, v_here), c, v_static.x);
+        }
+    }
+    c *= u_opacity;
+    frag_color = c + u_clear * (1.0 - c.a);
+}
