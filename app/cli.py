@@ -133,6 +133,7 @@ def _export(args: argparse.Namespace) -> int:
     from pipeline.streaming_tts import LATENCY_MODES, StreamingTTS
     from pipeline.text_input import TextInputError
     from render.avatar_rig import RigError
+    from render.face_landmarks import PortraitError
     from render.offscreen import OffscreenError
     from render.video_export import (ExportError, ProgressLine, VideoSettings,
                                      audio_file_soundtrack, check_fps, check_output,
@@ -167,7 +168,7 @@ def _export(args: argparse.Namespace) -> int:
         settings = VideoSettings(args.fps, size, (background.redF(), background.greenF(),
                                                   background.blueF()))
         result = export_video(args.out, avatar, soundtrack, settings, ProgressLine(sys.stderr))
-    except (ExportError, RigError, OffscreenError, TextInputError) as exc:
+    except (ExportError, RigError, PortraitError, OffscreenError, TextInputError) as exc:
         return _fail(str(exc))
     w, h = result.size
     print(f"wrote {result.path}: {result.duration:.2f} s, {result.frames} frames at "

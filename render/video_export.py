@@ -10,6 +10,7 @@ long the recording is.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -73,18 +74,36 @@ class Avatar:
 
 
 def load_avatar(path: Path) -> Avatar:
-    """A sprite rig (manifest.json or its folder), a saved photo rig folder, or a face
-    picture (PNG/JPG, imported now). RigError or PortraitError say what is wrong."""
-    from render.avatar_rig import RigError, load_rig
+    """A sprite rig or a saved photo rig (manifest.json or its folder), or a face picture
+    (PNG/JPEG), imported now with the face landmarker. RigError or PortraitError say
+    what is wrong."""
+    from render.avatar_rig import load_rig
     from render.gl_renderer import GLRenderer
+    from render.photo_renderer import PhotoRenderer
+    from render.photo_rig import FORMAT as PHOTO_FORMAT
+    from render.photo_rig import import_portrait, load_photo_rig
 
     if not path.exists():
         raise ExportError(f"Avatar not found: {path}.")
-    if path.suffix.lower() == ".json" or (path / "manifest.json").is_file():
-        rig = load_rig(path)
+    manifest = path / "manifest.json" if path.is_dir() else path
+    if manifest.suffix.lower() == ".json":
+        if _manifest_format(manifest) == PHOTO_FORMAT:
+            rig = load_photo_rig(manifest)
+            return Avatar(rig, rig.canvas_size, lambda colour: PhotoRenderer(clear_color=colour))
+        rig = load_rig(manifest)
         return Avatar(rig, rig.canvas_size, lambda colour: GLRenderer(clear_color=colour))
-    raise RigError(f"{path} is not an avatar: give a face picture (PNG or JPG), a photo rig "
-                   "folder or a sprite rig (manifest.json or its folder).")
+    rig = import_portrait(path)
+    return Avatar(rig, rig.canvas_size, lambda colour: PhotoRenderer(clear_color=colour))
+
+
+def _manifest_format(path: Path) -> object:
+    """The manifest's "format", or None where it has none: the sprite rig loader then
+    explains what is wrong with the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data.get("format") if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,15 @@ def envelope(audio: np.ndarray, rate: int, frames: int, fps: float = FPS) -> np.
     return out
 
 
+def sync_shift(track: np.ndarray, loudness: np.ndarray, max_shift: int = 4) -> tuple[int, list[float]]:
+    """The shift (frames; positive: the picture is late) at which `track` correlates
+    best with the audio's loudness, and the correlation at each shift."""
+    n = len(track)
+    rs = [float(np.corrcoef(track[max(0, s):n + min(0, s)], loudness[max(0, -s):n - max(0, s)])[0, 1])
+          for s in range(-max_shift, max_shift + 1)]
+    return int(np.argmax(rs)) - max_shift, rs
+
+
 def darkness(frames: np.ndarray, box: tuple[slice, slice]) -> np.ndarray:
     """Mean darkness (255 − luma) of each frame's box. An open mouth shows a dark cavity;
     unlike a difference of pictures, this barely moves when breathing shifts the face by
@@ -159,6 +168,10 @@ def test_sprite_video_has_the_speech_and_a_mouth_that_follows_it(qt_app, speech,
     shifted = [np.corrcoef(dark[1:], openness[:-1])[0, 1], np.corrcoef(dark[:-1], openness[1:])[0, 1]]
     print(f"sprite export: r with poses one frame early/late {shifted[0]:.3f}/{shifted[1]:.3f}")
     assert r_open > max(shifted) + 0.1
+    shift, rs = sync_shift(dark, loudness)
+    print(f"sprite export: mouth vs audio envelope best at a shift of {shift} frames "
+          f"(r by shift -4..4: {' '.join(f'{r:.2f}' for r in rs)})")
+    assert abs(shift) <= 1
 
 
 def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
@@ -190,9 +203,12 @@ def test_cli_lip_syncs_an_audio_file(qt_app, speech_wav, tmp_path, capsys):
     # The mouth comes from the lip-shape model here, not from phoneme timings.
     dark = darkness(frames, sprite_mouth_box((128, 128)))
     r_env = np.corrcoef(dark, envelope(wav, rate, len(frames), fps))[0, 1]
+    shift, rs = sync_shift(dark, envelope(wav, rate, len(frames), fps))
     print(f"--audio export: mouth darkness vs audio envelope r={r_env:.3f}, "
-          f"darkness {dark.min():.1f}-{dark.max():.1f}")
+          f"darkness {dark.min():.1f}-{dark.max():.1f}; best at a shift of {shift} frames "
+          f"(r by shift -4..4: {' '.join(f'{r:.2f}' for r in rs)})")
     assert dark.max() - dark.min() > 20.0 and r_env > 0.45
+    assert abs(shift) <= 1
 
 
 def test_cli_renders_text_headless_as_a_user_runs_it(qt_app, tmp_path):
@@ -228,6 +244,10 @@ def bad_inputs(tmp_path, speech_wav):
     (tmp_path / "notes.wav").write_text("these are words, not sound")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "manifest.json").write_text("{ not json")
+    (tmp_path / "corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    from PIL import Image
+
+    Image.new("RGB", (256, 256), (128, 140, 150)).save(tmp_path / "blank.png")
     return tmp_path
 
 
@@ -244,6 +264,8 @@ def bad_inputs(tmp_path, speech_wav):
     (["Hi", "--fps", "nan"], "Frame rate nan is out of range"),
     (["Hi", "--avatar", "{tmp}/nobody.png"], "Avatar not found"),
     (["Hi", "--avatar", "{tmp}/broken"], "is not valid JSON"),
+    (["Hi", "--avatar", "{tmp}/corrupt.png"], "is not a picture Lipsync Studio can read"),
+    (["Hi", "--avatar", "{tmp}/blank.png"], "No face found in blank.png"),
     (["Hi", "--rate", "3"], "--rate 3 is out of range"),
     (["Hi", "--background", "mauvish"], "is not a colour"),
     (["--audio", "{tmp}/notes.wav"], "notes.wav is not a readable PCM WAV file"),
@@ -262,3 +284,64 @@ def test_bad_input_gets_a_clear_message(qt_app, bad_inputs, speech_wav, capsys, 
     assert message.format(tmp=tmp) in stderr, stderr
     assert "Traceback" not in stderr
     assert sorted(p.name for p in bad_inputs.glob("*mp4*")) == ["folder.mp4"]
+
+
+@pytest.fixture(scope="module")
+def astronaut_png(tmp_path_factory):
+    from PIL import Image
+    from skimage import data
+
+    path = tmp_path_factory.mktemp("photo") / "astronaut.png"
+    Image.fromarray(data.astronaut()).save(path)
+    return path
+
+
+def test_photo_video_jaw_follows_the_speech_as_the_landmarker_sees_it(qt_app, speech,
+                                                                      astronaut_png, tmp_path):
+    """The astronaut imported on the fly; MediaPipe watches the decoded video, and its
+    jawOpen per frame must follow the loudness of the speech."""
+    from render.face_landmarks import FaceLandmarker
+    from render.video_export import VideoSettings, export_video, load_avatar, speech_soundtrack
+
+    size = (512, 512)
+    soundtrack = speech_soundtrack(speech)
+    out = tmp_path / "astronaut.mp4"
+    avatar = load_avatar(astronaut_png)
+    assert type(avatar.rig).__name__ == "PhotoRig"
+    export_video(out, avatar, soundtrack, VideoSettings(FPS, size))
+    frames, audio, rate = check_container(out, soundtrack.duration, size)
+
+    spoken = np.concatenate([s.audio for s in speech])
+    lag, corr = best_lag(audio[:len(spoken) + rate // 10], spoken, int(PERIOD * rate))
+    assert corr > 0.95 and abs(lag) <= PERIOD * rate
+
+    with FaceLandmarker(max_faces=1) as landmarker:
+        jaw = np.array([landmarker.detect(f)[0].blendshapes["jawOpen"] for f in frames])
+    loudness = envelope(spoken, rate, len(frames))
+    openness = np.array([soundtrack.pose(k * PERIOD, PERIOD).openness for k in range(len(frames))])
+    r_env = np.corrcoef(jaw, loudness)[0, 1]
+    r_open = np.corrcoef(jaw, openness)[0, 1]
+    shift, rs = sync_shift(jaw, loudness)
+    print(f"photo export: landmarker jawOpen vs audio envelope r={r_env:.3f}, vs pose openness "
+          f"r={r_open:.3f}; jawOpen {jaw.min():.3f}-{jaw.max():.3f}; best at a shift of {shift} "
+          f"frames (r by shift -4..4: {' '.join(f'{r:.2f}' for r in rs)})")
+    assert r_env > 0.4 and r_open > 0.7
+    assert abs(shift) <= 1
+    assert jaw.max() - jaw.min() > 0.15
+
+
+def test_cli_renders_a_saved_photo_rig(qt_app, astronaut_png, tmp_path, capsys):
+    from render.photo_rig import import_portrait, save_photo_rig
+
+    folder = tmp_path / "astronaut-rig"
+    save_photo_rig(import_portrait(astronaut_png), folder)
+    out = tmp_path / "saved.mp4"
+    code, stdout, stderr = run_cli(["render", "Hi!", "--avatar", str(folder), "--out", str(out),
+                                    "--size", "160x120"], capsys)
+    assert code == 0, stderr
+    frames, fps, header_frames, audio, rate, duration = decode(out)
+    assert frames.shape[1:] == (120, 160, 3) and len(frames) == math.ceil(duration * FPS - 1e-9)
+    # Letterboxed: the square portrait in the middle, background bars either side.
+    background = np.array([0x20, 0x23, 0x2A])
+    assert np.abs(frames[:, :, :15].astype(int) - background).max() <= 6
+    assert np.abs(frames[:, :, 25:135].astype(int) - background).mean() > 30
