@@ -24,6 +24,8 @@ from render.display_clock import VSYNC, DisplayClock
 from render.frame_producer import FrameProducer, MediaClock, PoseSource
 from render.frame_slots import FrameSlots, midway
 from render.gl_renderer import GLRenderer, Rig
+from render.photo_renderer import PhotoRenderer
+from render.photo_rig import PhotoRig
 
 PRESENTED = 0
 LATE_HELD = 1
@@ -68,7 +70,7 @@ class AvatarView(QOpenGLWidget):
         self.renderer = GLRenderer(clear_color)
         self.producer: FrameProducer | None = None
         self._media_time_at: MediaClock | None = None
-        self._rig: Rig | None = None
+        self._rig: Rig | PhotoRig | None = None
         self._rig_pending = False
         self._gl_ready = False
         self._pose = REST
@@ -91,8 +93,9 @@ class AvatarView(QOpenGLWidget):
 
     # -- public API ---------------------------------------------------------------
 
-    def set_rig(self, rig: Rig) -> None:
-        """Show `rig`; its images are uploaded now if GL is up, else at initialisation."""
+    def set_rig(self, rig: Rig | PhotoRig) -> None:
+        """Show `rig` (a sprite or a photo rig); its images are uploaded now if GL is up,
+        else at initialisation."""
         self._rig = rig
         self._rig_pending = True
         if self._gl_ready:
@@ -183,6 +186,13 @@ class AvatarView(QOpenGLWidget):
         self._draws += 1
 
     def _upload_rig(self) -> None:
+        kind = PhotoRenderer if isinstance(self._rig, PhotoRig) else GLRenderer
+        if type(self.renderer) is not kind:
+            old = self.renderer
+            self.renderer = kind(old.clear_color)
+            old.release()
+            self.renderer.initialize()
+            self.renderer.resize(*old.viewport)
         self.renderer.set_rig(self._rig)
         self._rig_pending = False
 

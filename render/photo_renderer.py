@@ -1,10 +1,11 @@
 """Draws a photo rig with OpenGL, with the same interface as GLRenderer.
 
 Per frame: the rig's vertex records for the pose and blink go up in one buffer upload;
-the mouth/jaw mesh is warped into the mouth frame, a texture the size of the rig's
-mouth rectangle (a complete picture of that rectangle, so any producer of mouth frames,
-e.g. a CUDA one, can stand in); then the still picture is drawn with the mouth frame
-swapped into its rectangle, and the eye meshes on top. Three draws.
+the mouth frame, a texture the size of the rig's mouth rectangle, gets the still
+picture's rectangle (a blit, no shading) and the mouth/jaw mesh warped over it, so it
+is a complete picture of that rectangle and any producer of mouth frames (a CUDA one)
+can stand in; then the still picture is drawn with the mouth frame swapped into its
+rectangle, and the eye meshes on top. Two shaded draws per pass, three in all.
 
 All methods need the caller's GL context to be current.
 """
@@ -43,6 +44,7 @@ class PhotoRenderer:
         self._picture = 0
         self.mouth_texture = 0
         self._mouth_fbo = 0
+        self._picture_fbo = 0
         self._rig: PhotoRig | None = None
         self._mouth_count = self._eye_count = 0
         self.canvas_size = (0, 0)
@@ -60,13 +62,15 @@ class PhotoRenderer:
             "u_opacity", "u_clear")}
         self._comp_u = {n: GL.glGetUniformLocation(self.composite_program, n) for n in (
             "u_rect", "u_offset_y", "u_scale_y", "u_fit", "u_picture", "u_mouth", "u_mouth_rect",
-            "u_mouth_inner", "u_opacity", "u_clear")}
+            "u_mouth_inner", "u_breath", "u_opacity", "u_clear")}
         GL.glUseProgram(self.warp_program)
         GL.glUniform1i(self._warp_u["u_picture"], 0)
         GL.glUseProgram(self.composite_program)
         GL.glUniform1i(self._comp_u["u_picture"], 0)
         GL.glUniform1i(self._comp_u["u_mouth"], 1)
         GL.glUniform4f(self._comp_u["u_rect"], 0.0, 0.0, 1.0, 1.0)
+        GL.glUniform1f(self._comp_u["u_offset_y"], 0.0)
+        GL.glUniform1f(self._comp_u["u_scale_y"], 1.0)
         GL.glUseProgram(0)
 
         quad = np.array([0, 0, 0, 1, 1, 0, 1, 1], dtype=np.float32)
@@ -112,14 +116,16 @@ class PhotoRenderer:
             GL.glTexParameteri(GL.GL_TEXTURE_2D, param, value)
         GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
         previous = GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING)
-        self._mouth_fbo = int(GL.glGenFramebuffers(1))
-        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self._mouth_fbo)
-        GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0, GL.GL_TEXTURE_2D,
-                                  self.mouth_texture, 0)
-        status = GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER)
+        self._mouth_fbo, self._picture_fbo = (int(f) for f in GL.glGenFramebuffers(2))
+        for fbo, tex, what in ((self._mouth_fbo, self.mouth_texture, f"a {self.mouth_size} mouth frame"),
+                               (self._picture_fbo, self._picture, f"a {w}x{h} picture as a blit source")):
+            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, fbo)
+            GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0, GL.GL_TEXTURE_2D, tex, 0)
+            status = GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER)
+            if status != GL.GL_FRAMEBUFFER_COMPLETE:
+                GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, int(previous))
+                raise RuntimeError(f"the GL driver refused {what} (status 0x{int(status):x})")
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, int(previous))
-        if status != GL.GL_FRAMEBUFFER_COMPLETE:
-            raise RuntimeError(f"the GL driver refused a {self.mouth_size} mouth frame (status 0x{int(status):x})")
 
         GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._dynamic_vbo)
         GL.glBufferData(GL.GL_ARRAY_BUFFER, rig.rest.nbytes, rig.rest, GL.GL_STREAM_DRAW)
@@ -163,22 +169,28 @@ class PhotoRenderer:
     def render_mouth_frame(self) -> int:
         """Warp the mouth/jaw region at the uploaded pose into `mouth_texture` and return
         it. The caller's framebuffer binding is kept."""
-        target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        read_target = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
         x0, y0, x1, y1 = self._rig.mouth_rect
         mw, mh = self.mouth_size
         GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self._mouth_fbo)
+        # Framebuffer row 0 is texture row 0 on both sides: the picture's top row.
+        GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, self._picture_fbo)
+        GL.glBlitFramebuffer(x0, y0, x1, y1, 0, 0, mw, mh, GL.GL_COLOR_BUFFER_BIT, GL.GL_NEAREST)
+        GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
         GL.glViewport(0, 0, mw, mh)
         GL.glDisable(GL.GL_BLEND)
         GL.glDisable(GL.GL_DEPTH_TEST)
         # Row 0 of the frame is the rectangle's top row, as in every image texture here.
         self._draw_mesh((2.0 / mw, 2.0 / mh), (-2.0 * x0 / mw - 1.0, -2.0 * y0 / mh - 1.0),
                         1.0, (0.0, 0.0, 0.0, 0.0), 0, self._mouth_count)
-        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, target)
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
         return self.mouth_texture
 
     def composite(self, breath: float, opacity: float = 1.0) -> None:
         """Clear the bound framebuffer and draw the picture with the current mouth frame
-        and the eyes, letterboxed, breathing, faded by `opacity`."""
+        and the eyes, letterboxed, faded by `opacity`. Breathing moves the picture
+        within its own outline (see photo_composite.frag)."""
         r, g, b, a = self.clear_color
         clear = (r * a, g * a, b * a, a)
         vw, vh = self.viewport
@@ -191,8 +203,7 @@ class PhotoRenderer:
         u = self._comp_u
         GL.glUseProgram(self.composite_program)
         GL.glUniform2f(u["u_fit"], *self._fit)
-        GL.glUniform1f(u["u_offset_y"], offset_y)
-        GL.glUniform1f(u["u_scale_y"], scale_y)
+        GL.glUniform2f(u["u_breath"], offset_y, scale_y)
         GL.glUniform1f(u["u_opacity"], opacity)
         GL.glUniform4f(u["u_clear"], *clear)
         GL.glActiveTexture(GL.GL_TEXTURE1)
@@ -253,12 +264,13 @@ class PhotoRenderer:
     # -- teardown -----------------------------------------------------------------
 
     def _delete_rig_objects(self) -> None:
-        if self._mouth_fbo:
-            GL.glDeleteFramebuffers(1, [self._mouth_fbo])
+        fbos = [f for f in (self._mouth_fbo, self._picture_fbo) if f]
+        if fbos:
+            GL.glDeleteFramebuffers(len(fbos), fbos)
         textures = [t for t in (self._picture, self.mouth_texture) if t]
         if textures:
             GL.glDeleteTextures(len(textures), textures)
-        self._mouth_fbo = self._picture = self.mouth_texture = 0
+        self._mouth_fbo = self._picture_fbo = self._picture = self.mouth_texture = 0
         self._rig = None
 
     def release(self) -> None:

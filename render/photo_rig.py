@@ -3,9 +3,9 @@
 At import, MediaPipe finds 478 landmarks once. From them this module builds two small
 warp meshes in image pixels, each made of rings around a feature:
 
-* the mouth/jaw mesh: the inner and outer lip contours, rings reaching out to a
-  border around the mouth and chin, and a band out to the mouth frame's rectangle;
-  plus a strip of "cavity" quads between the upper and lower inner lip that the
+* the mouth/jaw mesh: the inner and outer lip contours and rings reaching out to a
+  border around the mouth and chin (still, inside the mouth frame's rectangle), plus
+  a strip of "cavity" quads between the upper and lower inner lip that the
   renderer fills with the mouth interior;
 * one ring mesh per eye, with a strip inside the eye opening that collapses as the
   upper lid comes down.
@@ -67,14 +67,14 @@ MOUTH_RING_F = (0.18, 0.38, 0.6, 0.82, 1.0)  # rings between the outer lip (0) a
 EYE_RING_F = (0.4, 0.75, 1.0)
 # Border of the warped region around the mouth centre, in mouth widths (sideways) and
 # in distances to the subnasale (up) and the chin (down).
-MOUTH_BORDER = (1.05, 1.0, 1.8)
+MOUTH_BORDER = (1.05, 1.0, 2.2)
 EYE_BORDER = (0.75, 0.65, 0.5)               # eye widths: sideways, up, down
 SUPERELLIPSE = 2.6                           # >2: the border fills more of its rectangle
 
 # Full jaw opening (openness 1), in mouth widths: lower lip drop at the centre, chin
 # drop, and how much the upper lip lifts with it (fraction of the lower lip's drop).
 JAW_LIP = 0.38
-JAW_CHIN = 0.45
+JAW_CHIN = 0.34
 JAW_UPPER_LIFT = 0.12
 # Upper teeth showing below the upper lip when the mouth opens, in mouth widths.
 TEETH = 0.12
@@ -121,8 +121,9 @@ class PhotoRig:
 
     `rest` (V×9) and `basis` (31×V×9) define every vertex record; rows 0–14 of the
     basis are the visemes' lip shapes, rows 15–29 their jaw opening per unit openness,
-    row 30 the blink. `mouth_triangles` index the mouth frame's vertices (skin, border
-    band and cavity), `eye_triangles` the eyes'; `static` holds per-vertex constants.
+    row 30 the blink. `mouth_triangles` index the mouth/jaw mesh's vertices (skin and
+    cavity), `eye_triangles` the eyes'; `static` holds per-vertex constants. Outside
+    the mouth mesh but inside `mouth_rect` the mouth frame is the still picture.
     """
 
     name: str
@@ -143,6 +144,7 @@ class PhotoRig:
     source: Path | None = None
     _coeffs: np.ndarray = field(init=False, repr=False)
     _flat: np.ndarray = field(init=False, repr=False)
+    _out: np.ndarray = field(init=False, repr=False)
     _rest_flat: np.ndarray = field(init=False, repr=False)
     _basis_flat: np.ndarray = field(init=False, repr=False)
 
@@ -150,6 +152,7 @@ class PhotoRig:
         n = self.rest.shape[0]
         self._coeffs = np.zeros(self.basis.shape[0], dtype=np.float32)
         self._flat = np.empty(n * RECORD, dtype=np.float32)
+        self._out = self._flat.reshape(n, RECORD)
         self._rest_flat = self.rest.reshape(-1)
         self._basis_flat = self.basis.reshape(self.basis.shape[0], -1)
 
@@ -172,7 +175,7 @@ class PhotoRig:
         c[BLINK_ROW] = min(max(blink, 0.0), 1.0)
         np.dot(c, self._basis_flat, out=self._flat)
         self._flat += self._rest_flat
-        return self._flat.reshape(-1, RECORD)
+        return self._out
 
 
 # -- building ------------------------------------------------------------------------
@@ -314,7 +317,7 @@ def _contour_angles(s: np.ndarray, upper: np.ndarray) -> np.ndarray:
     return np.where(upper, 2.0 * np.pi - across, across)
 
 
-def _fit_inside(center: np.ndarray, start: np.ndarray, end: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+def _fit_inside(start: np.ndarray, end: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """Pull each end point back along start→end so that it stays one pixel inside the
     picture; the start points must be inside already."""
     w, h = size
@@ -365,7 +368,7 @@ def _build_mouth(mesh: _Mesh, pts: np.ndarray, size: tuple[int, int], articulati
     s_in = np.clip(inner_l[:, 0] / half, -1, 1)
     phi = _contour_angles(s_out, upper)
     border = to_global(_superellipse(phi, side, side, up, down))
-    border = _fit_inside(center, outer, border, size)
+    border = _fit_inside(outer, border, size)
     border_l = to_local(border)
     # Rest gap between the inner lips, per column (0 at the corners, never negative).
     gap = np.maximum((inner_l[(LIP_K - k) % LIP_K, 1] - inner_l[k, 1]), 0.0)
@@ -402,19 +405,20 @@ def _build_mouth(mesh: _Mesh, pts: np.ndarray, size: tuple[int, int], articulati
             fade_x = 1.0 - _smoothstep(0.0, 0.75, f)
             disp[:N_VISEMES, :, 0] = lips[:N_VISEMES, 1, :, 0] * fade_x
             disp[:N_VISEMES, :, 1] = lips[:N_VISEMES, 1, :, 1] * fade_y
-            jaw_fade = 1.0 - _smoothstep(0.45, 1.0, f)
+            # Gone before the last ring, so the feathered band next to the border
+            # cross-fades nearly identical pictures and never shows a double edge.
+            jaw_fade = 1.0 - _smoothstep(0.35, 0.85, f)
             jaw = JAW_CHIN * mw * articulation * (jaw_weight + jaw_up) * jaw_fade
             for v, name in enumerate(OVR_VISEMES):
                 if SHAPES[name].jaw is not None:
                     disp[N_VISEMES + v, :, 1] = jaw
-        feather = np.full(LIP_K, 1.0 - float(_smoothstep(0.6, 1.0, f)))
+        feather = np.full(LIP_K, 0.0 if f >= 1.0 else 1.0)
         starts.append(mesh.add_skin(to_global(ring), disp @ axes, feather))
     for a, b in zip(starts[1:-1], starts[2:]):
         mesh.strip(a, b, LIP_K)
     mesh.strip(starts[0], starts[1], LIP_K)
 
     rect = _mouth_rect(border, size)
-    _add_rect_band(mesh, starts[-1], border, center, rect)
     _add_cavity(mesh, starts[0], inner, gap, s_in, ey)
     return _Mouth(ex=ex, ey=ey, mw=mw, rect=rect, inner_rest=inner)
 
@@ -464,43 +468,6 @@ def _mouth_rect(border: np.ndarray, size: tuple[int, int]) -> tuple[int, int, in
     x0, y0 = np.floor(border.min(axis=0)).astype(int) - 1
     x1, y1 = np.ceil(border.max(axis=0)).astype(int) + 1
     return (max(int(x0), 0), max(int(y0), 0), min(int(x1), w), min(int(y1), h))
-
-
-def _add_rect_band(mesh: _Mesh, border_start: int, border: np.ndarray, center: np.ndarray,
-                   rect: tuple[int, int, int, int]) -> None:
-    """Still, unfeathered triangles from the border ring out to the mouth frame's
-    rectangle, so the frame is a complete picture of its rectangle."""
-    x0, y0, x1, y1 = rect
-    n = len(border)
-    d = border - center
-    with np.errstate(divide="ignore"):
-        tx = np.where(d[:, 0] > 0, (x1 - center[0]) / d[:, 0], (x0 - center[0]) / d[:, 0])
-        ty = np.where(d[:, 1] > 0, (y1 - center[1]) / d[:, 1], (y0 - center[1]) / d[:, 1])
-    t = np.minimum(np.abs(tx), np.abs(ty))
-    hits = center + d * t[:, None]
-    corners = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float64)
-    angle = lambda p: np.arctan2(p[..., 1] - center[1], p[..., 0] - center[0])  # noqa: E731
-    hit_angle, corner_angle = angle(hits), angle(corners)
-    zeros = lambda m: np.zeros((BLINK_ROW + 1, m, 2))  # noqa: E731
-    hit_start = mesh.add_skin(hits, zeros(n), np.zeros(n))
-    corner_start = mesh.add_skin(corners, zeros(4), np.zeros(4))
-    # Contours run counter-clockwise or clockwise depending on the face's mirroring;
-    # the angular walk below follows the border's own direction.
-    sweep = np.angle(np.exp(1j * (np.roll(hit_angle, -1) - hit_angle)))
-    direction = 1.0 if sweep.sum() > 0 else -1.0
-    for k in range(n):
-        k1 = (k + 1) % n
-        span = direction * np.angle(np.exp(1j * (hit_angle[k1] - hit_angle[k])))
-        between = [c for c in range(4)
-                   if 0 < direction * np.angle(np.exp(1j * (corner_angle[c] - hit_angle[k]))) < span]
-        between.sort(key=lambda c: direction * np.angle(np.exp(1j * (corner_angle[c] - hit_angle[k]))))
-        chain = [hit_start + k] + [corner_start + c for c in between] + [hit_start + k1]
-        a, b = border_start + k, border_start + k1
-        split = len(chain) // 2
-        for i in range(len(chain) - 1):
-            apex = a if i < split else b
-            mesh.triangles.append((apex, chain[i], chain[i + 1]))
-        mesh.triangles.append((a, chain[split], b))
 
 
 def _add_cavity(mesh: _Mesh, inner_start: int, inner: np.ndarray, gap: np.ndarray,
