@@ -159,10 +159,12 @@ def _export(args: argparse.Namespace) -> int:
         # Qt must exist before any rig loads (SVG rasterising, GL context).
         QGuiApplication.instance() or QGuiApplication(["lipsync-studio", *platform])
         avatar = load_avatar(args.avatar)
-        size = size or fit_size(avatar.canvas_size, args.height)
+        size = size or fit_size(avatar.rig.canvas_size, args.height)
         if args.audio is not None:
+            print(f"lip-syncing {args.audio} ...", file=sys.stderr)
             soundtrack = audio_file_soundtrack(args.audio)
         else:
+            print("synthesizing the speech ...", file=sys.stderr)
             _, segments = _render(StreamingTTS(), args.text, LATENCY_MODES[args.mode], args.rate)
             soundtrack = speech_soundtrack(segments)
         settings = VideoSettings(args.fps, size, (background.redF(), background.greenF(),

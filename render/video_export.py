@@ -23,7 +23,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from pipeline.frames import MouthPose, PhonemeTiming, SpeechSegment, VisemeCue
+from pipeline.frames import MouthPose, PhonemeTiming, SpeechSegment
 from pipeline.lipsync_model import infer_file, read_wav_blocks
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.viseme_track import VisemeTrack
@@ -69,7 +69,6 @@ class Avatar:
     GLRenderer's interface (initialize, set_rig, resize, draw, release)."""
 
     rig: object
-    canvas_size: tuple[int, int]
     renderer: Callable[[tuple[float, float, float, float]], object]
 
 
@@ -89,11 +88,11 @@ def load_avatar(path: Path) -> Avatar:
     if manifest.suffix.lower() == ".json":
         if _manifest_format(manifest) == PHOTO_FORMAT:
             rig = load_photo_rig(manifest)
-            return Avatar(rig, rig.canvas_size, lambda colour: PhotoRenderer(clear_color=colour))
+            return Avatar(rig, lambda colour: PhotoRenderer(clear_color=colour))
         rig = load_rig(manifest)
-        return Avatar(rig, rig.canvas_size, lambda colour: GLRenderer(clear_color=colour))
+        return Avatar(rig, lambda colour: GLRenderer(clear_color=colour))
     rig = import_portrait(path)
-    return Avatar(rig, rig.canvas_size, lambda colour: PhotoRenderer(clear_color=colour))
+    return Avatar(rig, lambda colour: PhotoRenderer(clear_color=colour))
 
 
 def _manifest_format(path: Path) -> object:
@@ -139,20 +138,16 @@ def speech_soundtrack(segments: Sequence[SpeechSegment]) -> Soundtrack:
                       timeline.frame_pose)
 
 
-def cue_soundtrack(path: Path, cues: Sequence[VisemeCue]) -> Soundtrack:
-    """A WAV file with mouth cues on its own clock (e.g. from the lip-shape model)."""
+def audio_file_soundtrack(path: Path) -> Soundtrack:
+    """A WAV file (mixed to mono) whose mouth follows the lip-shape model the live
+    microphone uses, its cues timed like phonemes."""
     rate, duration = _wav_info(path)
+    cues = infer_file(path)
     timeline = SpeechTimeline()
     if cues:
         timeline.schedule(VisemeTrack([PhonemeTiming(c.value, c.value, c.start, c.end)
                                        for c in cues]), 0.0)
     return Soundtrack(rate, duration, lambda: read_wav_blocks(path)[1], timeline.frame_pose)
-
-
-def audio_file_soundtrack(path: Path) -> Soundtrack:
-    """A WAV file whose mouth follows the lip-shape model the live microphone uses."""
-    _wav_info(path)
-    return cue_soundtrack(path, infer_file(path))
 
 
 def _wav_info(path: Path) -> tuple[int, float]:
