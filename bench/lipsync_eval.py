@@ -1,6 +1,7 @@
 """Lip-shape accuracy on real human speech, ours against two baselines, in one run.
 
     python bench/lipsync_eval.py --out bench/results/lipsync_eval.json
+    python bench/lipsync_eval.py --model CANDIDATE.onnx   # score another model file
 
 Needs (evaluation only, not the app): pocketsphinx==5.1.1 (phone alignment) and
 pylipsync (the MFCC-template baseline). Data: the real recordings in pocketsphinx's
@@ -132,11 +133,11 @@ def align(name: str, audio: np.ndarray, text: str) -> np.ndarray:
 
 # ------------------------------------------------------------------ systems
 
-def ours(audio: np.ndarray, n: int, lookahead_ms: int,
-         hop_times: list[float]) -> tuple[np.ndarray, np.ndarray]:
+def ours(audio: np.ndarray, n: int, lookahead_ms: int, hop_times: list[float],
+         model_path: Path = DEFAULT_MODEL) -> tuple[np.ndarray, np.ndarray]:
     """(raw argmax, smoothed dominant) per reference frame; audio streamed in 10 ms blocks,
     the wall time of each push (features + inference) appended to `hop_times`."""
-    model = LipShapeModel(DEFAULT_MODEL, lookahead_ms)
+    model = LipShapeModel(model_path, lookahead_ms)
     smoother = VisemeSmoother()
     tail = np.zeros(16000 * (lookahead_ms // 10 + 3) // 100, np.float32)
     frames = []
@@ -225,6 +226,7 @@ def score(ref: np.ndarray, pred: np.ndarray, shown: np.ndarray) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     args = parser.parse_args()
     t0 = time.time()
     data = sdist_data()
@@ -239,7 +241,7 @@ def main() -> None:
                    "rms_gate": (volume_gate(audio, n),) * 2,
                    "mfcc_templates": (mfcc_templates(audio, n),) * 2}
         for mode, ms in (("ultra", 10), ("balanced", 30), ("premium", 60)):
-            raw, smooth = ours(audio, n, ms, hop_times[mode])
+            raw, smooth = ours(audio, n, ms, hop_times[mode], args.model)
             systems[f"ours_{mode}_raw"] = (raw, raw)
             systems[f"ours_{mode}_smoothed"] = (smooth, smooth)
         for key, (pred, shown) in systems.items():
@@ -253,6 +255,7 @@ def main() -> None:
         "machine": platform.node() or platform.machine(),
         "data": f"{SDIST} sdist test/data: librivox (5), cards (5), goforward.raw",
         "reference": "pocketsphinx 5.1.1 forced phone alignment, ARPAbet→viseme per design brief",
+        "model": args.model.name,
         "frames": int(len(ref)),
         "seconds": round(time.time() - t0, 1),
         "systems": results,

@@ -49,7 +49,13 @@ ESPEAK_VARIANTS = ("", "+m1", "+m2", "+m3", "+m4", "+m5", "+m6", "+m7", "+f1", "
                    "+f4", "+f5", "+adam", "+Andy",
                    "+annie", "+benjamin", "+caleb", "+david", "+ed", "+edward", "+grandpa",
                    "+john", "+linda", "+max", "+michel", "+norbert", "+steph", "+travis",
-                   "+victor", "+Alex", "+Alicia", "+Hugo", "+Lee", "+Mike", "+Reed")
+                   "+victor", "+Alex", "+Alicia", "+Hugo", "+Lee", "+Mike", "+Reed",
+                   # More timbres, breathy and whispered ones too (piper's espeak-ng has
+                   # no Klatt synthesiser, so the klatt variants are left out).
+                   "+whisper", "+whisperf", "+Gene", "+Gene2", "+Denis", "+Mario", "+Storm",
+                   "+iven", "+iven2", "+iven3", "+quincy", "+aunty", "+belinda", "+boris",
+                   "+rob", "+robert", "+paul", "+ian", "+Michael", "+zac", "+shelby",
+                   "+grandma", "+pablo", "+sandro", "+Diogo", "+steph2", "+steph3", "+Jacky")
 _SYLLABLE_ONSETS = ("p", "b", "m", "f", "v", "th", "t", "d", "k", "g", "ch", "j", "sh", "s",
                     "z", "n", "l", "r", "w", "y", "h", "")
 _SYLLABLE_VOWELS = ("a", "ah", "ee", "eh", "i", "oh", "oo", "ow", "ay", "oy", "aw", "er")
@@ -383,14 +389,18 @@ def build(out: Path, seed: int, n_piper: int, n_espeak: int, workers: int,
             items.extend(done[index])
             sources.extend([name] * len(done[index]))
     lengths = np.array([len(f) for f, _, _ in items], np.int64)
+    # Written under another name and renamed: a trainer polling for `out` (see
+    # train_lipsync --more-data) never reads half a file.
+    partial = out.with_name(out.stem + ".partial.npz")
     np.savez(
-        out,
+        partial,
         features=np.concatenate([f for f, _, _ in items]),
         labels=np.concatenate([lab[: len(f)] for f, lab, _ in items]),
         openness=np.concatenate([o[: len(f)] for f, _, o in items]),
         lengths=lengths,
         sources=np.array(sources),
     )
+    os.replace(partial, out)
     return {"utterances": len(items), "frames": int(lengths.sum()),
             "piper": sources.count("piper"), "espeak": sources.count("espeak"),
             "hours": float(lengths.sum()) * HOP / SAMPLE_RATE / 3600}
