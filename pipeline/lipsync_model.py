@@ -8,7 +8,9 @@ network carries three heads (ultra 10 ms, balanced 30 ms, premium 60 ms), so swi
 modes mid-stream costs nothing and the three never disagree about the past.
 
 Inference runs on the caller's thread through onnxruntime with one thread and no
-spinning: it is ~0.1 ms per hop, cheaper than a thread hand-off.
+spinning: it is ~0.1 ms per hop, cheaper than a thread hand-off. Inputs and outputs are
+bound to buffers made once (IOBinding), so a hop allocates no arrays but its frame's
+copy of the probabilities.
 """
 
 from __future__ import annotations
@@ -79,8 +81,28 @@ class LipShapeModel:
         self._state_shape = tuple(int(v) for v in meta["state_shape"].split(","))
         self.set_lookahead(lookahead_ms)
         self._window = np.empty((1, 2 * self._context, N_MELS), np.float32)
+        # The GRU state ping-pongs between two buffers (a run's input and output must
+        # not alias); with the window's `context` start offsets that makes 2 * context
+        # fixed bindings, so a hop only picks one.
+        self._states = np.zeros((2, *self._state_shape), np.float32)
+        heads = len(self.head_lookaheads)
+        self._probs = np.empty((heads, len(OVR_VISEMES)), np.float32)
+        self._openness = np.empty(heads, np.float32)
+        self._bindings = [[self._binding(parity, slot) for slot in range(self._context)]
+                          for parity in (0, 1)]
         self._features: StreamingLogMel | None = None
         self.reset()
+
+    def _binding(self, parity: int, slot: int) -> onnxruntime.IOBinding:
+        binding = self._session.io_binding()
+        buffers = (("feats", self._window[:, slot:slot + self._context], binding.bind_input),
+                   ("state", self._states[parity], binding.bind_input),
+                   ("next_state", self._states[1 - parity], binding.bind_output),
+                   ("probs", self._probs, binding.bind_output),
+                   ("openness", self._openness, binding.bind_output))
+        for name, array, bind in buffers:
+            bind(name, "cpu", 0, np.float32, list(array.shape), array.ctypes.data)
+        return binding
 
     def set_lookahead(self, lookahead_ms: float) -> None:
         """Pick the head for a latency mode; takes effect from the next frame."""
@@ -96,7 +118,8 @@ class LipShapeModel:
         """Forget the stream: the next push starts at time 0 from silence."""
         self._window.fill(np.log(POWER_FLOOR))
         self._slot = 0
-        self._state = np.zeros(self._state_shape, np.float32)
+        self._states.fill(0.0)
+        self._parity = 0
         self._features = None
 
     def push(self, audio_block: np.ndarray, sample_rate: int) -> list[LipFrame]:
@@ -123,10 +146,9 @@ class LipShapeModel:
         self._window[0, self._slot] = feats
         self._window[0, self._slot + c] = feats
         self._slot = (self._slot + 1) % c
-        window = self._window[:, self._slot:self._slot + c]
-        probs, openness, self._state = self._session.run(
-            None, {"feats": window, "state": self._state})
-        return probs[self._head], float(openness[self._head])
+        self._session.run_with_iobinding(self._bindings[self._parity][self._slot])
+        self._parity ^= 1
+        return self._probs[self._head].copy(), float(self._openness[self._head])
 
 
 class VisemeSmoother:
