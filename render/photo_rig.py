@@ -58,7 +58,7 @@ CHIN = 152
 SUBNASALE = 2
 
 RECORD = 9          # x, y, u_up, v_up, u_lo, v_lo, depth_up, depth_lo (canvas pixels), teeth shown
-STATIC = 4          # feather, cavity flag, half the rest gap (px), |x| / half mouth width
+STATIC = 2          # cavity only: half the lips' rest gap (px), |x| / half mouth width
 N_VISEMES = len(OVR_VISEMES)
 BLINK_ROW = 2 * N_VISEMES
 
@@ -121,9 +121,11 @@ class PhotoRig:
 
     `rest` (V×9) and `basis` (31×V×9) define every vertex record; rows 0–14 of the
     basis are the visemes' lip shapes, rows 15–29 their jaw opening per unit openness,
-    row 30 the blink. `mouth_triangles` index the mouth/jaw mesh's vertices (skin and
-    cavity), `eye_triangles` the eyes'; `static` holds per-vertex constants. Outside
-    the mouth mesh but inside `mouth_rect` the mouth frame is the still picture.
+    row 30 the blink. Triangles index those vertices: `mouth_triangles` the mouth/jaw
+    skin, `cavity_triangles` the mouth opening, `eye_triangles` both eyes. `static`
+    holds per-vertex constants of the cavity. Displacements fade to zero towards
+    `border` (the mouth mesh's fixed outline), so the warp is feathered into the still
+    picture, which the mouth frame shows beyond it, to the edges of `mouth_rect`.
     """
 
     name: str
@@ -139,7 +141,9 @@ class PhotoRig:
     basis: np.ndarray
     static: np.ndarray
     mouth_triangles: np.ndarray            # T×3 uint32
+    cavity_triangles: np.ndarray           # T×3 uint32
     eye_triangles: np.ndarray              # T×3 uint32
+    border: np.ndarray                     # LIP_K×2 float32, outline of the mouth mesh
     inner_lip: np.ndarray                  # LIP_K×2 float32, rest inner lip contour
     source: Path | None = None
     _coeffs: np.ndarray = field(init=False, repr=False)
@@ -214,33 +218,31 @@ def build_photo_rig(image: np.ndarray, landmarks: np.ndarray, name: str,
 
     mesh = _Mesh()
     mouth = _build_mouth(mesh, pts, (w, h), articulation)
-    eye_start = len(mesh.rest)
     for contour in (EYE_RIGHT, EYE_LEFT):
         _build_eye(mesh, pts, contour, mouth.ex)
     rest, basis, static = mesh.arrays()
-    tris = np.asarray(mesh.triangles, dtype=np.uint32)
-    is_eye = tris.min(axis=1) >= eye_start
     return PhotoRig(
         name=name, image=image, landmarks=landmarks, articulation=float(articulation),
         canvas_size=(w, h), mouth_rect=mouth.rect, mouth_width=float(mouth.mw),
-        teeth_height=TEETH * mouth.mw, face_down=(float(mouth.ey[0]), float(mouth.ey[1])), rest=rest, basis=basis, static=static,
-        mouth_triangles=np.ascontiguousarray(tris[~is_eye]),
-        eye_triangles=np.ascontiguousarray(tris[is_eye]),
+        teeth_height=TEETH * mouth.mw, face_down=(float(mouth.ey[0]), float(mouth.ey[1])),
+        rest=rest, basis=basis, static=static,
+        mouth_triangles=mesh.triangle_array("skin"), cavity_triangles=mesh.triangle_array("cavity"),
+        eye_triangles=mesh.triangle_array("eye"), border=mouth.border.astype(np.float32),
         inner_lip=mouth.inner_rest.astype(np.float32), source=source,
     )
 
 
 class _Mesh:
-    """Vertices (rest record, displacement basis rows, static record) and triangles,
-    appended feature by feature."""
+    """Vertices (rest record, displacement basis rows, static record) and triangles in
+    named groups, appended feature by feature."""
 
     def __init__(self) -> None:
         self.rest: list[np.ndarray] = []
         self.basis: list[np.ndarray] = []
         self.static: list[np.ndarray] = []
-        self.triangles: list[tuple[int, int, int]] = []
+        self.triangles: dict[str, list[tuple[int, int, int]]] = {"skin": [], "cavity": [], "eye": []}
 
-    def add_skin(self, rest_xy: np.ndarray, disp: np.ndarray, feather: np.ndarray) -> int:
+    def add_skin(self, rest_xy: np.ndarray, disp: np.ndarray) -> int:
         """Skin vertices: drawn from the picture where they lay at rest. `disp` is
         (rows, n, 2). Returns the index of the first one."""
         start = len(self.rest)
@@ -249,9 +251,7 @@ class _Mesh:
         record[:, 0:2] = record[:, 2:4] = record[:, 4:6] = rest_xy
         rows = np.zeros((BLINK_ROW + 1, n, RECORD))
         rows[:, :, 0:2] = disp
-        static = np.zeros((n, STATIC))
-        static[:, 0] = feather
-        self._append(record, rows, static)
+        self._append(record, rows, np.zeros((n, STATIC)))
         return start
 
     def add_records(self, record: np.ndarray, rows: np.ndarray, static: np.ndarray) -> int:
@@ -264,12 +264,17 @@ class _Mesh:
         self.basis.extend(np.moveaxis(rows, 1, 0))
         self.static.extend(static)
 
-    def strip(self, inner: int, outer: int, n: int) -> None:
+    def strip(self, group: str, inner: int, outer: int, n: int) -> None:
         """Quads between two closed rings of n vertices each, point k facing point k."""
         for k in range(n):
-            a, b = inner + k, inner + (k + 1) % n
-            c, d = outer + k, outer + (k + 1) % n
-            self.triangles += [(a, c, b), (b, c, d)]
+            self.quad(group, inner + k, inner + (k + 1) % n, outer + k, outer + (k + 1) % n)
+
+    def quad(self, group: str, a: int, b: int, c: int, d: int) -> None:
+        """Two triangles over a-b (one side) and c-d (the side facing it)."""
+        self.triangles[group] += [(a, c, b), (b, c, d)]
+
+    def triangle_array(self, group: str) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(self.triangles[group], dtype=np.uint32).reshape(-1, 3))
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rest = np.asarray(self.rest, dtype=np.float32)
@@ -284,6 +289,7 @@ class _Mouth:
     ey: np.ndarray
     mw: float
     rect: tuple[int, int, int, int]
+    border: np.ndarray
     inner_rest: np.ndarray
 
 
@@ -405,22 +411,20 @@ def _build_mouth(mesh: _Mesh, pts: np.ndarray, size: tuple[int, int], articulati
             fade_x = 1.0 - _smoothstep(0.0, 0.75, f)
             disp[:N_VISEMES, :, 0] = lips[:N_VISEMES, 1, :, 0] * fade_x
             disp[:N_VISEMES, :, 1] = lips[:N_VISEMES, 1, :, 1] * fade_y
-            # Gone before the last ring, so the feathered band next to the border
-            # cross-fades nearly identical pictures and never shows a double edge.
+            # Gone before the last ring: only the skin just above the border ring
+            # moves, by less than a pixel, and nothing at all at the border.
             jaw_fade = 1.0 - _smoothstep(0.35, 0.85, f)
             jaw = JAW_CHIN * mw * articulation * (jaw_weight + jaw_up) * jaw_fade
             for v, name in enumerate(OVR_VISEMES):
                 if SHAPES[name].jaw is not None:
                     disp[N_VISEMES + v, :, 1] = jaw
-        feather = np.full(LIP_K, 0.0 if f >= 1.0 else 1.0)
-        starts.append(mesh.add_skin(to_global(ring), disp @ axes, feather))
-    for a, b in zip(starts[1:-1], starts[2:]):
-        mesh.strip(a, b, LIP_K)
-    mesh.strip(starts[0], starts[1], LIP_K)
+        starts.append(mesh.add_skin(to_global(ring), disp @ axes))
+    for a, b in zip(starts, starts[1:]):
+        mesh.strip("skin", a, b, LIP_K)
 
     rect = _mouth_rect(border, size)
     _add_cavity(mesh, starts[0], inner, gap, s_in, ey)
-    return _Mouth(ex=ex, ey=ey, mw=mw, rect=rect, inner_rest=inner)
+    return _Mouth(ex=ex, ey=ey, mw=mw, rect=rect, border=border, inner_rest=inner)
 
 
 def _lip_shape(shape: Shape, art: float, mw: float, inner_l, outer_l, s_in, s_out, gap,
@@ -505,15 +509,11 @@ def _add_cavity(mesh: _Mesh, inner_start: int, inner: np.ndarray, gap: np.ndarra
     rows[n:, :, 6] = rel_depth
     rows[:, :N_VISEMES, 8] = [SHAPES[name].teeth for name in OVR_VISEMES]
     static = np.zeros((2 * n, STATIC))
-    static[:, 0] = 1.0
-    static[:, 1] = 1.0
-    static[:, 2] = np.tile(0.5 * gap[top], 2)
-    static[:, 3] = np.tile(np.abs(s_in[top]), 2)
+    static[:, 0] = np.tile(0.5 * gap[top], 2)
+    static[:, 1] = np.tile(np.abs(s_in[top]), 2)
     start = mesh.add_records(record, np.moveaxis(rows, 1, 0), static)
     for j in range(half):
-        a, b = start + j, start + j + 1
-        c, d = start + n + j, start + n + j + 1
-        mesh.triangles += [(a, c, b), (b, c, d)]
+        mesh.quad("cavity", start + j, start + j + 1, start + n + j, start + n + j + 1)
 
 
 def _build_eye(mesh: _Mesh, pts: np.ndarray, indices: tuple[int, ...], ex: np.ndarray) -> None:
@@ -547,15 +547,13 @@ def _build_eye(mesh: _Mesh, pts: np.ndarray, indices: tuple[int, ...], ex: np.nd
                         1.0 - _smoothstep(0.0, 0.6, f))
         disp = np.zeros((BLINK_ROW + 1, n, 2))
         disp[BLINK_ROW, :, 1] = lid * fade
-        starts.append(mesh.add_skin(center + ring @ axes, disp @ axes, np.ones(n)))
+        starts.append(mesh.add_skin(center + ring @ axes, disp @ axes))
     for a, b in zip(starts, starts[1:]):
-        mesh.strip(a, b, n)
+        mesh.strip("eye", a, b, n)
     # Inside the eye opening: columns between facing lid points, squeezed shut by a blink.
     s = starts[0]
     for j in range(n // 2):
-        a, b = s + j, s + j + 1
-        c, d = s + (n - j) % n, s + (n - j - 1) % n
-        mesh.triangles += [(a, c, b), (b, c, d)]
+        mesh.quad("eye", s + j, s + j + 1, s + (n - j) % n, s + (n - j - 1) % n)
 
 
 # -- saving and loading ----------------------------------------------------------------

@@ -91,10 +91,11 @@ def test_import_builds_a_modest_mesh_around_the_mouth(rig):
     x0, y0, x1, y1 = rig.mouth_rect
     # Around the lips (x 202–245, y 139–155) down past the chin (y 177), not the eyes (y ~105).
     assert x0 < 195 and x1 > 252 and 115 < y0 < 135 and y1 > 190
-    assert 100 <= len(rig.mouth_triangles) + len(rig.eye_triangles) <= 1000
+    assert 100 <= len(rig.mouth_triangles) + len(rig.cavity_triangles) + len(rig.eye_triangles) <= 1000
     assert rig.basis.shape == (31, rig.vertex_count, 9)
     assert rig.inner_lip.shape == (40, 2)
-    used = np.unique(np.concatenate([rig.mouth_triangles.ravel(), rig.eye_triangles.ravel()]))
+    used = np.unique(np.concatenate([rig.mouth_triangles.ravel(), rig.cavity_triangles.ravel(),
+                                     rig.eye_triangles.ravel()]))
     assert used.tolist() == list(range(rig.vertex_count))
 
 
@@ -118,7 +119,7 @@ def test_vertices_at_reuses_its_array_and_allocates_nothing(rig):
     # Closed lips meet: every upper inner-lip point is level with its facing lower one,
     # and the mouth opening has no height left to show.
     closed = rig.vertices_at(pose("PP"), 0.0)
-    cavity = np.nonzero(rig.static[:, 1] > 0.5)[0]
+    cavity = np.unique(rig.cavity_triangles)
     top, bottom = np.split(closed[cavity, :2], 2)
     assert np.abs((bottom - top) @ np.array(rig.face_down)).max() < 0.05
     assert np.abs(closed[cavity, 6:8]).max() < 0.05
@@ -194,9 +195,7 @@ def test_only_the_mouth_region_and_the_eyes_change(renderer, rig):
 
     # Inside the mouth frame, beyond the warp mesh's border ring, the picture is untouched,
     # and just inside the border the warp fades into it: no seam, no tear.
-    border_ring = rig.rest[rig.static[:, 0] == 0.0][:, :2]
-    assert len(border_ring) == 40
-    inside = polygon2mask((SIZE, SIZE), border_ring[:, ::-1])
+    inside = polygon2mask((SIZE, SIZE), rig.border[:, ::-1])
     band = inside & ~binary_erosion(inside, iterations=2)
     beyond = ~binary_dilation(inside, iterations=1)
     assert not changed[beyond & allowed & ~eyes_box(rig)].any()

@@ -1,33 +1,27 @@
 #version 330 core
-// Skin: the picture sampled where the vertex lay at rest, blended towards the still
-// picture by the feather weight near the region's border. Cavity: the mouth interior
-// that opens between the lips: upper teeth (the photo's own where they were visible at
-// rest, moving with the lip, else drawn), the photo's lower teeth, tongue and a dark
-// throat.
-// Textures hold premultiplied alpha; the result is composed over u_clear here (no GL
-// blending), so a faded avatar never shows the still picture through its warp.
-in vec2 v_here;
+// The mouth interior that opens between the lips: upper teeth (the photo's own where
+// it showed them at rest, moving with the lip, else drawn), the photo's lower teeth,
+// tongue and a dark throat. Premultiplied alpha; always opaque.
 in vec2 v_src_up;
 in vec2 v_src_lo;
 in vec2 v_depth;
 in float v_teeth;
-in vec4 v_static;
+in vec2 v_static;
 
 uniform sampler2D u_picture;
 uniform float u_mouth_width;   // px
 uniform float u_teeth;         // px of upper teeth shown below the upper lip
 uniform vec2 u_down;           // the face's downward unit vector, in texture units per px
-uniform float u_opacity;
-uniform vec4 u_clear;          // premultiplied
 
 out vec4 frag_color;
 
-vec4 cavity() {
+void main() {
     float d_up = max(v_depth.x, 0.0);
     float d_lo = max(v_depth.y, 0.0);
     float gap = d_up + d_lo;
-    float half_gap = v_static.z * v_teeth;
-    float across = v_static.w;
+    float rest_half_gap = v_static.x;
+    float half_gap = rest_half_gap * v_teeth;
+    float across = v_static.y;
     // One pixel's worth of depth: edges are smooth at any size, never aliased.
     float aa = max(fwidth(d_up), 1e-3);
     float inside = min(d_up, d_lo);
@@ -47,23 +41,10 @@ vec4 cavity() {
     float extent = max(half_gap, u_teeth * v_teeth * (1.0 - smoothstep(0.55, 0.85, across)));
     float upper = 1.0 - smoothstep(extent - aa, extent + aa, d_up);
     vec4 teeth;
-    if (v_static.z > 0.5) {
-        teeth = texture(u_picture, v_src_up - u_down * d_up * (1.0 - v_static.z / max(extent, 1e-3)));
+    if (rest_half_gap > 0.5) {
+        teeth = texture(u_picture, v_src_up - u_down * d_up * (1.0 - rest_half_gap / max(extent, 1e-3)));
     } else {
         teeth = vec4(vec3(0.93, 0.91, 0.86) * mix(1.0, 0.78, smoothstep(0.0, extent, d_up)), 1.0);
     }
-    return mix(c, teeth, upper);
-}
-void main() {
-    vec4 c;
-    if (v_static.y > 0.5) {
-        c = cavity();
-    } else {
-        c = texture(u_picture, v_src_up);
-        if (v_static.x < 1.0) {
-            c = mix(texture(u_picture, v_here), c, v_static.x);
-        }
-    }
-    c *= u_opacity;
-    frag_color = c + u_clear * (1.0 - c.a);
+    frag_color = mix(c, teeth, upper);
 }
