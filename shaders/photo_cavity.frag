@@ -44,7 +44,12 @@ void main() {
     if (rest_half_gap > 0.5) {
         teeth = texture(u_picture, v_src_up - u_down * d_up * (1.0 - rest_half_gap / max(extent, 1e-3)));
     } else {
-        teeth = vec4(vec3(0.93, 0.91, 0.86) * mix(1.0, 0.78, smoothstep(0.0, extent, d_up)), 1.0);
+        // Drawn teeth: incisors meeting at the centre line, darker towards their tips
+        // and towards the corners, where they recede into the mouth.
+        float edge = abs(fract(across * 3.5) - 0.5) * 2.0;
+        float shade = mix(1.0, 0.78, smoothstep(0.0, extent, d_up)) * mix(1.0, 0.6, smoothstep(0.3, 0.8, across))
+                    * mix(0.8, 1.0, smoothstep(0.0, 0.25, 1.0 - edge));
+        teeth = vec4(vec3(0.9, 0.88, 0.83) * shade, 1.0);
     }
     frag_color = mix(c, teeth, upper);
 }

@@ -177,6 +177,31 @@ def eyes_box(rig) -> np.ndarray:
     return mask
 
 
+def test_a_closed_mouth_portrait_opens_with_drawn_teeth(renderer, rig, landmarker, tmp_path):
+    """A portrait with the lips together (the astronaut rendered saying "p") has no teeth
+    to reuse: opening its mouth shows drawn upper teeth over a dark mouth."""
+    from render.photo_rig import import_portrait
+
+    Image.fromarray(render(renderer, pose("PP"))).save(tmp_path / "closed.png")
+    closed = import_portrait(tmp_path / "closed.png", landmarker=landmarker)
+    assert closed.static[np.unique(closed.cavity_triangles), 0].max() < 0.5    # no teeth at rest
+    renderer.set_rig(closed)
+    try:
+        shut, open_ = render(renderer, pose("sil")), render(renderer, pose("aa"))
+    finally:
+        renderer.set_rig(rig)
+    # Between the lip corners, from the lips' meeting line down half a mouth width.
+    (x0, y0), (x1, y1) = closed.inner_lip.min(axis=0).astype(int), closed.inner_lip.max(axis=0).astype(int)
+    y1 += int(closed.mouth_width / 2)
+    mouth = lambda img: img[y0:y1, x0:x1, :3].astype(int)  # noqa: E731
+    teeth = lambda img: ((mouth(img).min(axis=2) > 170) & (np.ptp(mouth(img), axis=2) < 40)).sum()  # noqa: E731
+    dark = lambda img: (mouth(img).max(axis=2) < 70).sum()  # noqa: E731
+    assert teeth(open_) > teeth(shut) + 30
+    assert dark(open_) > dark(shut) + 100
+    seen = measure(landmarker, open_)
+    assert seen["gap"] > 0.2 and seen["jawOpen"] > 0.05
+
+
 def test_only_the_mouth_region_and_the_eyes_change(renderer, rig):
     from scipy.ndimage import binary_dilation, binary_erosion
     from skimage.draw import polygon2mask
