@@ -18,15 +18,28 @@ The voice's graph is split in memory into three engines, each fed fixed shapes:
 Acoustic + flow form the acoustic stage; the vocoder is the other stage. The generator
 is pull-based: each `next()` does only the work its chunk needs. The encoder's
 attention spans its whole input, so a window's durations differ slightly from the
-whole sentence's; only the stream's first window is short (it sets time to first
-audio), later ones run while audio plays and see up to 200 phonemes. Each window's
-phonemes become one SentencePlan, sent before any of its audio.
+whole sentence's; only the stream's first window is short (it fills the smallest
+bucket and sets time to first audio). Later ones see up to 200 phonemes, and each is
+started on the acoustic stage's own worker once the stream is a few chunks ahead, so
+it runs while the audio before it is made and played. (Growing
+windows gradually instead adds boundaries: 90 % of durations within a frame of the
+whole sentence's instead of 98 %.) Each window's phonemes become one SentencePlan,
+sent before any of its audio.
+
+Time to first audio is the sum of one run of each engine. In ultra and balanced the
+stream's first chunk is a *preview*: flow and vocoder run on just its frames with less
+right context than exactness needs (its first 35-46 ms, mostly the sentence's lead-in).
+The rest of the first window (~250 ms) is previews too, flowed from frame 0 over that
+window's own priors, while the next window is read on the worker; then the flow
+starts again from frame 0 with full context. So a sentence that fits the first window
+is exact after its first chunk, and a longer one after its first window.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,14 +63,21 @@ from pipeline.tts import (
 from pipeline.viseme_track import fold_phonemes
 
 # Phoneme-id lengths the acoustic engine is ever run with: a handful of fixed shapes,
-# so GPU graphs / TensorRT profiles can be built for exactly these later.
-BUCKETS: tuple[int, ...] = (64, 128, 256, 512, 1024)
+# so GPU graphs / TensorRT profiles can be built for exactly these later. The encoder
+# costs ~0.3 ms per id here, so the first window gets a bucket of its own (32 ids,
+# 15 phonemes): 9 ms sooner to first audio than padding it to 64.
+BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
 
 # The flow's exact receptive field in frames, each side.
 FLOW_CONTEXT = 32
 # Later flow windows: 64 new frames per run keeps the context overhead at 2x on an
 # engine that costs a quarter of the vocoder per frame.
 FLOW_WINDOW = 128
+
+# Once the first chunk is out, the second window (up to 200 phonemes, ~190 ms of encoder
+# here) is read on the acoustic worker while the first window's ~250 ms of audio is made
+# as previews and played. Not sooner: on 2 busy cores it would delay first audio.
+PREFETCH_AFTER_CHUNKS = 1
 
 # A stream cannot normalise each sentence to its peak (stock piper does) before the
 # sentence exists. Raw peaks of this voice (96 renders, default noise): median 0.54,
@@ -87,14 +107,28 @@ class LatencyMode:
     chunk_frames: int
     context_frames: int  # vocoder context each side of a chunk
     first_window: int  # phonemes the first acoustic window commits
-    window: int  # phonemes each later acoustic window commits
-    lookahead: int  # phonemes a window sees after its committed ones
+    first_lookahead: int  # phonemes the first window sees after its committed ones
+    window: int  # most phonemes a later acoustic window commits
+    lookahead: int  # phonemes a later window sees after its committed ones
     lookbehind: int  # phonemes a later window sees before its committed ones
-    # Right context of the stream's first flow run (it starts at frame 0, so it has no
-    # left context). Below FLOW_CONTEXT it is not exact; at 24 its latents differ from
-    # the whole sentence's by ≤ 2e-4 and their audio by ≤ 1e-6 (measured), and the
-    # run is 8 frames (~2 ms) shorter.
+    # Right context of the flow and vocoder runs that make the stream's first chunk.
+    # At FLOW_CONTEXT and context_frames they are exact; below, the first chunk is a
+    # preview (module docstring) whose audio differs from the whole sentence's by up
+    # to ~1e-2 (-40 dB, measured; tests bound it), and its runs are ~30 frames shorter.
+    # The vocoder's context sets that error; the flow's matters less (12 or 20 frames
+    # of it give the same audio to 1e-4).
     first_flow_context: int = FLOW_CONTEXT
+    first_context_frames: int | None = None  # None: context_frames
+
+    @property
+    def first_context(self) -> int:
+        return self.context_frames if self.first_context_frames is None else self.first_context_frames
+
+    @property
+    def previews(self) -> bool:
+        """Whether the stream's first chunk is an approximate preview."""
+        return (self.first_flow_context < FLOW_CONTEXT
+                or self.first_context < self.context_frames)
 
     def __post_init__(self) -> None:
         if not 1 <= self.first_chunk_frames <= self.chunk_frames:
@@ -103,10 +137,14 @@ class LatencyMode:
             raise ValueError("context, lookahead and lookbehind cannot be negative")
         if not 0 <= self.first_flow_context <= FLOW_CONTEXT:
             raise ValueError(f"first_flow_context must be in [0, {FLOW_CONTEXT}]")
+        if not 0 <= self.first_context <= self.context_frames:
+            raise ValueError("first_context_frames must be in [0, context_frames]")
         if self.first_window < 1 or self.window < 1:
             raise ValueError("windows must commit at least one phoneme")
+        if self.first_lookahead < 0:
+            raise ValueError("first_lookahead cannot be negative")
         # Two ids per phoneme (its own and a pad) plus BOS/EOS must fit the largest bucket.
-        widest = max(self.first_window + self.lookahead,
+        widest = max(self.first_window + self.first_lookahead,
                      self.lookbehind + self.window + self.lookahead)
         if 2 * widest + 3 > BUCKETS[-1]:
             raise ValueError(f"a window of {widest} phonemes does not fit {BUCKETS[-1]} ids")
@@ -115,15 +153,24 @@ class LatencyMode:
         """Frames of new audio in the stream's chunk number `index` (0-based)."""
         return min(self.chunk_frames, self.first_chunk_frames << min(index, 30))
 
+    def window_core(self, index: int) -> int:
+        """Phonemes committed by the stream's window number `index` (0: its first)."""
+        return self.first_window if index == 0 else self.window
+
+    def preview_widths(self) -> tuple[int, int]:
+        """(flow, vocoder) frames of the first chunk's runs."""
+        vocoder = self.first_chunk_frames + self.first_context
+        return vocoder + self.first_flow_context, vocoder
+
     def first_flow_width(self) -> int:
-        # The stream's first flow run covers the vocoder windows of the first two
+        # The stream's first exact flow run covers the vocoder windows of the first two
         # chunks: the second chunk then only waits for the vocoder.
         first, context = self.first_chunk_frames, self.context_frames
         second_end = max(0, first - context) + self.chunk_core(1) + 2 * context
-        return max(first + context, second_end) + self.first_flow_context
+        return max(first + context, second_end) + FLOW_CONTEXT
 
     def vocoder_widths(self) -> list[int]:
-        widths = {self.first_chunk_frames + self.context_frames}
+        widths = {self.preview_widths()[1]}
         index = 1
         while True:
             core = self.chunk_core(index)
@@ -136,24 +183,26 @@ class LatencyMode:
 LATENCY_MODES: dict[str, LatencyMode] = {
     "ultra": LatencyMode(
         name="ultra",
-        description="Fastest start: the smallest first chunk and vocoder context (chunk "
-        "seams off by ~1e-3, inaudible); more CPU per second of speech.",
-        first_chunk_frames=2, chunk_frames=16, context_frames=6,
-        first_window=14, lookahead=17, window=200, lookbehind=30, first_flow_context=24,
+        description="Fastest start: the smallest chunks and vocoder context (seams off by "
+        "~1e-2, -40 dB) and a preview first chunk; more CPU per second of speech.",
+        first_chunk_frames=3, chunk_frames=16, context_frames=6,
+        first_window=7, first_lookahead=8, window=200, lookahead=17, lookbehind=30,
+        first_flow_context=12,
     ),
     "balanced": LatencyMode(
         name="balanced",
-        description="Starts almost at once; only the first few words of a long sentence "
-        "are timed from a short look ahead instead of the whole sentence.",
+        description="Starts almost at once: the first 46 ms are a preview (within -40 dB "
+        "of exact), the rest is exact; the first words are timed from a short look ahead.",
         first_chunk_frames=4, chunk_frames=32, context_frames=10,
-        first_window=14, lookahead=17, window=200, lookbehind=30, first_flow_context=24,
+        first_window=7, first_lookahead=8, window=200, lookahead=17, lookbehind=30,
+        first_flow_context=12, first_context_frames=6,
     ),
     "premium": LatencyMode(
         name="premium",
         description="Whole-sentence prosody, exactly as the voice reads it; the start "
         "waits for the whole sentence to be read (longer for long sentences).",
         first_chunk_frames=8, chunk_frames=64, context_frames=12,
-        first_window=480, lookahead=16, window=200, lookbehind=30,
+        first_window=480, first_lookahead=0, window=200, lookahead=16, lookbehind=30,
     ),
 }
 
@@ -191,6 +240,16 @@ class _Span:
     end: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """Symbols [start, end) are committed by an acoustic run over [low, high)."""
+
+    start: int
+    end: int
+    low: int
+    high: int
+
+
 @dataclass(slots=True)
 class _Sentence:
     text: str
@@ -205,6 +264,8 @@ class _Sentence:
     # end of the committed frames, so the next window waits until its audio is due.
     latent_ahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     spans: list[_Span] = field(default_factory=list)
+    # The next window's acoustic run, started early: (window, length scale, future).
+    prefetched: tuple[_Window, float, Future] | None = None
 
     @property
     def complete(self) -> bool:
@@ -230,8 +291,8 @@ class _Sentence:
 @dataclass(slots=True)
 class _StreamState:
     chunks: int = 0  # chunks made so far: drives the chunk-size ramp
-    flowed: bool = False  # whether the stream has run the flow yet
-    windowed: bool = False  # whether the stream has run the acoustic engine yet
+    flowed: bool = False  # whether the stream has run the flow exactly yet
+    windows: int = 0  # acoustic windows run so far: only the first is small
     notices: list[str] = field(default_factory=list)
 
 
@@ -273,6 +334,9 @@ class StreamingTTS:
         self._vocoder = realtime_session(
             extractor.extract_model([_LATENT], [_AUDIO]), intra_op_threads
         )
+        # The acoustic stage's own worker: onnxruntime releases the GIL, so a later
+        # window's encoder runs on the other core while the vocoder makes audio.
+        self._acoustic_worker = ThreadPoolExecutor(1, thread_name_prefix="tts-acoustic")
         self._shapes: dict[str, set[tuple[int, ...]]] = {
             "acoustic": set(), "flow": set(), "vocoder": set()
         }
@@ -287,7 +351,8 @@ class StreamingTTS:
                       ) -> dict[str, set[tuple[int, ...]]]:
         """Every input shape a stream in `modes` can run (acoustic: ids; others: latents)."""
         channels = 192
-        flows = {FLOW_WINDOW} | {mode.first_flow_width() for mode in modes}
+        flows = ({FLOW_WINDOW} | {mode.first_flow_width() for mode in modes}
+                 | {mode.preview_widths()[0] for mode in modes if mode.previews})
         vocoders = {w for mode in modes for w in mode.vocoder_widths()}
         return {
             "acoustic": {(1, b) for b in BUCKETS},
@@ -369,6 +434,8 @@ class StreamingTTS:
             samples = self._chunk(sentence, position, end, mode, state, cancel, length_scale)
             if samples is None:
                 return
+            if state.chunks >= PREFETCH_AFTER_CHUNKS and span_index == len(sentence.spans) - 1:
+                self._prefetch_window(sentence, mode, state, length_scale)
             state.chunks += 1
             yield AudioChunk(samples, (position - span.start) * self.hop, self.sample_rate,
                              end == span.end)
@@ -393,6 +460,10 @@ class StreamingTTS:
         """Audio of frames [start, end), or None if cancelled while making it."""
         if end == start:
             return np.zeros(0, np.float32)
+        if mode.previews and (state.chunks == 0 or (state.windows == 1 and not sentence.complete)):
+            audio = self._preview(sentence, start, end, mode, state.chunks)
+            if audio is not None:
+                return audio
         context = mode.context_frames
         width = (mode.first_chunk_frames + context if state.chunks == 0
                  else mode.chunk_core(state.chunks) + 2 * context)
@@ -419,7 +490,38 @@ class StreamingTTS:
             # milliseconds (silence) differ from whole-sentence decoding by < 1e-4.
             latents = np.pad(latents, ((0, 0), (0, width - latents.shape[1])))
         audio = self._run_vocoder(latents)
-        audio = audio[(start - left) * self.hop:(end - left) * self.hop]
+        return self._scaled(audio[(start - left) * self.hop:(end - left) * self.hop])
+
+    def _preview(
+        self, sentence: _Sentence, start: int, end: int, mode: LatencyMode, index: int
+    ) -> np.ndarray | None:
+        """Audio of frames [start, end) of the stream's first window from a flow run from
+        frame 0 over that window's own priors (committed and lookahead), its latents not
+        kept; None if that run would be wider than a flow window. Exact latents near the
+        window's end need the next window's priors, and that window (~190 ms to read)
+        is still being read on the acoustic worker while these chunks play."""
+        if index == 0:
+            flow_width, vocoder_width = mode.preview_widths()
+            left = 0
+        else:
+            vocoder_width = mode.chunk_core(index) + 2 * mode.context_frames
+            left = max(0, start - mode.context_frames)
+            reach = left + vocoder_width + mode.first_flow_context
+            flow_width = min((w for w in (mode.first_flow_width(), FLOW_WINDOW) if w >= reach),
+                             default=0)
+            if not flow_width:
+                return None
+        prior = np.concatenate([sentence.prior, sentence.lookahead], axis=1)[:, :flow_width]
+        real = prior.shape[1]
+        mask = np.zeros(flow_width, np.float32)
+        mask[:real] = 1.0
+        latent = self._run_flow(np.pad(prior, ((0, 0), (0, flow_width - real))), mask)
+        latent[:, real:] = 0.0
+        audio = self._run_vocoder(latent[:, left:left + vocoder_width])
+        return self._scaled(audio[(start - left) * self.hop:(end - left) * self.hop])
+
+    @staticmethod
+    def _scaled(audio: np.ndarray) -> np.ndarray:
         return np.clip(audio * GAIN, -1.0, 1.0).astype(np.float32)
 
     def _advance(
@@ -434,8 +536,7 @@ class StreamingTTS:
         done = sentence.latent_frames
         committed = sentence.prior_frames
         width = FLOW_WINDOW if state.flowed else mode.first_flow_width()
-        # The first run starts at frame 0 (no left context) and may have less right.
-        right = FLOW_CONTEXT if state.flowed else mode.first_flow_context
+        right = FLOW_CONTEXT
         left = max(0, done - FLOW_CONTEXT)
         prior = sentence.prior[:, left:left + width]
         if sentence.complete:
@@ -458,26 +559,50 @@ class StreamingTTS:
         ], axis=1)
         sentence.latent_ahead = latent[:, committed - left:max(core_end, committed) - left]
 
-    def _commit_window(
-        self, sentence: _Sentence, mode: LatencyMode, state: _StreamState, length_scale: float
-    ) -> None:
-        """Run the acoustic engine on the next phoneme window; fix its frames and plan."""
+    def _next_window(self, sentence: _Sentence, mode: LatencyMode, index: int) -> _Window:
         symbols = sentence.symbols
         start = sentence.committed
-        # Only the stream's first window is small: later ones run while audio plays.
-        core = mode.window if state.windowed else mode.first_window
-        state.windowed = True
-        if len(symbols) - start <= core + mode.lookahead:
+        core = mode.window_core(index)
+        lookahead = mode.first_lookahead if index == 0 else mode.lookahead
+        if len(symbols) - start <= core + lookahead:
             end = len(symbols)
         else:
             end = _window_cut(symbols, start + core // 2, start + core)
             if end <= start:
                 end = start + core
         low = max(0, start - mode.lookbehind)
-        high = min(len(symbols), end + mode.lookahead)
+        return _Window(start, end, low, min(len(symbols), end + lookahead))
 
+    def _prefetch_window(
+        self, sentence: _Sentence, mode: LatencyMode, state: _StreamState, length_scale: float
+    ) -> None:
+        """Start the acoustic run of the window after the latest one on the acoustic
+        worker, so it overlaps the making of this window's audio instead of stalling
+        the stream when this window's audio runs out (a 200-phoneme window takes
+        ~190 ms here, more than a short first window lasts)."""
+        if sentence.complete or sentence.prefetched is not None:
+            return
+        window = self._next_window(sentence, mode, state.windows)
+        ids, _ = symbol_ids(sentence.symbols[window.low:window.high], self._id_map)
+        future = self._acoustic_worker.submit(
+            self._run_acoustic, np.asarray(ids, np.int64), length_scale)
+        sentence.prefetched = (window, length_scale, future)
+
+    def _commit_window(
+        self, sentence: _Sentence, mode: LatencyMode, state: _StreamState, length_scale: float
+    ) -> None:
+        """Run the acoustic engine on the next phoneme window (or take the prefetched
+        run, if the mode still asks for that window); fix its frames and plan."""
+        symbols = sentence.symbols
+        window = self._next_window(sentence, mode, state.windows)
+        state.windows += 1
+        start, end, low, high = window.start, window.end, window.low, window.high
         ids, widths = symbol_ids(symbols[low:high], self._id_map)
-        mean, log_scale, id_frames = self._run_acoustic(np.asarray(ids, np.int64), length_scale)
+        prefetched, sentence.prefetched = sentence.prefetched, None
+        if prefetched is not None and prefetched[:2] == (window, length_scale):
+            mean, log_scale, id_frames = prefetched[2].result()
+        else:
+            mean, log_scale, id_frames = self._run_acoustic(np.asarray(ids, np.int64), length_scale)
         bounds = np.cumsum([0, *widths])
         first_id, end_id = bounds[start - low], bounds[end - low]
         span_start = sentence.prior_frames

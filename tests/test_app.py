@@ -32,8 +32,10 @@ TEXT = "Papa made a map of five big boats. Wow, what a view!"
 def window(qt_app, jack_server, tmp_path_factory):
     w = open_window(tmp_path_factory.mktemp("config"), QUIET)
     # The same voice with its noise turned off, so the test can synthesize exactly what
-    # the app plays and compare sample by sample.
-    w.engine.attach_voice(StreamingTTS(noise_scale=0.0, noise_w_scale=0.0))
+    # the app plays and compare sample by sample; warmed up as the app's own voice is.
+    voice = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
+    voice.warm_up()
+    w.engine.attach_voice(voice)
     yield w
     w.close()
 

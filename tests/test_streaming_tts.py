@@ -12,6 +12,7 @@ from piper.config import SynthesisConfig
 from piper.const import BOS, EOS
 
 from pipeline.streaming_tts import (
+    BUCKETS,
     FLOW_CONTEXT,
     GAIN,
     LATENCY_MODES,
@@ -87,7 +88,7 @@ def _whole_audio(whole, text):
 
 
 @pytest.mark.parametrize("text, mode", [
-    ("Welcome back to the stream.", BALANCED),  # one window in balanced mode
+    ("Well, hello.", BALANCED),  # fits balanced mode's first window
     (WINDOWED[0], PREMIUM),  # premium reads any sentence up to 480 phonemes whole
 ])
 def test_unwindowed_stream_equals_whole_sentence_synthesis(tts, whole, text, mode):
@@ -97,7 +98,21 @@ def test_unwindowed_stream_equals_whole_sentence_synthesis(tts, whole, text, mod
     assert len(chunks) >= 4, "the point is to stitch several chunks"
     ours, reference = _audio(groups), _whole_audio(whole, text)
     assert len(ours) == len(reference)
-    assert np.max(np.abs(ours - reference)) <= 1e-4
+    # Balanced mode's first chunk is a preview; everything after it is exact.
+    exact_from = len(chunks[0].samples) if mode.previews else 0
+    assert mode.previews == (mode is BALANCED)
+    assert np.max(np.abs(ours[exact_from:] - reference[exact_from:])) <= 1e-4
+
+
+@pytest.mark.parametrize("text", ["Stop!", "Well, hello.", "Papa."])
+@pytest.mark.parametrize("mode", [LATENCY_MODES["ultra"], BALANCED], ids=["ultra", "balanced"])
+def test_preview_first_chunk_stays_within_minus_40_db_of_exact(tts, whole, text, mode):
+    # "Stop!" starts sounding inside the first chunk, so the preview is not just silence.
+    groups = _collect(tts.stream(text, mode))
+    assert len(groups) == 1
+    preview = groups[0][1][0].samples
+    reference = _whole_audio(whole, text)[:len(preview)]
+    assert np.max(np.abs(preview - reference)) <= 1e-2
 
 
 def _log_mel(audio, rate=22050, bands=80):
@@ -213,7 +228,7 @@ def test_only_bucket_shapes_are_run(tts):
     seen, allowed = tts.shapes_seen, StreamingTTS.shape_buckets()
     for stage in ("acoustic", "flow", "vocoder"):
         assert seen[stage] <= allowed[stage], stage
-    assert len(seen["acoustic"]) <= 5
+    assert len(seen["acoustic"]) <= len(BUCKETS) == 6
     assert sum(len(shapes) for shapes in allowed.values()) <= 30
 
 
@@ -276,14 +291,37 @@ def test_invalid_modes_are_refused():
         assert mode.description and "\n" not in mode.description
 
 
-def test_first_flow_context_is_bounded_and_premium_stays_exact():
+def test_preview_contexts_are_bounded_and_premium_stays_exact():
     with pytest.raises(ValueError):
         dataclasses.replace(BALANCED, first_flow_context=FLOW_CONTEXT + 1)
     with pytest.raises(ValueError):
         dataclasses.replace(BALANCED, first_flow_context=-1)
-    assert PREMIUM.first_flow_context == FLOW_CONTEXT
-    # The first flow run still covers the first two chunks' vocoder windows.
+    with pytest.raises(ValueError):
+        dataclasses.replace(BALANCED, first_context_frames=BALANCED.context_frames + 1)
+    assert not PREMIUM.previews
+    # The first exact flow run covers the first two chunks' vocoder windows.
     for mode in LATENCY_MODES.values():
         first, context = mode.first_chunk_frames, mode.context_frames
         second_end = max(0, first - context) + mode.chunk_core(1) + 2 * context
-        assert mode.first_flow_width() - mode.first_flow_context >= max(first + context, second_end)
+        assert mode.first_flow_width() - FLOW_CONTEXT >= max(first + context, second_end)
+
+
+def test_first_window_fills_the_smallest_bucket_and_later_windows_are_prefetched(tts):
+    for mode in (LATENCY_MODES["ultra"], BALANCED):
+        assert 2 * (mode.first_window + mode.first_lookahead) + 2 <= BUCKETS[0]
+    runs = []
+    run = tts._run_acoustic
+
+    def recorded(ids, length_scale):
+        runs.append(threading.current_thread().name)
+        return run(ids, length_scale)
+
+    tts._run_acoustic = recorded
+    try:
+        groups = _collect(tts.stream(WINDOWED[1], BALANCED))
+    finally:
+        del tts._run_acoustic
+    assert len(groups) >= 2 and len(runs) == len(groups)
+    # The first window is run where the stream is pulled; the others on the worker.
+    assert not runs[0].startswith("tts-acoustic")
+    assert all(name.startswith("tts-acoustic") for name in runs[1:])
