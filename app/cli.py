@@ -134,10 +134,11 @@ def _export(args: argparse.Namespace) -> int:
     from pipeline.text_input import TextInputError
     from render.avatar_rig import RigError
     from render.face_landmarks import PortraitError
+    from render.avatars import load_avatar_rig
     from render.offscreen import OffscreenError
     from render.video_export import (ExportError, ProgressLine, VideoSettings,
                                      audio_file_soundtrack, check_fps, check_output,
-                                     export_video, fit_size, load_avatar, parse_size,
+                                     export_video, fit_size, parse_size,
                                      speech_soundtrack)
 
     if (args.text is None) == (args.audio is None):
@@ -158,8 +159,8 @@ def _export(args: argparse.Namespace) -> int:
         size = parse_size(args.size) if args.size else None
         # Qt must exist before any rig loads (SVG rasterising, GL context).
         QGuiApplication.instance() or QGuiApplication(["lipsync-studio", *platform])
-        avatar = load_avatar(args.avatar)
-        size = size or fit_size(avatar.rig.canvas_size, args.height)
+        rig = load_avatar_rig(args.avatar)
+        size = size or fit_size(rig.canvas_size, args.height)
         if args.audio is not None:
             print(f"lip-syncing {args.audio} ...", file=sys.stderr)
             soundtrack = audio_file_soundtrack(args.audio)
@@ -169,7 +170,7 @@ def _export(args: argparse.Namespace) -> int:
             soundtrack = speech_soundtrack(segments)
         settings = VideoSettings(args.fps, size, (background.redF(), background.greenF(),
                                                   background.blueF()))
-        result = export_video(args.out, avatar, soundtrack, settings, ProgressLine(sys.stderr))
+        result = export_video(args.out, rig, soundtrack, settings, ProgressLine(sys.stderr))
     except (ExportError, RigError, PortraitError, OffscreenError, TextInputError) as exc:
         return _fail(str(exc))
     w, h = result.size

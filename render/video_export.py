@@ -10,7 +10,6 @@ long the recording is.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -28,6 +27,7 @@ from pipeline.lipsync_model import infer_file, read_wav_blocks
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.viseme_track import VisemeTrack
 from render import idle_motion
+from render.avatars import AvatarRig, renderer_for
 from render.offscreen import OffscreenTarget
 
 PoseSource = Callable[[float, float], MouthPose]
@@ -61,48 +61,6 @@ class Soundtrack:
     duration: float
     blocks: Callable[[], Iterable[np.ndarray]]
     pose: PoseSource
-
-
-@dataclass(frozen=True, slots=True)
-class Avatar:
-    """A loaded rig and how to draw it: `renderer(clear_color)` makes a renderer with
-    GLRenderer's interface (initialize, set_rig, resize, draw, release)."""
-
-    rig: object
-    renderer: Callable[[tuple[float, float, float, float]], object]
-
-
-def load_avatar(path: Path) -> Avatar:
-    """A sprite rig or a saved photo rig (manifest.json or its folder), or a face picture
-    (PNG/JPEG), imported now with the face landmarker. RigError or PortraitError say
-    what is wrong."""
-    from render.avatar_rig import load_rig
-    from render.gl_renderer import GLRenderer
-    from render.photo_renderer import PhotoRenderer
-    from render.photo_rig import FORMAT as PHOTO_FORMAT
-    from render.photo_rig import import_portrait, load_photo_rig
-
-    if not path.exists():
-        raise ExportError(f"Avatar not found: {path}.")
-    manifest = path / "manifest.json" if path.is_dir() else path
-    if manifest.suffix.lower() == ".json":
-        if _manifest_format(manifest) == PHOTO_FORMAT:
-            rig = load_photo_rig(manifest)
-            return Avatar(rig, lambda colour: PhotoRenderer(clear_color=colour))
-        rig = load_rig(manifest)
-        return Avatar(rig, lambda colour: GLRenderer(clear_color=colour))
-    rig = import_portrait(path)
-    return Avatar(rig, lambda colour: PhotoRenderer(clear_color=colour))
-
-
-def _manifest_format(path: Path) -> object:
-    """The manifest's "format", or None where it has none: the sprite rig loader then
-    explains what is wrong with the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return data.get("format") if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +179,9 @@ def check_output(path: Path) -> None:
         raise ExportError(f"Cannot write {path}: permission denied.")
 
 
-def export_video(out: Path, avatar: Avatar, soundtrack: Soundtrack, settings: VideoSettings,
+def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: VideoSettings,
                  progress: Callable[[int, int], None] | None = None) -> ExportResult:
-    """Render `avatar` speaking `soundtrack` into the MP4 `out`. A QGuiApplication must
+    """Render the avatar `rig` speaking `soundtrack` into the MP4 `out`. A QGuiApplication must
     exist; it makes the GL context (OffscreenError if it cannot). The file appears only
     when complete."""
     check_output(out)
@@ -236,10 +194,10 @@ def export_video(out: Path, avatar: Avatar, soundtrack: Soundtrack, settings: Vi
     partial = out.with_name(f".{out.name}.part")
     try:
         with OffscreenTarget(w, h) as target:
-            renderer = avatar.renderer((*settings.background, 1.0))
+            renderer = renderer_for(rig, (*settings.background, 1.0))
             renderer.initialize()
             try:
-                renderer.set_rig(avatar.rig)
+                renderer.set_rig(rig)
                 renderer.resize(w, h)
                 with av.open(str(partial), "w", format="mp4",
                              options={"movflags": "+faststart"}) as container:

@@ -130,12 +130,13 @@ def sprite_mouth_box(size: tuple[int, int], margin: int = 3) -> tuple[slice, sli
 def test_sprite_video_has_the_speech_and_a_mouth_that_follows_it(qt_app, speech, tmp_path):
     from pipeline.resources import DEFAULT_AVATAR_MANIFEST
     from pipeline.visemes import VISEME_INDEX
-    from render.video_export import VideoSettings, export_video, load_avatar, speech_soundtrack
+    from render.avatars import load_avatar_rig
+    from render.video_export import VideoSettings, export_video, speech_soundtrack
 
     size = (160, 160)
     soundtrack = speech_soundtrack(speech)
     out = tmp_path / "talk.mp4"
-    result = export_video(out, load_avatar(DEFAULT_AVATAR_MANIFEST), soundtrack,
+    result = export_video(out, load_avatar_rig(DEFAULT_AVATAR_MANIFEST), soundtrack,
                           VideoSettings(FPS, size))
     assert result.path == out and result.size == size and result.fps == FPS
     assert not list(tmp_path.glob(".*part"))
@@ -301,14 +302,15 @@ def test_photo_video_jaw_follows_the_speech_as_the_landmarker_sees_it(qt_app, sp
     """The astronaut imported on the fly; MediaPipe watches the decoded video, and its
     jawOpen per frame must follow the loudness of the speech."""
     from render.face_landmarks import FaceLandmarker
-    from render.video_export import VideoSettings, export_video, load_avatar, speech_soundtrack
+    from render.avatars import load_avatar_rig
+    from render.video_export import VideoSettings, export_video, speech_soundtrack
 
     size = (512, 512)
     soundtrack = speech_soundtrack(speech)
     out = tmp_path / "astronaut.mp4"
-    avatar = load_avatar(astronaut_png)
-    assert type(avatar.rig).__name__ == "PhotoRig"
-    export_video(out, avatar, soundtrack, VideoSettings(FPS, size))
+    rig = load_avatar_rig(astronaut_png)
+    assert type(rig).__name__ == "PhotoRig"
+    export_video(out, rig, soundtrack, VideoSettings(FPS, size))
     frames, audio, rate = check_container(out, soundtrack.duration, size)
 
     spoken = np.concatenate([s.audio for s in speech])
