@@ -4,15 +4,15 @@ At import, MediaPipe finds 478 landmarks once. From them this module builds two 
 warp meshes in image pixels, each made of rings around a feature:
 
 * the mouth/jaw mesh: the inner and outer lip contours and rings reaching out to a
-  border around the mouth and chin (still, inside the mouth frame's rectangle), plus
-  a strip of "cavity" quads between the upper and lower inner lip that the
-  renderer fills with the mouth interior;
+  still border around the mouth and chin, plus a strip of "cavity" quads between the
+  upper and lower inner lip that the renderer fills with the mouth interior. The
+  mouth frame is the rectangle around that border;
 * one ring mesh per eye, with a strip inside the eye opening that collapses as the
   upper lid comes down.
 
 Every vertex carries a 9-float record (position, two source texture positions, two
-depths into the mouth opening, teeth visibility), and every one of those floats is an affine function of
-the pose: rest + Σ coefficient × basis. The basis holds, per OVR viseme, a lip-shape
+depths into the mouth opening, teeth visibility), and every one of those floats is an
+affine function of the pose: rest + Σ coefficient × basis. The basis holds, per OVR viseme, a lip-shape
 displacement (closure, spreading, rounding, protrusion, lip tuck) and a jaw
 displacement per unit of jaw openness, all scaled to this face, and one blink
 displacement. `vertices_at` is therefore one small matrix product into a
@@ -70,6 +70,11 @@ EYE_RING_F = (0.4, 0.75, 1.0)
 MOUTH_BORDER = (1.05, 1.0, 2.2)
 EYE_BORDER = (0.75, 0.65, 0.5)               # eye widths: sideways, up, down
 SUPERELLIPSE = 2.6                           # >2: the border fills more of its rectangle
+# Still picture around the border inside the mouth frame, as a fraction of the border's
+# size (at least FRAME_FEATHER_MIN px): the composite fades the frame in over it, so
+# resampling a frame shown smaller than it is leaves no visible edge.
+FRAME_FEATHER = 0.06
+FRAME_FEATHER_MIN = 3
 
 # Full jaw opening (openness 1), in mouth widths: lower lip drop at the centre, chin
 # drop, and how much the upper lip lifts with it (fraction of the lower lip's drop).
@@ -125,7 +130,8 @@ class PhotoRig:
     skin, `cavity_triangles` the mouth opening, `eye_triangles` both eyes. `static`
     holds per-vertex constants of the cavity. Displacements fade to zero towards
     `border` (the mouth mesh's fixed outline), so the warp is feathered into the still
-    picture, which the mouth frame shows beyond it, to the edges of `mouth_rect`.
+    picture, which the mouth frame shows beyond it, `frame_feather` pixels out to the
+    edges of `mouth_rect`.
     """
 
     name: str
@@ -134,6 +140,7 @@ class PhotoRig:
     articulation: float
     canvas_size: tuple[int, int]           # (width, height) of image
     mouth_rect: tuple[int, int, int, int]  # x0, y0, x1, y1: the mouth frame, whole pixels
+    frame_feather: int                     # pixels between the border and the rectangle's edges
     mouth_width: float                     # pixels, corner to corner
     teeth_height: float                    # pixels of upper teeth below the lip in an open mouth
     face_down: tuple[float, float]         # unit vector from the nose towards the chin
@@ -223,7 +230,7 @@ def build_photo_rig(image: np.ndarray, landmarks: np.ndarray, name: str,
     rest, basis, static = mesh.arrays()
     return PhotoRig(
         name=name, image=image, landmarks=landmarks, articulation=float(articulation),
-        canvas_size=(w, h), mouth_rect=mouth.rect, mouth_width=float(mouth.mw),
+        canvas_size=(w, h), mouth_rect=mouth.rect, frame_feather=mouth.feather, mouth_width=float(mouth.mw),
         teeth_height=TEETH * mouth.mw, face_down=(float(mouth.ey[0]), float(mouth.ey[1])),
         rest=rest, basis=basis, static=static,
         mouth_triangles=mesh.triangle_array("skin"), cavity_triangles=mesh.triangle_array("cavity"),
@@ -289,6 +296,7 @@ class _Mouth:
     ey: np.ndarray
     mw: float
     rect: tuple[int, int, int, int]
+    feather: int
     border: np.ndarray
     inner_rest: np.ndarray
 
@@ -422,9 +430,11 @@ def _build_mouth(mesh: _Mesh, pts: np.ndarray, size: tuple[int, int], articulati
     for a, b in zip(starts, starts[1:]):
         mesh.strip("skin", a, b, LIP_K)
 
-    rect = _mouth_rect(border, size)
+    extent = float(np.ptp(border, axis=0).max())
+    margin = max(FRAME_FEATHER_MIN, math.ceil(FRAME_FEATHER * extent))
+    rect = _mouth_rect(border, size, margin + 1)
     _add_cavity(mesh, starts[0], inner, gap, s_in, ey)
-    return _Mouth(ex=ex, ey=ey, mw=mw, rect=rect, border=border, inner_rest=inner)
+    return _Mouth(ex=ex, ey=ey, mw=mw, rect=rect, feather=margin, border=border, inner_rest=inner)
 
 
 def _lip_shape(shape: Shape, art: float, mw: float, inner_l, outer_l, s_in, s_out, gap,
@@ -467,10 +477,13 @@ def _lip_jaw(kind: str, art: float, mw: float, s_in, s_out, upper, lower) -> np.
     return out
 
 
-def _mouth_rect(border: np.ndarray, size: tuple[int, int]) -> tuple[int, int, int, int]:
+def _mouth_rect(border: np.ndarray, size: tuple[int, int], margin: int) -> tuple[int, int, int, int]:
+    """The border's bounding box plus a margin, on a 4-pixel grid: shown at a half or a
+    quarter of its size, the mouth frame's texels then coincide with the picture's
+    mipmap texels."""
     w, h = size
-    x0, y0 = np.floor(border.min(axis=0)).astype(int) - 1
-    x1, y1 = np.ceil(border.max(axis=0)).astype(int) + 1
+    x0, y0 = (np.floor(border.min(axis=0)).astype(int) - margin) // 4 * 4
+    x1, y1 = -((-np.ceil(border.max(axis=0)).astype(int) - margin) // 4 * 4)
     return (max(int(x0), 0), max(int(y0), 0), min(int(x1), w), min(int(y1), h))
 
 

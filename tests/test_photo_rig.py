@@ -270,6 +270,31 @@ def test_letterbox_and_breathing(renderer, target):
     assert 2 <= int(np.argmin(errors)) <= 5
 
 
+def test_a_canvas_shown_smaller_gets_a_smaller_mouth_frame_and_no_seam(renderer, target, rig):
+    full = render(renderer, pose("aa"), blink=1.0).astype(float)
+    full_size = renderer.mouth_size
+    target.resize(SIZE // 2, SIZE // 2)
+    renderer.resize(SIZE // 2, SIZE // 2)
+    try:
+        half_size = renderer.mouth_size
+        half = render(renderer, pose("aa"), blink=1.0).astype(float)
+    finally:
+        target.resize(SIZE, SIZE)
+        renderer.resize(SIZE, SIZE)
+    assert renderer.mouth_size == full_size
+    assert half_size == (round(full_size[0] / 2), round(full_size[1] / 2))
+    # The same picture, half the size: like the full-size frame averaged 2×2 (mipmaps),
+    # and seamless at the mouth rectangle's edges.
+    box = full.reshape(SIZE // 2, 2, SIZE // 2, 2, 4).mean(axis=(1, 3))
+    diff = np.abs(half - box).max(axis=2)
+    x0, y0, x1, y1 = (v // 2 for v in rig.mouth_rect)
+    edges = np.zeros_like(diff, dtype=bool)
+    edges[y0 - 1:y1 + 1, x0 - 1:x1 + 1] = True
+    edges[y0 + 2:y1 - 2, x0 + 2:x1 - 2] = False
+    assert diff.mean() < 1.5 and np.percentile(diff, 99) < 10
+    assert diff[edges].max() <= 2
+
+
 def test_save_and_load_give_identical_frames_without_mediapipe(rig, renderer, tmp_path):
     from render.photo_rig import load_photo_rig, save_photo_rig
 
