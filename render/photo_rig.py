@@ -543,6 +543,8 @@ def _build_eye(mesh: _Mesh, pts: np.ndarray, indices: tuple[int, ...], ex: np.nd
     center = mid + ey * float((contour.mean(axis=0) - mid) @ ey)
     local = (contour - center) @ axes.T
     ew = float(local[n // 2, 0] - local[0, 0])
+    if ew < 2.0:
+        raise PortraitError("The eye landmarks are broken (an eye's corners coincide).")
     k = np.arange(n)
     upper = (k > 0) & (k < n // 2)
     lower = k > n // 2
@@ -648,8 +650,11 @@ def load_photo_rig(path: str | Path) -> PhotoRig:
         raise RigError(f'{where}: "articulation" must be a number from {lo} to {hi}, not {art!r}.')
     landmarks = _check_landmarks(where, manifest["landmarks"], canvas)
     image = _load_rig_image(where, path.parent, manifest["image"], canvas)
-    return build_photo_rig(image, landmarks, name, float(art),
-                           source=Path(source) if source is not None else None)
+    try:
+        return build_photo_rig(image, landmarks, name, float(art),
+                               source=Path(source) if source is not None else None)
+    except PortraitError as e:
+        raise RigError(f"{where}: {e.message}") from None
 
 
 def _check_landmarks(where: str, value, canvas: list[int]) -> np.ndarray:

@@ -331,6 +331,7 @@ BAD_MANIFESTS = [
     (lambda m: m.update(colour="red"), r"unknown key\(s\) 'colour'"),
     (lambda m: m.update(landmarks=m["landmarks"][:400]), r'"landmarks" must be 478 \[x, y, z\] triples'),
     (lambda m: m.update(landmarks=[[1e6, 0, 0]] * 478), r'"landmarks" lie far outside the 512×512 picture'),
+    (lambda m: m.update(landmarks=[[100, 100, 0]] * 478), r"the landmarks are broken \(corners coincide\)"),
     (lambda m: m.update(canvas=[400, 512]), r"the picture is 512×512, but the manifest's canvas is 400×512"),
     (lambda m: m.update(image="../elsewhere.png"), r'"image" points outside the avatar folder'),
     (lambda m: m.update(image="missing.png"), r"The picture missing\.png was not found"),
