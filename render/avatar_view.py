@@ -23,9 +23,8 @@ from render import idle_motion
 from render.display_clock import VSYNC, DisplayClock
 from render.frame_producer import FrameProducer, MediaClock, PoseSource
 from render.frame_slots import FrameSlots, midway
-from render.gl_renderer import GLRenderer, Rig
-from render.photo_renderer import PhotoRenderer
-from render.photo_rig import PhotoRig
+from render.avatars import AvatarRig, renderer_for
+from render.gl_renderer import GLRenderer
 
 PRESENTED = 0
 LATE_HELD = 1
@@ -70,7 +69,7 @@ class AvatarView(QOpenGLWidget):
         self.renderer = GLRenderer(clear_color)
         self.producer: FrameProducer | None = None
         self._media_time_at: MediaClock | None = None
-        self._rig: Rig | PhotoRig | None = None
+        self._rig: AvatarRig | None = None
         self._rig_pending = False
         self._gl_ready = False
         self._pose = REST
@@ -93,7 +92,7 @@ class AvatarView(QOpenGLWidget):
 
     # -- public API ---------------------------------------------------------------
 
-    def set_rig(self, rig: Rig | PhotoRig) -> None:
+    def set_rig(self, rig: AvatarRig) -> None:
         """Show `rig` (a sprite or a photo rig); its images are uploaded now if GL is up,
         else at initialisation."""
         self._rig = rig
@@ -186,13 +185,12 @@ class AvatarView(QOpenGLWidget):
         self._draws += 1
 
     def _upload_rig(self) -> None:
-        kind = PhotoRenderer if isinstance(self._rig, PhotoRig) else GLRenderer
-        if type(self.renderer) is not kind:
-            old = self.renderer
-            self.renderer = kind(old.clear_color)
+        fresh = renderer_for(self._rig, self.renderer.clear_color)
+        if type(fresh) is not type(self.renderer):
+            old, self.renderer = self.renderer, fresh
             old.release()
-            self.renderer.initialize()
-            self.renderer.resize(*old.viewport)
+            fresh.initialize()
+            fresh.resize(*old.viewport)
         self.renderer.set_rig(self._rig)
         self._rig_pending = False
 
