@@ -29,7 +29,7 @@ sent before any of its audio.
 Time to first audio is the sum of one run of each engine. In ultra and balanced the
 stream's first chunk is a *preview*: flow and vocoder run on just its frames with less
 right context than exactness needs (its first 35-46 ms, mostly the sentence's lead-in).
-The rest of the first window (~250 ms) is previews too, flowed from frame 0 over that
+The rest of the first window (~350 ms) is previews too, flowed from frame 0 over that
 window's own priors, while the next window is read on the worker; then the flow
 starts again from frame 0 with full context. So a sentence that fits the first window
 is exact after its first chunk, and a longer one after its first window.
@@ -65,7 +65,7 @@ from pipeline.viseme_track import fold_phonemes
 # Phoneme-id lengths the acoustic engine is ever run with: a handful of fixed shapes,
 # so GPU graphs / TensorRT profiles can be built for exactly these later. The encoder
 # costs ~0.3 ms per id here, so the first window gets a bucket of its own (32 ids,
-# 15 phonemes): 9 ms sooner to first audio than padding it to 64.
+# 15 phonemes, 10 committed): 9 ms sooner to first audio than padding it to 64.
 BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
 
 # The flow's exact receptive field in frames, each side.
@@ -75,7 +75,7 @@ FLOW_CONTEXT = 32
 FLOW_WINDOW = 128
 
 # Once the first chunk is out, the second window (up to 200 phonemes, ~190 ms of encoder
-# here) is read on the acoustic worker while the first window's ~250 ms of audio is made
+# here) is read on the acoustic worker while the first window's ~350 ms of audio is made
 # as previews and played. Not sooner: on 2 busy cores it would delay first audio.
 PREFETCH_AFTER_CHUNKS = 1
 
@@ -186,7 +186,7 @@ LATENCY_MODES: dict[str, LatencyMode] = {
         description="Fastest start: the smallest chunks and vocoder context (seams off by "
         "~1e-2, -40 dB) and a preview first chunk; more CPU per second of speech.",
         first_chunk_frames=3, chunk_frames=16, context_frames=6,
-        first_window=7, first_lookahead=8, window=200, lookahead=17, lookbehind=30,
+        first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
         first_flow_context=12,
     ),
     "balanced": LatencyMode(
@@ -194,7 +194,7 @@ LATENCY_MODES: dict[str, LatencyMode] = {
         description="Starts almost at once: the first 46 ms are a preview (within -40 dB "
         "of exact), the rest is exact; the first words are timed from a short look ahead.",
         first_chunk_frames=4, chunk_frames=32, context_frames=10,
-        first_window=7, first_lookahead=8, window=200, lookahead=17, lookbehind=30,
+        first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
         first_flow_context=12, first_context_frames=6,
     ),
     "premium": LatencyMode(
@@ -291,7 +291,9 @@ class _Sentence:
 @dataclass(slots=True)
 class _StreamState:
     chunks: int = 0  # chunks made so far: drives the chunk-size ramp
-    flowed: bool = False  # whether the stream has run the flow exactly yet
+    # Whether the stream is past its first chunks, whose flow runs are narrow: later
+    # runs are FLOW_WINDOW wide, fewer runs per second of speech.
+    flowed: bool = False
     windows: int = 0  # acoustic windows run so far: only the first is small
     notices: list[str] = field(default_factory=list)
 
@@ -461,7 +463,7 @@ class StreamingTTS:
         if end == start:
             return np.zeros(0, np.float32)
         if mode.previews and (state.chunks == 0 or (state.windows == 1 and not sentence.complete)):
-            audio = self._preview(sentence, start, end, mode, state.chunks)
+            audio = self._preview(sentence, start, end, mode, state)
             if audio is not None:
                 return audio
         context = mode.context_frames
@@ -493,13 +495,14 @@ class StreamingTTS:
         return self._scaled(audio[(start - left) * self.hop:(end - left) * self.hop])
 
     def _preview(
-        self, sentence: _Sentence, start: int, end: int, mode: LatencyMode, index: int
+        self, sentence: _Sentence, start: int, end: int, mode: LatencyMode, state: _StreamState
     ) -> np.ndarray | None:
         """Audio of frames [start, end) of the stream's first window from a flow run from
         frame 0 over that window's own priors (committed and lookahead), its latents not
         kept; None if that run would be wider than a flow window. Exact latents near the
         window's end need the next window's priors, and that window (~190 ms to read)
         is still being read on the acoustic worker while these chunks play."""
+        index = state.chunks
         if index == 0:
             flow_width, vocoder_width = mode.preview_widths()
             left = 0
@@ -511,6 +514,7 @@ class StreamingTTS:
                              default=0)
             if not flow_width:
                 return None
+            state.flowed = True
         prior = np.concatenate([sentence.prior, sentence.lookahead], axis=1)[:, :flow_width]
         real = prior.shape[1]
         mask = np.zeros(flow_width, np.float32)
