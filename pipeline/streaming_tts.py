@@ -28,7 +28,7 @@ sent before any of its audio.
 
 Time to first audio is the sum of one run of each engine. In ultra and balanced the
 stream's first chunk is a *preview*: flow and vocoder run on just its frames with less
-right context than exactness needs (its first 35-46 ms, mostly the sentence's lead-in).
+right context than exactness needs (its first 35 ms, mostly the sentence's lead-in).
 The rest of the first window (~350 ms) is previews too, flowed from frame 0 over that
 window's own priors, while the next window is read on the worker; then the flow
 starts again from frame 0 with full context. So a sentence that fits the first window
@@ -191,9 +191,9 @@ LATENCY_MODES: dict[str, LatencyMode] = {
     ),
     "balanced": LatencyMode(
         name="balanced",
-        description="Starts almost at once: the first 46 ms are a preview (within -40 dB "
+        description="Starts almost at once: the first 35 ms are a preview (within -40 dB "
         "of exact), the rest is exact; the first words are timed from a short look ahead.",
-        first_chunk_frames=4, chunk_frames=32, context_frames=10,
+        first_chunk_frames=3, chunk_frames=32, context_frames=10,
         first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
         first_flow_context=12, first_context_frames=6,
     ),
