@@ -5,23 +5,27 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QApplication, QHBoxLayout, QLabel, QLineEdit, QMainWindow, QProgressBar, QPushButton,
-    QVBoxLayout, QWidget,
+    QApplication, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMainWindow, QProgressBar,
+    QPushButton, QVBoxLayout, QWidget,
 )
 
 from app.engine import Engine
+from app.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
 from app.settings import Settings, SettingsStore
 from app.settings_panel import SettingsPanel
 from pipeline.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.speaker import SpeechEvent, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
 from pipeline.sync_metrics import viseme_change_offsets
-from render.avatar_rig import RigError, SpriteRig, load_rig
+from render.avatar_rig import RigError
 from render.avatar_view import PRESENTED, AvatarView
+from render.avatars import AvatarRig, is_picture, load_avatar_rig
+from render.face_landmarks import PortraitError
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,7 @@ class MainWindow(QMainWindow):
         self.store = store
         self.settings = settings
         self._bridge = _Bridge()
+        self._closed = threading.Event()
         self._bridge.speech.connect(self._on_speech_event)
         self._bridge.voice_progress.connect(self._on_voice_progress)
         self._bridge.voice_loaded.connect(self._on_voice_loaded)
@@ -79,6 +84,18 @@ class MainWindow(QMainWindow):
         self.stop_button.clicked.connect(self.stop)
         self.settings_button = QPushButton("Settings…")
         self.settings_button.clicked.connect(self.open_settings)
+        self.import_button = QPushButton("Import portrait…")
+        self.import_button.setToolTip("Make any face picture (PNG or JPEG) the avatar; "
+                                      "you can also drop a picture on the window.")
+        self.import_button.clicked.connect(self.choose_portrait)
+        self.landmarks = LandmarkOverlay(self.view)
+        self.face_picker: FacePicker | None = None
+        self.importer = PortraitImporter(store.path.parent / "avatars", self)
+        self.importer.imported.connect(self._on_portrait_imported)
+        self.importer.saved.connect(self._on_portrait_saved)
+        self.importer.several_faces.connect(self._on_several_faces)
+        self.importer.failed.connect(self.add_notice)
+        self.setAcceptDrops(True)
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setFormat("Warming up the voice… %p%")
@@ -105,6 +122,7 @@ class MainWindow(QMainWindow):
         controls.addWidget(self.speak_button)
         controls.addWidget(self.stop_button)
         controls.addWidget(self.settings_button)
+        controls.addWidget(self.import_button)
         controls.addWidget(self.mic_level)
         layout = QVBoxLayout()
         layout.addWidget(self.view, 1)
@@ -135,6 +153,8 @@ class MainWindow(QMainWindow):
             tts = Engine.load_voice(self._bridge.voice_progress.emit)
             self._bridge.voice_loaded.emit(tts, Engine.measure_modes(tts))
         except Exception as exc:  # shown to the user; the window stays usable
+            if self._closed.is_set():
+                return  # the window went away while the voice loaded: nobody to tell
             log.exception("voice failed to load")
             self._bridge.voice_failed.emit(f"The voice could not be loaded: {exc}")
 
@@ -169,16 +189,69 @@ class MainWindow(QMainWindow):
         if rig is not None:
             self.view.set_rig(rig)
 
-    def _read_rig(self, manifest: str | None) -> SpriteRig | None:
+    def _read_rig(self, manifest: str | None) -> AvatarRig | None:
         path = Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST
         try:
-            return load_rig(path)
-        except RigError as exc:
+            return load_avatar_rig(path)
+        except (RigError, PortraitError) as exc:
             if not manifest:
                 self.add_notice(f"The bundled avatar is broken: {exc}")
                 return None
             self.add_notice(f"Avatar not loaded: {exc} Showing the bundled avatar instead.")
             return self._read_rig(None)
+
+    # -- portraits ------------------------------------------------------------------
+
+    def choose_portrait(self) -> None:
+        self.importer.prepare()
+        path, _ = QFileDialog.getOpenFileName(self, "Import portrait", "",
+                                              "Pictures (*.png *.jpg *.jpeg)")
+        if path:
+            self.import_portrait(path)
+
+    def import_portrait(self, path: str | Path, face_index: int | None = None) -> None:
+        """Make the face in the picture at `path` the avatar (in the background)."""
+        if not self.importer.start(path, face_index):
+            self.add_notice("A portrait is already being imported; try again in a moment.")
+            return
+        self.add_notice(f"Finding the face in {Path(path).name}…")
+
+    def _on_several_faces(self, path: str, image, boxes) -> None:
+        self.face_picker = FacePicker(Path(path).name, image, boxes, self)
+        self.face_picker.chosen.connect(lambda index: self.import_portrait(path, index))
+        self.face_picker.open()
+
+    def _on_portrait_imported(self, rig, seconds: float) -> None:
+        self.view.set_rig(rig)
+        self.landmarks.show_for(rig)
+        self.add_notice(f"{rig.name} is the avatar now (face found and rigged in {seconds:.2f} s).")
+
+    def _on_portrait_saved(self, rig, manifest: str) -> None:
+        # Straight into the settings (not through apply_settings): the rig is on screen.
+        self.settings = replace(self.settings, avatar_manifest=manifest)
+        self.store.save(self.settings)
+        log.info("photo avatar %s saved as %s", rig.name, manifest)
+
+    def dragEnterEvent(self, event) -> None:
+        if self._dropped_files(event):
+            event.acceptProposedAction()
+            self.importer.prepare()
+
+    def dropEvent(self, event) -> None:
+        files = self._dropped_files(event)
+        if not files:
+            return
+        event.acceptProposedAction()
+        pictures = [f for f in files if is_picture(f)]
+        if pictures:
+            self.import_portrait(pictures[0])
+        else:
+            self.add_notice(f"{Path(files[0]).name} is not a picture: drop a PNG or JPEG "
+                            "portrait to make it the avatar.")
+
+    @staticmethod
+    def _dropped_files(event) -> list[str]:
+        return [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
 
     # -- actions --------------------------------------------------------------------
 
@@ -278,8 +351,10 @@ class MainWindow(QMainWindow):
         self.status.setText(" · ".join(parts))
 
     def closeEvent(self, event) -> None:
+        self._closed.set()
         self._status_timer.stop()
         self._meter_timer.stop()
+        self.importer.close()
         self.view.shutdown()
         self.engine.close()
         super().closeEvent(event)

@@ -592,7 +592,9 @@ def save_photo_rig(rig: PhotoRig, folder: str | Path) -> Path:
     }
     if rig.source is not None:
         manifest["source"] = Path(rig.source).name
-    Image.fromarray(rig.image, "RGBA").save(folder / IMAGE_FILE)
+    # Fastest deflate: level 6 took 0.19 s for a 512² portrait (seconds at 4096²)
+    # while the user waits, for files only ~15 % smaller.
+    Image.fromarray(rig.image, "RGBA").save(folder / IMAGE_FILE, compress_level=1)
     path = folder / MANIFEST
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(manifest, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

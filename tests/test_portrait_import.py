@@ -1,0 +1,156 @@
+"""Importing a portrait in the running app, as a user does it: the real window under
+Xvfb, the real face landmarker, a real drop event, the saved rig reloaded at restart."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from app.settings import Settings, SettingsStore
+from render.photo_rig import PhotoRig, load_photo_rig
+from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
+
+pytestmark = [pytest.mark.display, pytest.mark.audio]
+
+# Idle motion off: then only speech may change the picture.
+QUIET = Settings(audio_output_device="system", blinking=False, breathing=False, mic_enabled=False)
+
+
+@pytest.fixture(scope="module")
+def pictures(tmp_path_factory):
+    from skimage.data import astronaut
+
+    folder = tmp_path_factory.mktemp("pictures")
+    face = astronaut()
+    Image.fromarray(face).save(folder / "astronaut.png")
+    Image.fromarray(np.concatenate([face[20:260, 120:330]] * 3, axis=1)).save(folder / "three.png")
+    Image.fromarray(np.full((300, 300, 3), 128, np.uint8)).save(folder / "blank.png")
+    (folder / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    (folder / "notes.txt").write_text("hello")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def window(qt_app, jack_server, tmp_path_factory):
+    config = tmp_path_factory.mktemp("config")
+    w = open_window(config, QUIET)
+    yield w
+    w.close()
+
+
+def _wait_for_import(window, timeout=15.0):
+    pump_until(lambda: not window.importer.busy, timeout, "the portrait import")
+    pump(0.05)  # the result signal is queued to the UI thread
+
+
+def _grab(window) -> np.ndarray:
+    image = window.view.grab().convertToFormat(window.view.grab().Format.Format_RGBA8888)
+    array = np.frombuffer(image.constBits(), np.uint8).reshape(
+        image.height(), image.bytesPerLine() // 4, 4)
+    return array[:, :image.width(), :3].astype(np.int16)
+
+
+def test_a_portrait_becomes_the_talking_avatar_and_is_kept(window, pictures, qt_app):
+    window.importer.prepare()  # as the file dialog does while the user picks
+    started = time.monotonic()
+    window.import_portrait(pictures / "astronaut.png")
+    pump_until(lambda: isinstance(window.view._rig, PhotoRig), 15, "the photo avatar")
+    took = time.monotonic() - started
+    _wait_for_import(window)
+    rig = window.view._rig
+    print(f"portrait on screen {took:.2f} s after the request")
+    # The landmarks are shown over the new avatar for a moment, then go.
+    assert window.landmarks.isVisible()
+    pump(2.0)
+    assert not window.landmarks.isVisible()
+
+    manifest = window.settings.avatar_manifest
+    assert manifest and load_photo_rig(manifest).name == "astronaut"
+    assert SettingsStore(window.store.path).load().avatar_manifest == manifest
+
+    rest = _grab(window)
+    assert rest.std() > 30, "the portrait is not on screen"
+    say(window, "Papa made a map of five big boats.")
+    changed = np.zeros(rest.shape[:2], bool)
+    for _ in range(10):
+        pump(0.12)
+        changed |= np.abs(_grab(window) - rest).max(axis=2) > 40
+    wait_until_quiet(window)
+    window.landmarks.show_for(rig, 1)  # sizes the overlay so it maps canvas → view
+    box = window.landmarks.mouth_box()
+    x0, y0 = int(box.left()) - 2, int(box.top()) - 2
+    x1, y1 = int(box.right()) + 3, int(box.bottom()) + 3
+    inside = changed[y0:y1, x0:x1].sum()
+    assert inside > 100, f"the mouth hardly moved while speaking ({inside} px)"
+    assert changed.sum() == inside, "pixels outside the mouth region changed"
+
+
+def test_the_imported_avatar_loads_at_the_next_start_without_the_landmarker(
+        window, pictures, tmp_path):
+    manifest = window.settings.avatar_manifest
+    store = SettingsStore(tmp_path / "settings.json")
+    store.save(Settings(avatar_manifest=manifest, mic_enabled=False, audio_output_device="system"))
+    from app.main_window import MainWindow
+
+    again = MainWindow(store, store.load())
+    try:
+        # Loaded in the constructor: no import thread, no MediaPipe run.
+        assert isinstance(again.view._rig, PhotoRig)
+        assert not again.importer.busy and again.importer._landmarker is None
+    finally:
+        again.close()
+
+
+def test_several_faces_ask_which_one(window, pictures):
+    window.import_portrait(pictures / "three.png")
+    _wait_for_import(window)
+    picker = window.face_picker
+    assert picker is not None and picker.isVisible()
+    assert [b.text() for b in picker.buttons] == ["Face 1", "Face 2", "Face 3"]
+    picker.buttons[2].click()
+    _wait_for_import(window)
+    rig = window.view._rig
+    assert isinstance(rig, PhotoRig) and rig.name == "three"
+    width = rig.canvas_size[0] / 3
+    mouth_x = rig.landmarks[13, 0]
+    assert 2 * width < mouth_x < 3 * width, "the rig was made from another face"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("blank.png", "No face found in blank.png"),
+    ("corrupt.jpg", "The picture corrupt.jpg could not be decoded"),
+])
+def test_a_picture_that_cannot_be_used_is_explained_and_nothing_changes(
+        window, pictures, name, message):
+    rig, settings = window.view._rig, window.settings
+    window.import_portrait(pictures / name)
+    _wait_for_import(window)
+    assert any(message in notice for notice in window.notices[-2:]), window.notices[-3:]
+    assert window.view._rig is rig and window.settings == settings
+
+
+def _drop(window, path):
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    data = QMimeData()
+    data.setUrls([QUrl.fromLocalFile(str(path))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, data,
+                       Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    window.dropEvent(event)
+    return event
+
+
+def test_dropping_a_picture_imports_it_and_other_files_are_explained(window, pictures):
+    _drop(window, pictures / "notes.txt")
+    assert "notes.txt is not a picture" in window.notices[-1]
+    event = _drop(window, pictures / "astronaut.png")
+    assert event.isAccepted()
+    _wait_for_import(window)
+    assert isinstance(window.view._rig, PhotoRig) and window.view._rig.name == "astronaut"
+    saved = json.loads(open(window.settings.avatar_manifest, encoding="utf-8").read())
+    assert saved["format"] == "lipsync-studio.photo-rig"
