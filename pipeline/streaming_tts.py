@@ -27,12 +27,13 @@ whole sentence's instead of 98 %.) Each window's phonemes become one SentencePla
 sent before any of its audio.
 
 Time to first audio is the sum of one run of each engine. In ultra and balanced the
-stream's first chunk is a *preview*: flow and vocoder run on just its frames with less
-right context than exactness needs (its first 35 ms, mostly the sentence's lead-in).
-The rest of the first window (~350 ms) is previews too, flowed from frame 0 over that
-window's own priors, while the next window is read on the worker; then the flow
-starts again from frame 0 with full context. So a sentence that fits the first window
-is exact after its first chunk, and a longer one after its first window.
+stream's first two chunks are a *preview*: one flow run over just their frames, and the
+vocoder on each, with less right context than exactness needs (their 70 ms are mostly
+the sentence's lead-in). The rest of the first window (~350 ms) is previews too, flowed
+from frame 0 over that window's own priors, while the next window is read on the
+worker; then the flow starts again from frame 0 with full context. So a sentence that
+fits the first window is exact after its first two chunks, and a longer one after its
+first window.
 """
 
 from __future__ import annotations
@@ -74,10 +75,10 @@ FLOW_CONTEXT = 32
 # engine that costs a quarter of the vocoder per frame.
 FLOW_WINDOW = 128
 
-# Once the first chunk is out, the second window (up to 200 phonemes, ~190 ms of encoder
+# Once the first two chunks are out, the second window (up to 200 phonemes, ~190 ms of encoder
 # here) is read on the acoustic worker while the first window's ~350 ms of audio is made
 # as previews and played. Not sooner: on 2 busy cores it would delay first audio.
-PREFETCH_AFTER_CHUNKS = 1
+PREFETCH_AFTER_CHUNKS = 2
 
 # A stream cannot normalise each sentence to its peak (stock piper does) before the
 # sentence exists. Raw peaks of this voice (96 renders, default noise): median 0.54,
@@ -111,10 +112,10 @@ class LatencyMode:
     window: int  # most phonemes a later acoustic window commits
     lookahead: int  # phonemes a later window sees after its committed ones
     lookbehind: int  # phonemes a later window sees before its committed ones
-    # Right context of the flow and vocoder runs that make the stream's first chunk.
-    # At FLOW_CONTEXT and context_frames they are exact; below, the first chunk is a
-    # preview (module docstring) whose audio differs from the whole sentence's by up
-    # to ~1e-2 (-40 dB, measured; tests bound it), and its runs are ~30 frames shorter.
+    # Right context of the flow and vocoder runs that make the stream's first two
+    # chunks. At FLOW_CONTEXT and context_frames they are exact; below, those chunks
+    # are a preview (module docstring) whose audio differs from the whole sentence's by
+    # up to ~1e-2 (-40 dB, measured; tests bound it), and the runs are ~30 frames shorter.
     # The vocoder's context sets that error; the flow's matters less (12 or 20 frames
     # of it give the same audio to 1e-4).
     first_flow_context: int = FLOW_CONTEXT
@@ -126,7 +127,7 @@ class LatencyMode:
 
     @property
     def previews(self) -> bool:
-        """Whether the stream's first chunk is an approximate preview."""
+        """Whether the stream's first chunks are an approximate preview."""
         return (self.first_flow_context < FLOW_CONTEXT
                 or self.first_context < self.context_frames)
 
@@ -150,17 +151,21 @@ class LatencyMode:
             raise ValueError(f"a window of {widest} phonemes does not fit {BUCKETS[-1]} ids")
 
     def chunk_core(self, index: int) -> int:
-        """Frames of new audio in the stream's chunk number `index` (0-based)."""
-        return min(self.chunk_frames, self.first_chunk_frames << min(index, 30))
+        """Frames of new audio in the stream's chunk number `index` (0-based). The
+        second chunk is as small as the first: it is due as soon as the first has
+        played, however busy the machine is with showing the start of speech."""
+        return min(self.chunk_frames, self.first_chunk_frames << min(max(0, index - 1), 30))
 
     def window_core(self, index: int) -> int:
         """Phonemes committed by the stream's window number `index` (0: its first)."""
         return self.first_window if index == 0 else self.window
 
-    def preview_widths(self) -> tuple[int, int]:
-        """(flow, vocoder) frames of the first chunk's runs."""
-        vocoder = self.first_chunk_frames + self.first_context
-        return vocoder + self.first_flow_context, vocoder
+    def preview_widths(self) -> tuple[int, int, int]:
+        """Frames of the preview runs of the first two chunks: one flow run for both,
+        then the vocoder for the first and for the second."""
+        first, context = self.first_chunk_frames, self.first_context
+        second = 2 * first + context - max(0, first - context)
+        return 2 * first + context + self.first_flow_context, first + context, second
 
     def first_flow_width(self) -> int:
         # The stream's first exact flow run covers the vocoder windows of the first two
@@ -170,7 +175,8 @@ class LatencyMode:
         return max(first + context, second_end) + FLOW_CONTEXT
 
     def vocoder_widths(self) -> list[int]:
-        widths = {self.preview_widths()[1]}
+        widths = (set(self.preview_widths()[1:]) if self.previews
+                  else {self.first_chunk_frames + self.context_frames})
         index = 1
         while True:
             core = self.chunk_core(index)
@@ -184,14 +190,14 @@ LATENCY_MODES: dict[str, LatencyMode] = {
     "ultra": LatencyMode(
         name="ultra",
         description="Fastest start: the smallest chunks and vocoder context (seams off by "
-        "~1e-2, -40 dB) and a preview first chunk; more CPU per second of speech.",
+        "~1e-2, -40 dB) and a preview start; more CPU per second of speech.",
         first_chunk_frames=3, chunk_frames=16, context_frames=6,
         first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
         first_flow_context=12,
     ),
     "balanced": LatencyMode(
         name="balanced",
-        description="Starts almost at once: the first 35 ms are a preview (within -40 dB "
+        description="Starts almost at once: the first 70 ms are a preview (within -40 dB "
         "of exact), the rest is exact; the first words are timed from a short look ahead.",
         first_chunk_frames=3, chunk_frames=32, context_frames=10,
         first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
@@ -264,6 +270,9 @@ class _Sentence:
     # end of the committed frames, so the next window waits until its audio is due.
     latent_ahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     spans: list[_Span] = field(default_factory=list)
+    # Latents of the stream's first window made from its own priors (_preview).
+    preview: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    preview_wide: bool = False  # whether `preview` spans the whole first window
     # The next window's acoustic run, started early: (window, length scale, future).
     prefetched: tuple[_Window, float, Future] | None = None
 
@@ -436,7 +445,7 @@ class StreamingTTS:
             samples = self._chunk(sentence, position, end, mode, state, cancel, length_scale)
             if samples is None:
                 return
-            if state.chunks >= PREFETCH_AFTER_CHUNKS and span_index == len(sentence.spans) - 1:
+            if state.chunks + 1 >= PREFETCH_AFTER_CHUNKS and span_index == len(sentence.spans) - 1:
                 self._prefetch_window(sentence, mode, state, length_scale)
             state.chunks += 1
             yield AudioChunk(samples, (position - span.start) * self.hop, self.sample_rate,
@@ -462,7 +471,7 @@ class StreamingTTS:
         """Audio of frames [start, end), or None if cancelled while making it."""
         if end == start:
             return np.zeros(0, np.float32)
-        if mode.previews and (state.chunks == 0 or (state.windows == 1 and not sentence.complete)):
+        if mode.previews and (state.chunks <= 1 or (state.windows == 1 and not sentence.complete)):
             audio = self._preview(sentence, start, end, mode, state)
             if audio is not None:
                 return audio
@@ -497,32 +506,44 @@ class StreamingTTS:
     def _preview(
         self, sentence: _Sentence, start: int, end: int, mode: LatencyMode, state: _StreamState
     ) -> np.ndarray | None:
-        """Audio of frames [start, end) of the stream's first window from a flow run from
-        frame 0 over that window's own priors (committed and lookahead), its latents not
-        kept; None if that run would be wider than a flow window. Exact latents near the
-        window's end need the next window's priors, and that window (~190 ms to read)
-        is still being read on the acoustic worker while these chunks play."""
-        index = state.chunks
-        if index == 0:
-            flow_width, vocoder_width = mode.preview_widths()
-            left = 0
+        """Audio of frames [start, end) of the stream's first window from flow runs from
+        frame 0 over that window's own priors (committed and lookahead); None where they
+        do not reach. Exact latents near the window's end need the next window's priors,
+        and that window (~190 ms to read) is still being read on the acoustic worker
+        while these chunks play. The first two chunks share one run, as narrow as it can
+        be, so the second is only a vocoder run (it is due as soon as the first has
+        played); one run over the whole window then serves the rest of its chunks."""
+        if state.chunks <= 1:
+            flow_width, first_width, second_width = mode.preview_widths()
+            if state.chunks == 0:
+                sentence.preview = self._preview_latents(sentence, flow_width)
+                left, vocoder_width = 0, first_width
+            else:
+                left, vocoder_width = max(0, start - mode.first_context), second_width
+            latent = sentence.preview
         else:
-            vocoder_width = mode.chunk_core(index) + 2 * mode.context_frames
+            vocoder_width = mode.chunk_core(state.chunks) + 2 * mode.context_frames
             left = max(0, start - mode.context_frames)
-            reach = left + vocoder_width + mode.first_flow_context
-            flow_width = min((w for w in (mode.first_flow_width(), FLOW_WINDOW) if w >= reach),
-                             default=0)
-            if not flow_width:
+            if not sentence.preview_wide:
+                frames = sentence.prior_frames + sentence.lookahead.shape[1]
+                width = min((w for w in (mode.first_flow_width(), FLOW_WINDOW) if w >= frames),
+                            default=FLOW_WINDOW)
+                sentence.preview = self._preview_latents(sentence, width)
+                sentence.preview_wide = state.flowed = True
+            latent = sentence.preview
+            if left + vocoder_width + mode.first_flow_context > latent.shape[1]:
                 return None
-            state.flowed = True
-        prior = np.concatenate([sentence.prior, sentence.lookahead], axis=1)[:, :flow_width]
-        real = prior.shape[1]
-        mask = np.zeros(flow_width, np.float32)
-        mask[:real] = 1.0
-        latent = self._run_flow(np.pad(prior, ((0, 0), (0, flow_width - real))), mask)
-        latent[:, real:] = 0.0
         audio = self._run_vocoder(latent[:, left:left + vocoder_width])
         return self._scaled(audio[(start - left) * self.hop:(end - left) * self.hop])
+
+    def _preview_latents(self, sentence: _Sentence, width: int) -> np.ndarray:
+        prior = np.concatenate([sentence.prior, sentence.lookahead], axis=1)[:, :width]
+        real = prior.shape[1]
+        mask = np.zeros(width, np.float32)
+        mask[:real] = 1.0
+        latent = self._run_flow(np.pad(prior, ((0, 0), (0, width - real))), mask)
+        latent[:, real:] = 0.0
+        return latent
 
     @staticmethod
     def _scaled(audio: np.ndarray) -> np.ndarray:
