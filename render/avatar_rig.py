@@ -73,20 +73,7 @@ def load_rig(manifest_path: str | Path, size: int | None = None) -> SpriteRig:
     manifest = _read_manifest(path)
     where = f"Avatar rig {path}"
 
-    _check_keys(where, manifest)
-    if manifest["format"] != FORMAT:
-        raise RigError(f'{where}: "format" is {manifest["format"]!r}, expected {FORMAT!r}.')
-    version = manifest["version"]
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise RigError(f'{where}: "version" must be a whole number, not {version!r}.')
-    if version != VERSION:
-        raise RigError(f"{where}: format version {version} is not supported; this Lipsync Studio reads version {VERSION}.")
-    name = manifest["name"]
-    if not isinstance(name, str) or not name.strip():
-        raise RigError(f'{where}: "name" must be a non-empty text.')
-    for key in OPTIONAL_KEYS:
-        if key in manifest and not isinstance(manifest[key], str):
-            raise RigError(f'{where}: "{key}" must be a text, not {manifest[key]!r}.')
+    name = check_manifest_header(where, manifest, FORMAT, VERSION, REQUIRED_KEYS, OPTIONAL_KEYS)
     canvas = _check_canvas(where, manifest["canvas"])
     layers = _check_file_table(where, "layers", manifest["layers"], required=LAYER_KEYS)
     mouths = _check_file_table(where, "mouths", manifest["mouths"], required=())
@@ -140,14 +127,31 @@ def _read_manifest(path: Path) -> dict:
     return data
 
 
-def _check_keys(where: str, manifest: dict) -> None:
-    missing = [k for k in REQUIRED_KEYS if k not in manifest]
+def check_manifest_header(where: str, manifest: dict, fmt: str, version: int,
+                          required: tuple[str, ...], optional: tuple[str, ...]) -> str:
+    """What every rig manifest shares: its keys, "format", "version", "name" and optional
+    texts. Returns the name; RigError says what is wrong."""
+    missing = [k for k in required if k not in manifest]
     if missing:
         raise RigError(f"{where}: missing key(s) {', '.join(map(repr, missing))}.")
-    unknown = sorted(set(manifest) - set(REQUIRED_KEYS) - set(OPTIONAL_KEYS))
+    unknown = sorted(set(manifest) - set(required) - set(optional))
     if unknown:
-        allowed = ", ".join(REQUIRED_KEYS + OPTIONAL_KEYS)
+        allowed = ", ".join(required + optional)
         raise RigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys are {allowed}.")
+    if manifest["format"] != fmt:
+        raise RigError(f'{where}: "format" is {manifest["format"]!r}, expected {fmt!r}.')
+    found = manifest["version"]
+    if isinstance(found, bool) or not isinstance(found, int):
+        raise RigError(f'{where}: "version" must be a whole number, not {found!r}.')
+    if found != version:
+        raise RigError(f"{where}: format version {found} is not supported; this Lipsync Studio reads version {version}.")
+    name = manifest["name"]
+    if not isinstance(name, str) or not name.strip():
+        raise RigError(f'{where}: "name" must be a non-empty text.')
+    for key in optional:
+        if key in manifest and not isinstance(manifest[key], str):
+            raise RigError(f'{where}: "{key}" must be a text, not {manifest[key]!r}.')
+    return name
 
 
 def _check_canvas(where: str, canvas) -> tuple[int, int]:

@@ -34,7 +34,7 @@ import numpy as np
 
 from pipeline.frames import MouthPose
 from pipeline.visemes import OVR_VISEMES
-from render.avatar_rig import RigError
+from render.avatar_rig import RigError, check_manifest_header
 from render.face_landmarks import (LANDMARK_COUNT, FaceLandmarker, PortraitError, find_face,
                                    load_portrait)
 
@@ -621,27 +621,8 @@ def load_photo_rig(path: str | Path) -> PhotoRig:
         raise RigError(f"{where}: cannot be read: {e.strerror or e}.") from None
     if not isinstance(manifest, dict):
         raise RigError(f"{where}: the manifest must hold a JSON object {{...}}.")
-    missing = [k for k in REQUIRED_KEYS if k not in manifest]
-    if missing:
-        raise RigError(f"{where}: missing key(s) {', '.join(map(repr, missing))}.")
-    unknown = sorted(set(manifest) - set(REQUIRED_KEYS) - set(OPTIONAL_KEYS))
-    if unknown:
-        raise RigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys are "
-                       f"{', '.join(REQUIRED_KEYS + OPTIONAL_KEYS)}.")
-    if manifest["format"] != FORMAT:
-        raise RigError(f'{where}: "format" is {manifest["format"]!r}, expected {FORMAT!r}.')
-    version = manifest["version"]
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise RigError(f'{where}: "version" must be a whole number, not {version!r}.')
-    if version != VERSION:
-        raise RigError(f"{where}: format version {version} is not supported; this Lipsync Studio "
-                       f"reads version {VERSION}.")
-    name = manifest["name"]
-    if not isinstance(name, str) or not name.strip():
-        raise RigError(f'{where}: "name" must be a non-empty text.')
+    name = check_manifest_header(where, manifest, FORMAT, VERSION, REQUIRED_KEYS, OPTIONAL_KEYS)
     source = manifest.get("source")
-    if source is not None and not isinstance(source, str):
-        raise RigError(f'{where}: "source" must be a text, not {source!r}.')
     canvas = manifest["canvas"]
     if not (isinstance(canvas, list) and len(canvas) == 2 and all(
             isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_CANVAS for n in canvas)):
