@@ -1,14 +1,22 @@
 """Draws a photo rig with OpenGL, with the same interface as GLRenderer.
 
-Per frame: the rig's vertex records for the pose and blink go up in one buffer upload;
-the mouth frame, a texture of the rig's mouth rectangle (as many texels as it shows
-pixels, at most one per picture pixel), gets the mouth/jaw skin mesh and the mouth
-cavity warped into it; the rest of the rectangle holds the still picture, drawn once. It is a complete picture of that rectangle, so any
-producer of mouth frames (a CUDA one) can stand in. Then the still picture is drawn,
-the mouth frame over its rectangle (faded in at its edges) and the eye meshes on top:
-five draws, each with a shader that does only its own part (llvmpipe runs both sides
-of a branch: one shader for skin and cavity cost four times as much per pixel, one for
-picture and mouth frame twice).
+Per frame: the rig's vertex records for the pose and blink go up in one buffer upload
+(none when they did not change); the mouth frame, a texture of the rig's mouth
+rectangle (as many texels as it shows pixels, at most one per picture pixel), gets the
+mouth/jaw skin mesh and the mouth cavity warped into it, unless it holds that pose
+already; the rest of the rectangle holds the still picture, drawn once. It is a
+complete picture of that rectangle, so any producer of mouth frames (a CUDA one) can
+stand in. Then the picture goes into the bound framebuffer, the mouth frame over its
+rectangle (faded in at its edges) and, while they blink, the eye meshes on top. Each
+draw has a shader that does only its own part (llvmpipe runs both sides of a branch).
+
+The picture never changes; breathing only moves its rows. So it is drawn as shown,
+once per view size, into PHASES "phase stills", each shifted by a fraction of a row
+(and with margins for the rows breathing brings in), and a frame copies each band of
+rows from the still whose shift is nearest (within 1/(2·PHASES) of a row) with 1:1
+framebuffer blits, which llvmpipe does as memcpy: a 1080² picture costs about 0.5 ms
+instead of the 8-15 ms of sampling it. Faded frames (opacity below 1), multisampled
+targets and views too large for the stills' memory budget draw the picture instead.
 
 All methods need the caller's GL context to be current.
 """
@@ -16,6 +24,8 @@ All methods need the caller's GL context to be current.
 from __future__ import annotations
 
 import ctypes
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 from OpenGL import GL
@@ -27,6 +37,9 @@ from render.idle_motion import breath_transform
 from render.photo_rig import RECORD, STATIC, PhotoRig
 
 _FLOAT = 4
+# Phase stills: a row is shown within 1/16 of its place.
+PHASES = 8
+STILLS_BUDGET_BYTES = 128 << 20
 
 
 class PhotoRenderer:
@@ -46,10 +59,15 @@ class PhotoRenderer:
         self._quad_vao = self._quad_vbo = self._rect_vao = self._rect_vbo = 0
         self._mesh_vao = self._dynamic_vbo = self._static_vbo = self._ebo = 0
         self._picture = 0
+        self._stills: _Stills | None = None
         self.mouth_texture = 0
         self._mouth_fbo = 0
         self._rig: PhotoRig | None = None
         self._draws: dict[str, tuple[int, int]] = {}
+        self._pose: MouthPose | None = None
+        self._blink = 0.0
+        self._uploaded: tuple[MouthPose, float] | None = None
+        self._frame_pose: MouthPose | None = None
         self.canvas_size = (0, 0)
         self.mouth_size = (0, 0)
         self.viewport = (1, 1)
@@ -60,15 +78,15 @@ class PhotoRenderer:
         d = self.shaders_dir
         self.skin_program = build_program(d / "photo_skin.vert", d / "photo_skin.frag")
         self.cavity_program = build_program(d / "photo_cavity.vert", d / "photo_cavity.frag")
-        self.picture_program = build_program(d / "sprite.vert", d / "photo_picture.frag")
+        self.picture_program = build_program(d / "photo_picture.vert", d / "photo_picture.frag")
         self.mouth_program = build_program(d / "sprite.vert", d / "photo_mouth.frag")
         uniforms = lambda program, *names: {n: GL.glGetUniformLocation(program, n) for n in names}  # noqa: E731
         self._skin_u = uniforms(self.skin_program, "u_canvas", "u_scale", "u_offset", "u_picture",
                                 "u_opacity", "u_clear")
         self._cavity_u = uniforms(self.cavity_program, "u_canvas", "u_scale", "u_offset", "u_picture",
                                   "u_mouth_width", "u_teeth", "u_down")
-        self._picture_u = uniforms(self.picture_program, "u_rect", "u_offset_y", "u_scale_y", "u_fit",
-                                   "u_picture", "u_breath", "u_opacity", "u_clear")
+        self._picture_u = uniforms(self.picture_program, "u_quad", "u_tex", "u_picture", "u_opacity",
+                                   "u_clear")
         self._mouth_u = uniforms(self.mouth_program, "u_rect", "u_offset_y", "u_scale_y", "u_fit",
                                  "u_picture", "u_mouth", "u_mouth_rect", "u_canvas", "u_feather",
                                  "u_opacity", "u_clear")
@@ -77,10 +95,6 @@ class PhotoRenderer:
             GL.glUseProgram(program)
             GL.glUniform1i(u["u_picture"], 0)
         GL.glUniform1i(self._mouth_u["u_mouth"], 1)
-        GL.glUseProgram(self.picture_program)
-        GL.glUniform4f(self._picture_u["u_rect"], 0.0, 0.0, 1.0, 1.0)
-        GL.glUniform1f(self._picture_u["u_offset_y"], 0.0)
-        GL.glUniform1f(self._picture_u["u_scale_y"], 1.0)
         GL.glUseProgram(0)
 
         quad = np.array([0, 0, 0, 1, 1, 0, 1, 1], dtype=np.float32)
@@ -164,6 +178,7 @@ class PhotoRenderer:
         GL.glUniform1f(self._mouth_u["u_feather"], rig.frame_feather)
         GL.glUseProgram(0)
         self._rig = rig
+        self._uploaded = self._frame_pose = None
         self.canvas_size = (w, h)
         self._fit = letterbox_fit(self.canvas_size, self.viewport)
         self._fit_mouth_frame()
@@ -182,6 +197,7 @@ class PhotoRenderer:
         level seam shows, at half the cost of trilinear filtering on llvmpipe. A new
         frame gets the still picture once: the mesh's outline never moves, so outside it
         the frame never changes."""
+        self._delete_stills()
         scale = min(1.0, self._fit[0] * self.viewport[0] / self.canvas_size[0])
         GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
         GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER,
@@ -193,13 +209,8 @@ class PhotoRenderer:
             return
         self._delete_mouth_frame()
         self.mouth_size = size
-        self.mouth_texture = int(GL.glGenTextures(1))
-        GL.glBindTexture(GL.GL_TEXTURE_2D, self.mouth_texture)
-        GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, *size, 0, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, None)
-        for param, value in ((GL.GL_TEXTURE_MIN_FILTER, GL.GL_LINEAR), (GL.GL_TEXTURE_MAG_FILTER, GL.GL_LINEAR),
-                             (GL.GL_TEXTURE_WRAP_S, GL.GL_CLAMP_TO_EDGE), (GL.GL_TEXTURE_WRAP_T, GL.GL_CLAMP_TO_EDGE)):
-            GL.glTexParameteri(GL.GL_TEXTURE_2D, param, value)
-        GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+        self.mouth_texture = _texture(*size)
+        self._frame_pose = None
         draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
         read_target = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
         viewport = [int(v) for v in GL.glGetIntegerv(GL.GL_VIEWPORT)]
@@ -234,15 +245,23 @@ class PhotoRenderer:
     # -- per frame ----------------------------------------------------------------
 
     def update(self, pose: MouthPose, blink: float) -> None:
-        """Upload the vertex records for a pose and eyelid closure."""
+        """Upload the vertex records for a pose and eyelid closure (unless they are up
+        already)."""
+        self._pose, self._blink = pose, blink
+        if self._uploaded == (pose, blink):
+            return
         vertices = self._rig.vertices_at(pose, blink)
         GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._dynamic_vbo)
         GL.glBufferSubData(GL.GL_ARRAY_BUFFER, 0, vertices.nbytes, vertices)
         GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+        self._uploaded = (pose, blink)
 
     def render_mouth_frame(self) -> int:
-        """Warp the mouth/jaw region at the uploaded pose into `mouth_texture` and return
-        it. The caller's framebuffer binding and viewport are kept."""
+        """Warp the mouth/jaw region at the uploaded pose into `mouth_texture` (unless it
+        holds that pose already) and return it. The caller's framebuffer binding and
+        viewport are kept."""
+        if self._frame_pose == self._pose:
+            return self.mouth_texture
         draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
         viewport = [int(v) for v in GL.glGetIntegerv(GL.GL_VIEWPORT)]
         GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self._mouth_fbo)
@@ -254,35 +273,32 @@ class PhotoRenderer:
         self._draw_mesh("cavity", scale, offset)
         GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
         GL.glViewport(*viewport)
+        self._frame_pose = self._pose
         return self.mouth_texture
 
     def composite(self, breath: float, opacity: float = 1.0) -> None:
-        """Clear the bound framebuffer and draw the picture with the current mouth frame
-        and the eyes, letterboxed, faded by `opacity`. Breathing moves the picture
-        within its own outline (see photo_composite.frag)."""
+        """Fill the bound framebuffer with the picture, letterboxed over the clear colour,
+        with the current mouth frame and the eyes, faded by `opacity`. Breathing moves
+        the picture within its own outline."""
         r, g, b, a = self.clear_color
         clear = (r * a, g * a, b * a, a)
         vw, vh = self.viewport
         GL.glViewport(0, 0, vw, vh)
-        GL.glClearColor(*clear)
-        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
         GL.glDisable(GL.GL_BLEND)
         GL.glDisable(GL.GL_DEPTH_TEST)
         offset_y, scale_y = breath_transform(breath)
+        if opacity != 1.0 or not self._copy_picture(offset_y, scale_y, clear):
+            GL.glClearColor(*clear)
+            GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+            fx, fy = self._fit
+            self._draw_picture((-fx, fy, fx, -fy), (0.0, 1.0 - (1.0 - offset_y) / scale_y,
+                                                    1.0, 1.0 + offset_y / scale_y), opacity, clear)
         GL.glActiveTexture(GL.GL_TEXTURE1)
         GL.glBindTexture(GL.GL_TEXTURE_2D, self.mouth_texture)
         GL.glActiveTexture(GL.GL_TEXTURE0)
         GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
         GL.glBindVertexArray(self._quad_vao)
-        # The picture stays put and breathes inside its outline (photo_picture.frag); the
-        # mouth frame's quad moves with breathing like the eyes.
-        u = self._picture_u
-        GL.glUseProgram(self.picture_program)
-        GL.glUniform2f(u["u_fit"], *self._fit)
-        GL.glUniform2f(u["u_breath"], offset_y, scale_y)
-        GL.glUniform1f(u["u_opacity"], opacity)
-        GL.glUniform4f(u["u_clear"], *clear)
-        GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
+        # The mouth frame's quad moves with breathing like the eyes.
         u = self._mouth_u
         GL.glUseProgram(self.mouth_program)
         GL.glUniform2f(u["u_fit"], *self._fit)
@@ -291,12 +307,131 @@ class PhotoRenderer:
         GL.glUniform1f(u["u_opacity"], opacity)
         GL.glUniform4f(u["u_clear"], *clear)
         GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
-        # The eye meshes in canvas pixels through the same letterbox and breathing as
-        # sprite.vert applies to the mouth quad.
-        w, h = self.canvas_size
-        fx, fy = self._fit
-        self._draw_mesh("eyes", (2.0 * fx / w, -2.0 * scale_y * fy / h),
-                        (-fx, (2.0 * scale_y + 2.0 * offset_y - 1.0) * fy), opacity, clear)
+        GL.glBindVertexArray(0)
+        GL.glUseProgram(0)
+        if self._blink > 0.0:
+            # Open eyes show as the picture does. Closing ones: the eye meshes in canvas
+            # pixels through the same letterbox and breathing as sprite.vert applies to
+            # the mouth quad.
+            w, h = self.canvas_size
+            fx, fy = self._fit
+            self._draw_mesh("eyes", (2.0 * fx / w, -2.0 * scale_y * fy / h),
+                            (-fx, (2.0 * scale_y + 2.0 * offset_y - 1.0) * fy), opacity, clear)
+
+    def _draw_picture(self, quad, tex, opacity: float, clear) -> None:
+        """The picture over `quad` (clip space: x0, y0, x1, y1), sampled over `tex`
+        (s0, t0, s1, t1 at the same corners), composed over `clear`."""
+        GL.glActiveTexture(GL.GL_TEXTURE0)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
+        GL.glBindVertexArray(self._quad_vao)
+        u = self._picture_u
+        GL.glUseProgram(self.picture_program)
+        GL.glUniform4f(u["u_quad"], *quad)
+        GL.glUniform4f(u["u_tex"], *tex)
+        GL.glUniform1f(u["u_opacity"], opacity)
+        GL.glUniform4f(u["u_clear"], *clear)
+        GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
+        GL.glBindVertexArray(0)
+        GL.glUseProgram(0)
+
+    # -- phase stills -------------------------------------------------------------
+
+    def _canvas_pixels(self) -> tuple[int, int, int, int]:
+        """The window pixels (x0, y0, x1, y1; y up) whose centres the letterboxed canvas
+        covers."""
+        (vw, vh), (fx, fy) = self.viewport, self._fit
+        span = lambda size, f: (min(max(math.ceil((1.0 - f) / 2 * size - 0.5), 0), size - 1),  # noqa: E731
+                                 min(max(math.ceil((1.0 + f) / 2 * size - 0.5), 1), size))
+        (x0, x1), (y0, y1) = span(vw, fx), span(vh, fy)
+        return x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)
+
+    def _canvas_y(self, y: float) -> float:
+        """The canvas row (units, down) shown at window height y (pixels, up) at rest."""
+        return (1.0 - (2.0 * y / self.viewport[1] - 1.0) / self._fit[1]) / 2.0
+
+    def _rest_y(self, canvas_y: float) -> float:
+        """The window height (pixels, up) where canvas row `canvas_y` lies at rest."""
+        return ((1.0 - 2.0 * canvas_y) * self._fit[1] + 1.0) / 2.0 * self.viewport[1]
+
+    def _make_stills(self, clear) -> _Stills | None:
+        """The phase stills for this view and clear colour (None where they would take
+        more than STILLS_BUDGET_BYTES): still k holds, at row r, the picture as shown
+        at window row y0 - margin + r, k/PHASES of a row higher, over the clear colour;
+        the bars around the canvas are a block of clear colour."""
+        vw, vh = self.viewport
+        x0, y0, x1, y1 = self._canvas_pixels()
+        # Breathing moves a row by at most this much (breath in -1..1).
+        reach = max(abs(self._rest_y(1.0 - (1.0 - self._canvas_y(y) - o) / s) - y)
+                    for y in (y0, y1) for o, s in (breath_transform(-1.0), breath_transform(1.0)))
+        margin = math.ceil(reach) + 2
+        width, rows = x1 - x0, y1 - y0 + 2 * margin
+        if PHASES * width * rows * 4 > STILLS_BUDGET_BYTES:
+            return None
+        bars = [(0, 0, x0, vh), (x1, 0, vw, vh), (x0, 0, x1, y0), (x0, y1, x1, vh)]
+        bars = [bar for bar in bars if bar[2] > bar[0] and bar[3] > bar[1]]
+        stills = _Stills(clear=clear, rect=(x0, y0, x1, y1), margin=margin, bars=bars)
+        left, right = ((2.0 * x / vw - 1.0) / self._fit[0] / 2.0 + 0.5 for x in (x0, x1))
+        try:
+            for k in range(PHASES):
+                texture = _texture(width, rows)
+                stills.targets.append((texture, _framebuffer(texture, f"a {width}x{rows} still")))
+                GL.glViewport(0, 0, width, rows)
+                bottom, top = (self._canvas_y(y + k / PHASES) for y in (y0 - margin, y1 + margin))
+                self._draw_picture((-1.0, -1.0, 1.0, 1.0), (left, bottom, right, top), 1.0, clear)
+            if bars:
+                size = (max(x1 - x0 for x0, _, x1, _ in bars), max(y1 - y0 for _, y0, _, y1 in bars))
+                texture = _texture(*size)
+                stills.bars_target = (texture, _framebuffer(texture, "the letterbox bars"))
+                GL.glClearColor(*clear)
+                GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+        except BaseException:
+            stills.delete()
+            raise
+        return stills
+
+    def _copy_picture(self, offset_y: float, scale_y: float, clear) -> bool:
+        """Copy the picture, breathing, and the bars into the bound draw framebuffer from
+        the phase stills. False where they cannot serve: the caller draws it."""
+        draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        if int(GL.glGetIntegerv(GL.GL_SAMPLE_BUFFERS)):
+            return False
+        read_target = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
+        try:
+            if self._stills is not None and self._stills.clear != clear:
+                self._delete_stills()
+            if self._stills is None:
+                self._stills = self._make_stills(clear) or _Stills(clear=clear, rect=None)
+            stills = self._stills
+            if stills.rect is None:
+                return False
+            x0, y0, x1, y1 = stills.rect
+            # Window row y shows the canvas row breathing brought there, which lies
+            # `shift` rows higher at rest: shift is affine in y, so bands of rows share
+            # their nearest phase.
+            ends = [self._rest_y(1.0 - (1.0 - self._canvas_y(y + 0.5) - offset_y) / scale_y) - (y + 0.5)
+                    for y in (y0, y1 - 1)]
+            shifts = np.linspace(ends[0], ends[1], y1 - y0) if y1 - y0 > 1 else np.array(ends[:1])
+            steps = np.rint(shifts * PHASES).astype(np.int64)
+            if np.abs(steps).max() >= (stills.margin - 1) * PHASES:
+                return False
+            GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
+            starts = np.concatenate(([0], np.flatnonzero(np.diff(steps)) + 1, [len(steps)]))
+            for start, end in zip(starts[:-1], starts[1:]):
+                whole, phase = divmod(int(steps[start]), PHASES)
+                source = start + whole + stills.margin
+                GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, stills.targets[phase][1])
+                GL.glBlitFramebuffer(0, source, x1 - x0, source + end - start,
+                                     x0, y0 + start, x1, y0 + end, GL.GL_COLOR_BUFFER_BIT, GL.GL_NEAREST)
+            if stills.bars:
+                GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, stills.bars_target[1])
+                for bx0, by0, bx1, by1 in stills.bars:
+                    GL.glBlitFramebuffer(0, 0, bx1 - bx0, by1 - by0, bx0, by0, bx1, by1,
+                                         GL.GL_COLOR_BUFFER_BIT, GL.GL_NEAREST)
+            return True
+        finally:
+            GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
+            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
+            GL.glViewport(0, 0, *self.viewport)
 
     def draw(self, pose: MouthPose, blink: float, breath: float, opacity: float = 1.0) -> None:
         """Clear and draw the avatar into the bound framebuffer."""
@@ -354,7 +489,13 @@ class PhotoRenderer:
         self._mouth_fbo = self.mouth_texture = 0
         self.mouth_size = (0, 0)
 
+    def _delete_stills(self) -> None:
+        if self._stills is not None:
+            self._stills.delete()
+        self._stills = None
+
     def _delete_rig_objects(self) -> None:
+        self._delete_stills()
         self._delete_mouth_frame()
         if self._picture:
             GL.glDeleteTextures(1, [self._picture])
@@ -376,6 +517,37 @@ class PhotoRenderer:
         self.skin_program = self.cavity_program = self.picture_program = self.mouth_program = 0
         self._quad_vao = self._quad_vbo = self._rect_vao = self._rect_vbo = self._mesh_vao = 0
         self._dynamic_vbo = self._static_vbo = self._ebo = 0
+
+
+@dataclass
+class _Stills:
+    """PhotoRenderer's phase stills for one view size and clear colour; rect None where
+    the view has none (too large)."""
+
+    clear: tuple[float, float, float, float]
+    rect: tuple[int, int, int, int] | None       # window pixels the canvas covers
+    margin: int = 0                              # rows above and below rect
+    bars: list[tuple[int, int, int, int]] = field(default_factory=list)
+    targets: list[tuple[int, int]] = field(default_factory=list)     # (texture, framebuffer)
+    bars_target: tuple[int, int] | None = None
+
+    def delete(self) -> None:
+        for texture, fbo in self.targets + ([self.bars_target] if self.bars_target else []):
+            GL.glDeleteFramebuffers(1, [fbo])
+            GL.glDeleteTextures(1, [texture])
+        self.targets, self.bars_target = [], None
+
+
+def _texture(width: int, height: int) -> int:
+    """An empty RGBA8 texture, linear filtering, clamped, no mipmaps."""
+    texture = int(GL.glGenTextures(1))
+    GL.glBindTexture(GL.GL_TEXTURE_2D, texture)
+    GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, width, height, 0, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, None)
+    for param, value in ((GL.GL_TEXTURE_MIN_FILTER, GL.GL_LINEAR), (GL.GL_TEXTURE_MAG_FILTER, GL.GL_LINEAR),
+                         (GL.GL_TEXTURE_WRAP_S, GL.GL_CLAMP_TO_EDGE), (GL.GL_TEXTURE_WRAP_T, GL.GL_CLAMP_TO_EDGE)):
+        GL.glTexParameteri(GL.GL_TEXTURE_2D, param, value)
+    GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+    return texture
 
 
 def _framebuffer(texture: int, what: str) -> int:
