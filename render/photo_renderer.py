@@ -51,8 +51,10 @@ class PhotoRenderer:
                  shaders_dir=SHADERS_DIR) -> None:
         self.clear_color = clear_color
         self.shaders_dir = shaders_dir
-        self.skin_program = self.cavity_program = self.picture_program = self.mouth_program = 0
+        self.skin_program = self.warp_program = self.cavity_program = 0
+        self.picture_program = self.mouth_program = 0
         self._skin_u: dict[str, int] = {}
+        self._warp_u: dict[str, int] = {}
         self._cavity_u: dict[str, int] = {}
         self._picture_u: dict[str, int] = {}
         self._mouth_u: dict[str, int] = {}
@@ -77,12 +79,14 @@ class PhotoRenderer:
         """Compile the shaders and make the buffers. Once per GL context."""
         d = self.shaders_dir
         self.skin_program = build_program(d / "photo_skin.vert", d / "photo_skin.frag")
+        self.warp_program = build_program(d / "photo_skin.vert", d / "photo_warp.frag")
         self.cavity_program = build_program(d / "photo_cavity.vert", d / "photo_cavity.frag")
         self.picture_program = build_program(d / "photo_picture.vert", d / "photo_picture.frag")
         self.mouth_program = build_program(d / "sprite.vert", d / "photo_mouth.frag")
         uniforms = lambda program, *names: {n: GL.glGetUniformLocation(program, n) for n in names}  # noqa: E731
         self._skin_u = uniforms(self.skin_program, "u_canvas", "u_scale", "u_offset", "u_picture",
                                 "u_opacity", "u_clear")
+        self._warp_u = uniforms(self.warp_program, "u_canvas", "u_scale", "u_offset", "u_picture")
         self._cavity_u = uniforms(self.cavity_program, "u_canvas", "u_scale", "u_offset", "u_picture",
                                   "u_mouth_width", "u_teeth", "u_down")
         self._picture_u = uniforms(self.picture_program, "u_quad", "u_tex", "u_picture", "u_opacity",
@@ -90,8 +94,9 @@ class PhotoRenderer:
         self._mouth_u = uniforms(self.mouth_program, "u_rect", "u_offset_y", "u_scale_y", "u_fit",
                                  "u_picture", "u_mouth", "u_mouth_rect", "u_canvas", "u_feather",
                                  "u_opacity", "u_clear")
-        for program, u in ((self.skin_program, self._skin_u), (self.cavity_program, self._cavity_u),
-                           (self.picture_program, self._picture_u), (self.mouth_program, self._mouth_u)):
+        for program, u in ((self.skin_program, self._skin_u), (self.warp_program, self._warp_u),
+                           (self.cavity_program, self._cavity_u), (self.picture_program, self._picture_u),
+                           (self.mouth_program, self._mouth_u)):
             GL.glUseProgram(program)
             GL.glUniform1i(u["u_picture"], 0)
         GL.glUniform1i(self._mouth_u["u_mouth"], 1)
@@ -163,8 +168,9 @@ class PhotoRenderer:
             self._draws[name] = (first, triangles.size)
             first += triangles.size
 
-        GL.glUseProgram(self.skin_program)
-        GL.glUniform2f(self._skin_u["u_canvas"], w, h)
+        for program, u in ((self.skin_program, self._skin_u), (self.warp_program, self._warp_u)):
+            GL.glUseProgram(program)
+            GL.glUniform2f(u["u_canvas"], w, h)
         GL.glUseProgram(self.cavity_program)
         GL.glUniform2f(self._cavity_u["u_canvas"], w, h)
         GL.glUniform1f(self._cavity_u["u_mouth_width"], rig.mouth_width)
@@ -218,12 +224,10 @@ class PhotoRenderer:
             self._mouth_fbo = _framebuffer(self.mouth_texture, f"a {size[0]}x{size[1]} mouth frame")
             GL.glViewport(0, 0, *size)
             GL.glDisable(GL.GL_BLEND)
-            GL.glUseProgram(self.skin_program)
+            GL.glUseProgram(self.warp_program)
             scale_xy, offset = self._mouth_transform()
-            GL.glUniform2f(self._skin_u["u_scale"], *scale_xy)
-            GL.glUniform2f(self._skin_u["u_offset"], *offset)
-            GL.glUniform1f(self._skin_u["u_opacity"], 1.0)
-            GL.glUniform4f(self._skin_u["u_clear"], 0.0, 0.0, 0.0, 0.0)
+            GL.glUniform2f(self._warp_u["u_scale"], *scale_xy)
+            GL.glUniform2f(self._warp_u["u_offset"], *offset)
             GL.glActiveTexture(GL.GL_TEXTURE0)
             GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
             GL.glBindVertexArray(self._rect_vao)
@@ -269,7 +273,7 @@ class PhotoRenderer:
         GL.glDisable(GL.GL_BLEND)
         GL.glDisable(GL.GL_DEPTH_TEST)
         scale, offset = self._mouth_transform()
-        self._draw_mesh("skin", scale, offset, 1.0, (0.0, 0.0, 0.0, 0.0))
+        self._draw_mesh("skin", scale, offset)
         self._draw_mesh("cavity", scale, offset)
         GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
         GL.glViewport(*viewport)
@@ -446,15 +450,15 @@ class PhotoRenderer:
         self.composite(breath, opacity)
 
     def _draw_mesh(self, group: str, scale, offset, opacity: float = 1.0, clear=None) -> None:
-        """One triangle group: "cavity" with its own shader, "skin" and "eyes" as skin
-        faded by `opacity` over `clear`."""
+        """One triangle group: "skin" and "cavity" into the mouth frame, each with its
+        own shader, "eyes" as skin faded by `opacity` over `clear`."""
         first, count = self._draws[group]
-        cavity = group == "cavity"
-        u = self._cavity_u if cavity else self._skin_u
-        GL.glUseProgram(self.cavity_program if cavity else self.skin_program)
+        program, u = {"skin": (self.warp_program, self._warp_u), "cavity": (self.cavity_program, self._cavity_u),
+                      "eyes": (self.skin_program, self._skin_u)}[group]
+        GL.glUseProgram(program)
         GL.glUniform2f(u["u_scale"], *scale)
         GL.glUniform2f(u["u_offset"], *offset)
-        if not cavity:
+        if group == "eyes":
             GL.glUniform1f(u["u_opacity"], opacity)
             GL.glUniform4f(u["u_clear"], *clear)
         GL.glActiveTexture(GL.GL_TEXTURE0)
@@ -511,10 +515,12 @@ class PhotoRenderer:
         arrays = [a for a in (self._quad_vao, self._rect_vao, self._mesh_vao) if a]
         if arrays:
             GL.glDeleteVertexArrays(len(arrays), arrays)
-        for program in (self.skin_program, self.cavity_program, self.picture_program, self.mouth_program):
+        for program in (self.skin_program, self.warp_program, self.cavity_program, self.picture_program,
+                        self.mouth_program):
             if program:
                 GL.glDeleteProgram(program)
-        self.skin_program = self.cavity_program = self.picture_program = self.mouth_program = 0
+        self.skin_program = self.warp_program = self.cavity_program = 0
+        self.picture_program = self.mouth_program = 0
         self._quad_vao = self._quad_vbo = self._rect_vao = self._rect_vbo = self._mesh_vao = 0
         self._dynamic_vbo = self._static_vbo = self._ebo = 0
 

@@ -1,7 +1,7 @@
 #version 330 core
-// A photo avatar's picture: the still layer made from it once per view size, and that
-// layer drawn each frame with breathing (photo_picture.vert). Composed over u_clear
-// here, without GL blending.
+// A photo avatar's picture over a rectangle (photo_picture.vert): into PhotoRenderer's
+// phase stills once per view, or onto the frame itself when it is faded. Composed over
+// u_clear here, without GL blending.
 in vec2 v_uv;
 
 uniform sampler2D u_picture;

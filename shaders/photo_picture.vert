@@ -2,7 +2,7 @@
 // A rectangle (u_quad: clip-space x0, y0, x1, y1) showing a rectangle of a texture
 // (u_tex: s0, t0, s1, t1 at the same corners). Breathing and letterboxing are affine
 // along each axis, so they are all in these corners and the fragment shader only
-// samples: llvmpipe then shades it on its fast linear path.
+// samples.
 layout(location = 0) in vec2 a_pos;
 
 uniform vec4 u_quad;

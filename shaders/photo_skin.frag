@@ -1,7 +1,7 @@
 #version 330 core
-// Skin moves with its mesh: one picture sample per fragment (premultiplied alpha),
-// composed over u_clear here rather than by GL blending, so a faded avatar never shows
-// the still picture through its warp.
+// Skin drawn onto the frame with its mesh (the eyes): one picture sample per fragment
+// (premultiplied alpha), composed over u_clear here rather than by GL blending, so a
+// faded avatar never shows the still picture through its warp.
 in vec2 v_src;
 
 uniform sampler2D u_picture;
