@@ -279,6 +279,8 @@ def photo_renderer_at(revision: str) -> type:
         (shaders / Path(name).name).write_bytes(git("show", f"{revision}:{name}"))
     spec = importlib.util.spec_from_file_location(f"photo_renderer_{revision}", folder / "photo_renderer.py")
     module = importlib.util.module_from_spec(spec)
+    # Registered first: dataclasses look their module up while the module runs.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return lambda **kw: module.PhotoRenderer(shaders_dir=shaders, **kw)
 

@@ -202,7 +202,8 @@ class PhotoRenderer:
         from the mipmap level nearest that scale; the scale is the same everywhere, so no
         level seam shows, at half the cost of trilinear filtering on llvmpipe. A new
         frame gets the still picture once: the mesh's outline never moves, so outside it
-        the frame never changes."""
+        the frame never changes. The phase stills go: the next frame makes them anew
+        for this view."""
         self._delete_stills()
         scale = min(1.0, self._fit[0] * self.viewport[0] / self.canvas_size[0])
         GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
