@@ -2,6 +2,7 @@
 
     python bench/lipsync_eval.py --out bench/results/lipsync_eval.json
     python bench/lipsync_eval.py --model CANDIDATE.onnx   # score another model file
+    python bench/lipsync_eval.py --candidate NEW.onnx     # the shipped one and NEW, one run
 
 Needs (evaluation only, not the app): pocketsphinx==5.1.1 (phone alignment) and
 pylipsync (the MFCC-template baseline). Data: the real recordings in pocketsphinx's
@@ -13,13 +14,17 @@ the models recipe), ARPAbet phones mapped to the 15 OVR visemes with the design
 brief's table, on pocketsphinx's 10 ms frames. Predictions are compared at each
 reference frame's centre.
 
-Coarse groups (what a viewer tells apart at a glance):
+Coarse groups (what a viewer tells apart at a glance; pipeline.lipsync_model.COARSE):
     sil: sil | PP: PP | FF: FF | aa: aa | round: oh ou |
     narrow/spread: TH DD kk CH SS nn RR E ih (teeth close, lips unrounded)
 Balanced accuracy = mean over the 6 groups of the recall of that group.
 Onsets: each change of coarse group in the reference is matched to the nearest change
 into the same group in the prediction within ±100 ms (for "smoothed" rows the poses
-the user sees, for "raw" rows the model's argmax).
+the user sees, for "raw" rows the model's argmax). Chatter: changes of the shown viseme
+per second (the reference itself changes ~9 times a second on this speech).
+
+The smoother's settings are not chosen here (packaging/tune_smoother.py picks them on
+synthetic held-out speech); this set only reports them.
 
 Systems: ours (each latency head, raw argmax and smoothed); an RMS volume gate with
 hold (PNGtuber style: open "aa" above a threshold, held 150 ms, else "sil"); uLipSync's
@@ -30,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
@@ -42,10 +46,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.machine import describe  # noqa: E402
 from pipeline.lipsync_features import as_mono_float  # noqa: E402
-from pipeline.lipsync_model import DEFAULT_MODEL, LipShapeModel, VisemeSmoother  # noqa: E402
+from pipeline.lipsync_model import COARSE, COARSE_GROUPS, DEFAULT_MODEL, LipShapeModel, VisemeSmoother  # noqa: E402,E501
 from pipeline.resample import resample  # noqa: E402
-from pipeline.visemes import OVR_VISEMES, VISEME_INDEX  # noqa: E402
+from pipeline.visemes import VISEME_INDEX  # noqa: E402
 
 CACHE = ROOT / ".cache" / "lipsync_eval"
 SDIST = "pocketsphinx==5.1.1"
@@ -61,11 +66,6 @@ ARPABET_TO_VISEME = {
     **dict.fromkeys(["IH", "IY", "Y"], "ih"), **dict.fromkeys(["AO", "OW", "OY"], "oh"),
     **dict.fromkeys(["UW", "UH", "W"], "ou"),
 }
-COARSE_GROUPS = ("sil", "PP", "FF", "narrow/spread", "aa", "round")
-_COARSE_OF = {"sil": "sil", "PP": "PP", "FF": "FF", "aa": "aa", "oh": "round", "ou": "round",
-              **dict.fromkeys(["TH", "DD", "kk", "CH", "SS", "nn", "RR", "E", "ih"],
-                              "narrow/spread")}
-COARSE = np.array([COARSE_GROUPS.index(_COARSE_OF[v]) for v in OVR_VISEMES])
 PYLIPSYNC_TO_VISEME = {"aa": "aa", "ee": "E", "ih": "ih", "oh": "oh", "ou": "ou", "silence": "sil"}
 
 
@@ -199,16 +199,21 @@ def score(ref: np.ndarray, pred: np.ndarray, shown: np.ndarray) -> dict:
     cr, cp = COARSE[ref], COARSE[pred]
     recalls = [float(np.mean(cp[cr == g] == g)) for g in range(len(COARSE_GROUPS)) if np.any(cr == g)]
     signed, matched, total = [], 0, 0
-    ref_on = onsets(ref)
     pred_on = onsets(shown)
-    for t, g in ref_on:
+    by_group = {g: np.array([tp for tp, gp in pred_on if gp == g]) for g in range(len(COARSE_GROUPS))}
+    for t, g in onsets(ref):
         total += 1
-        candidates = [tp - t for tp, gp in pred_on if gp == g and abs(tp - t) <= 0.1]
+        # The nearest change into the same group (the earlier one on a tie).
+        times = by_group[g]
+        i = int(np.searchsorted(times, t))
+        candidates = [float(tp - t) for tp in times[max(0, i - 1):i + 1] if abs(tp - t) <= 0.1]
         if candidates:
             matched += 1
             signed.append(min(candidates, key=abs))
     errors_ms = np.abs(signed) * 1000
     return {
+        # Chatter: how often the shown viseme changes, per second of audio.
+        "changes_per_s": float(np.count_nonzero(shown[1:] != shown[:-1]) / (len(shown) * FRAME_S)),
         "viseme15_accuracy": float(np.mean(ref == pred)),
         "coarse_accuracy": float(np.mean(cr == cp)),
         "coarse_balanced_accuracy": float(np.mean(recalls)),
@@ -216,6 +221,7 @@ def score(ref: np.ndarray, pred: np.ndarray, shown: np.ndarray) -> dict:
                           for g in range(len(COARSE_GROUPS)) if np.any(cr == g)},
         "onset_median_ms": float(np.median(errors_ms)) if len(errors_ms) else None,
         "onset_p90_ms": float(np.percentile(errors_ms, 90)) if len(errors_ms) else None,
+        "onset_mean_ms": float(np.mean(errors_ms)) if len(errors_ms) else None,
         "onsets_matched_share": matched / total if total else None,
         # Positive: the prediction changes after the reference does.
         "onset_bias_ms": float(np.median(signed) * 1000) if signed else None,
@@ -227,6 +233,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    parser.add_argument("--candidate", type=Path, default=None,
+                        help="a second model file, scored in the same run (rows candidate_*)")
     args = parser.parse_args()
     t0 = time.time()
     data = sdist_data()
@@ -240,10 +248,12 @@ def main() -> None:
         systems = {"constant_ih": (np.full(n, VISEME_INDEX["ih"]),) * 2,
                    "rms_gate": (volume_gate(audio, n),) * 2,
                    "mfcc_templates": (mfcc_templates(audio, n),) * 2}
-        for mode, ms in (("ultra", 10), ("balanced", 30), ("premium", 60)):
-            raw, smooth = ours(audio, n, ms, hop_times[mode], args.model)
-            systems[f"ours_{mode}_raw"] = (raw, raw)
-            systems[f"ours_{mode}_smoothed"] = (smooth, smooth)
+        models = {"ours": args.model, **({"candidate": args.candidate} if args.candidate else {})}
+        for label, path in models.items():
+            for mode, ms in (("ultra", 10), ("balanced", 30), ("premium", 60)):
+                raw, smooth = ours(audio, n, ms, hop_times[mode] if label == "ours" else [], path)
+                systems[f"{label}_{mode}_raw"] = (raw, raw)
+                systems[f"{label}_{mode}_smoothed"] = (smooth, smooth)
         for key, (pred, shown) in systems.items():
             preds.setdefault(key, ([], []))
             preds[key][0].append(pred)
@@ -252,10 +262,11 @@ def main() -> None:
     results = {key: score(ref, np.concatenate(p), np.concatenate(s)) for key, (p, s) in preds.items()}
     summary = {
         "benchmark": "lipsync_eval",
-        "machine": platform.node() or platform.machine(),
+        "machine": describe(),
         "data": f"{SDIST} sdist test/data: librivox (5), cards (5), goforward.raw",
         "reference": "pocketsphinx 5.1.1 forced phone alignment, ARPAbet→viseme per design brief",
         "model": args.model.name,
+        "candidate": args.candidate.name if args.candidate else None,
         "frames": int(len(ref)),
         "seconds": round(time.time() - t0, 1),
         "systems": results,
@@ -263,16 +274,16 @@ def main() -> None:
                               "p99": round(float(np.percentile(t, 99)) * 1000, 3)}
                        for mode, t in hop_times.items()},
     }
-    print(f"{'system':24} {'15-way':>7} {'coarse':>7} {'bal.':>6} {'on.med':>7} {'on.p90':>7} "
-          f"{'match':>6} {'bias':>6}")
+    print(f"{'system':26} {'15-way':>7} {'coarse':>7} {'bal.':>6} {'on.med':>7} {'on.p90':>7} "
+          f"{'match':>6} {'bias':>6} {'chg/s':>6}")
     for key, r in results.items():
         med = r["onset_median_ms"]
         p90 = r["onset_p90_ms"]
         bias = r["onset_bias_ms"]
-        print(f"{key:24} {r['viseme15_accuracy']:7.3f} {r['coarse_accuracy']:7.3f} "
+        print(f"{key:26} {r['viseme15_accuracy']:7.3f} {r['coarse_accuracy']:7.3f} "
               f"{r['coarse_balanced_accuracy']:6.3f} {med if med is not None else float('nan'):7.1f} "
               f"{p90 if p90 is not None else float('nan'):7.1f} {r['onsets_matched_share'] or 0:6.2f} "
-              f"{bias if bias is not None else float('nan'):6.1f}")
+              f"{bias if bias is not None else float('nan'):6.1f} {r['changes_per_s']:6.2f}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(summary, indent=1) + "\n")

@@ -123,6 +123,18 @@ def test_smoother_does_not_chatter_between_close_rivals():
     assert sum(a != b for a, b in zip(shown[5:], shown[6:])) <= 1
 
 
+def test_smoother_shows_a_change_of_mouth_shape_without_delay():
+    # The first frame the model favours an open round "oh" over "aa" by more than the
+    # group margin, the shown viseme is "oh" (the previous settings took a frame more).
+    smoother = VisemeSmoother()
+    oh = VISEME_INDEX["oh"]
+    for _ in range(10):
+        smoother.update(_frame(AA))
+    probs = np.full(len(OVR_VISEMES), 0.05 / (len(OVR_VISEMES) - 2), np.float32)
+    probs[oh], probs[AA] = 0.6, 0.35
+    assert smoother.update(LipFrame(0.0, probs, 0.5)).dominant == oh
+
+
 def test_infer_file_reads_24_bit_stereo_wav(papa, tmp_path):
     from pipeline.resample import resample
 
