@@ -75,10 +75,13 @@ FLOW_CONTEXT = 32
 # engine that costs a quarter of the vocoder per frame.
 FLOW_WINDOW = 128
 
-# Once the first two chunks are out, the second window (up to 200 phonemes, ~190 ms of encoder
-# here) is read on the acoustic worker while the first window's ~350 ms of audio is made
-# as previews and played. Not sooner: on 2 busy cores it would delay first audio.
-PREFETCH_AFTER_CHUNKS = 2
+# After a preview start the second window is read on the acoustic worker while the first
+# window's ~350 ms of audio is made and played: so it is capped at 256 ids (~70 ms of
+# encoder here; 512 ids take ~190 ms, and twice that in the app on 2 busy cores), and
+# started once four chunks are out (~110 ms), not sooner: in the app, the first chunks
+# are due every 35-70 ms and an encoder run beside them made them late.
+SECOND_WINDOW_IDS = 256
+PREFETCH_AFTER_CHUNKS = 4
 
 # A stream cannot normalise each sentence to its peak (stock piper does) before the
 # sentence exists. Raw peaks of this voice (96 renders, default noise): median 0.54,
@@ -587,15 +590,20 @@ class StreamingTTS:
     def _next_window(self, sentence: _Sentence, mode: LatencyMode, index: int) -> _Window:
         symbols = sentence.symbols
         start = sentence.committed
+        low = max(0, start - mode.lookbehind)
         core = mode.window_core(index)
         lookahead = mode.first_lookahead if index == 0 else mode.lookahead
+        if index == 1 and mode.previews:
+            # Read while the first window's ~350 ms play: it must fit SECOND_WINDOW_IDS,
+            # unless the whole rest of the sentence does (then it needs no lookahead).
+            fits = (SECOND_WINDOW_IDS - 2) // 2 - (start - low)
+            core = len(symbols) - start if len(symbols) - start <= fits else min(core, fits - lookahead)
         if len(symbols) - start <= core + lookahead:
             end = len(symbols)
         else:
             end = _window_cut(symbols, start + core // 2, start + core)
             if end <= start:
                 end = start + core
-        low = max(0, start - mode.lookbehind)
         return _Window(start, end, low, min(len(symbols), end + lookahead))
 
     def _prefetch_window(
