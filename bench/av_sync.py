@@ -13,7 +13,6 @@ Usage: python bench/av_sync.py [--sentences 20] [--out bench/results/FILE.json]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.machine import describe  # noqa: E402
+from bench.machine import describe, publish  # noqa: E402
 
 SENTENCES = [
     "Hello everyone, welcome back to the stream.",
@@ -154,11 +153,7 @@ def main() -> int:
             "zero_late_frames": counters["late"] == counters_before["late"],
         },
     }
-    line = json.dumps(result)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(line)
+    publish(result, args.out)
     return 0
 
 

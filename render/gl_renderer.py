@@ -93,6 +93,21 @@ def read_framebuffer(width: int, height: int) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8).reshape(height, width, 4)[::-1].copy()
 
 
+def unit_quad() -> tuple[int, int]:
+    """(vao, vbo) of the unit square as a 4-vertex triangle strip in attribute 0, the
+    quad every textured layer is drawn with (its shader places it)."""
+    quad = np.array([0, 0, 0, 1, 1, 0, 1, 1], dtype=np.float32)
+    vao = int(GL.glGenVertexArrays(1))
+    vbo = int(GL.glGenBuffers(1))
+    GL.glBindVertexArray(vao)
+    GL.glBindBuffer(GL.GL_ARRAY_BUFFER, vbo)
+    GL.glBufferData(GL.GL_ARRAY_BUFFER, quad.nbytes, quad, GL.GL_STATIC_DRAW)
+    GL.glEnableVertexAttribArray(0)
+    GL.glVertexAttribPointer(0, 2, GL.GL_FLOAT, GL.GL_FALSE, 0, ctypes.c_void_p(0))
+    GL.glBindVertexArray(0)
+    return vao, vbo
+
+
 def _log_text(info) -> str:
     """A GLSL info log as text (PyOpenGL returns bytes or str by version)."""
     return (info.decode(errors="replace") if isinstance(info, bytes) else str(info)).strip()
@@ -160,15 +175,7 @@ class GLRenderer:
         self._uniforms = {name: GL.glGetUniformLocation(self.program, name) for name in
                           ("u_offset_y", "u_scale_y", "u_fit", "u_rect", "u_tex_a",
                            "u_tex_b", "u_mix", "u_alpha")}
-        quad = np.array([0, 0, 0, 1, 1, 0, 1, 1], dtype=np.float32)
-        self._vao = int(GL.glGenVertexArrays(1))
-        self._vbo = int(GL.glGenBuffers(1))
-        GL.glBindVertexArray(self._vao)
-        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._vbo)
-        GL.glBufferData(GL.GL_ARRAY_BUFFER, quad.nbytes, quad, GL.GL_STATIC_DRAW)
-        GL.glEnableVertexAttribArray(0)
-        GL.glVertexAttribPointer(0, 2, GL.GL_FLOAT, GL.GL_FALSE, 0, ctypes.c_void_p(0))
-        GL.glBindVertexArray(0)
+        self._vao, self._vbo = unit_quad()
         GL.glUseProgram(self.program)
         GL.glUniform1i(self._uniforms["u_tex_a"], 0)
         GL.glUniform1i(self._uniforms["u_tex_b"], 1)

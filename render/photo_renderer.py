@@ -32,7 +32,9 @@ from OpenGL import GL
 
 from pipeline.frames import MouthPose
 from pipeline.resources import SHADERS_DIR
-from render.gl_renderer import build_program, letterbox_fit, read_framebuffer, upload_texture
+from render.gl_renderer import (
+    build_program, letterbox_fit, read_framebuffer, unit_quad, upload_texture,
+)
 from render.idle_motion import breath_transform
 from render.photo_rig import RECORD, STATIC, PhotoRig
 
@@ -102,14 +104,7 @@ class PhotoRenderer:
         GL.glUniform1i(self._mouth_u["u_mouth"], 1)
         GL.glUseProgram(0)
 
-        quad = np.array([0, 0, 0, 1, 1, 0, 1, 1], dtype=np.float32)
-        self._quad_vao = int(GL.glGenVertexArrays(1))
-        self._quad_vbo = int(GL.glGenBuffers(1))
-        GL.glBindVertexArray(self._quad_vao)
-        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._quad_vbo)
-        GL.glBufferData(GL.GL_ARRAY_BUFFER, quad.nbytes, quad, GL.GL_STATIC_DRAW)
-        GL.glEnableVertexAttribArray(0)
-        GL.glVertexAttribPointer(0, 2, GL.GL_FLOAT, GL.GL_FALSE, 0, ctypes.c_void_p(0))
+        self._quad_vao, self._quad_vbo = unit_quad()
 
         # The mouth rectangle in canvas pixels, as skin that lies still (position = source).
         self._rect_vao = int(GL.glGenVertexArrays(1))
