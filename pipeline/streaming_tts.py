@@ -39,6 +39,9 @@ first window.
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -64,6 +67,8 @@ from pipeline.tts import (
 )
 from pipeline.viseme_track import fold_phonemes
 
+log = logging.getLogger(__name__)
+
 # Phoneme-id lengths the acoustic engine is ever run with: a handful of fixed shapes,
 # so GPU graphs / TensorRT profiles can be built for exactly these later. The encoder
 # costs ~0.3 ms per id here, so the first window gets a bucket of its own (32 ids,
@@ -78,11 +83,13 @@ FLOW_WINDOW = 128
 
 # After a preview start the second window is read on the acoustic worker while the first
 # window's ~350 ms of audio is made and played: so it is capped at 256 ids (~70 ms of
-# encoder here; 512 ids take ~190 ms, and twice that in the app on 2 busy cores), and
-# started once four chunks are out (~110 ms), not sooner: in the app, the first chunks
-# are due every 35-70 ms and an encoder run beside them made them late.
+# encoder here; 512 ids take ~190 ms, and twice that in the app on 2 busy cores). It
+# starts once two chunks are out, at a lower priority: it has hundreds of milliseconds
+# to spare, while the next chunks are due every 35-70 ms and the display every 17 ms
+# (at equal priority it made both late in the app on 2 cores).
 SECOND_WINDOW_IDS = 256
-PREFETCH_AFTER_CHUNKS = 4
+PREFETCH_AFTER_CHUNKS = 2
+PREFETCH_NICE = 5
 
 # A stream cannot normalise each sentence to its peak (stock piper does) before the
 # sentence exists. Raw peaks of this voice (96 renders, default noise): median 0.54,
@@ -351,7 +358,8 @@ class StreamingTTS:
         )
         # The acoustic stage's own worker: onnxruntime releases the GIL, so a later
         # window's encoder runs on the other core while the vocoder makes audio.
-        self._acoustic_worker = ThreadPoolExecutor(1, thread_name_prefix="tts-acoustic")
+        self._acoustic_worker = ThreadPoolExecutor(1, thread_name_prefix="tts-acoustic",
+                                                   initializer=_yield_to_others)
         self._shapes: dict[str, set[tuple[int, ...]]] = {
             "acoustic": set(), "flow": set(), "vocoder": set()
         }
@@ -695,6 +703,16 @@ class StreamingTTS:
         feed = {_LATENT: np.ascontiguousarray(latents[None])}
         self._shapes["vocoder"].add(feed[_LATENT].shape)
         return self._vocoder.run(None, feed)[0].reshape(-1)
+
+
+def _yield_to_others() -> None:
+    """Lower the calling thread's priority a little (Linux schedules threads one by one),
+    so that the worker takes only the CPU that chunks and display ticks leave."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PREFETCH_NICE)
+        except OSError:
+            log.warning("could not lower the acoustic worker's priority", exc_info=True)
 
 
 # Pauses a window may end on: the voice breathes there anyway, and the mouth rests.
