@@ -24,7 +24,7 @@ from pipeline.speaker import SpeechEvent, SpeechFailed, SpeechFinished, SpeechNo
 from pipeline.sync_metrics import viseme_change_offsets
 from render.avatar_rig import RigError
 from render.avatar_view import PRESENTED, AvatarView
-from render.avatars import AvatarRig, is_picture, load_avatar_rig
+from render.avatars import PICTURE_SUFFIXES, AvatarRig, is_picture, load_avatar_rig
 from render.face_landmarks import PortraitError
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ METER_FLOOR_DB = -60
 # Viseme changes further than this from any onset of that viseme are not lip-sync
 # errors but something else (a held fallback, a cut): they are counted, not averaged.
 MATCH_WINDOW_S = 0.1
+PICTURE_FILTER = "Pictures ({})".format(" ".join("*" + suffix for suffix in PICTURE_SUFFIXES))
 
 
 class _Bridge(QObject):
@@ -204,8 +205,7 @@ class MainWindow(QMainWindow):
 
     def choose_portrait(self) -> None:
         self.importer.prepare()
-        path, _ = QFileDialog.getOpenFileName(self, "Import portrait", "",
-                                              "Pictures (*.png *.jpg *.jpeg)")
+        path, _ = QFileDialog.getOpenFileName(self, "Import portrait", "", PICTURE_FILTER)
         if path:
             self.import_portrait(path)
 

@@ -80,3 +80,10 @@ def test_lipsync_explains_bad_input(tmp_path, content, message):
     result = _run(["lipsync", str(path), "--out", str(tmp_path / "c.json")])
     assert result.returncode == 1
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_mode_choices_are_the_voices_latency_modes():
+    from app.cli import MODE_NAMES
+    from pipeline.streaming_tts import LATENCY_MODES
+
+    assert MODE_NAMES == tuple(LATENCY_MODES)
