@@ -5,7 +5,7 @@ For a 5-, 20- and 60-word sentence and a 4-sentence paragraph: cold (first call 
 loading), warm P50/P99 over --runs calls (first AudioChunk in hand after the call),
 real-time factor and underruns of full runs, and stock `PiperVoice.synthesize` (time to
 its first chunk) on the same texts. Playback is simulated in real time as the app's
-speaker plays: from its start lead (START_LEAD_MIN_S, 30 ms) after the first chunk; a
+speaker plays: from its start lead (START_LEAD_MIN_S, 45 ms) after the first chunk; a
 chunk not ready when playback reaches it is one underrun. `underruns_zero_lead` counts
 them for playback starting the instant the first chunk is ready, a stricter player.
 

@@ -36,9 +36,10 @@ SILENT_LEAD_S = 0.05
 # A jitter buffer for the start of speech: playback begins this far behind the first
 # chunk, so the next chunks have time to arrive. It grows after a request that had
 # underruns and shrinks back after clean ones, as VoIP jitter buffers do.
-# Measured in the app on 2 cores: the third chunk of a sentence arrives only ~15 ms
-# before it is due, so a 30 ms floor keeps a margin of about two blocks there.
-START_LEAD_MIN_S = 0.03
+# Measured in the app on 2 cores with software GL: with the streaming voice's preview
+# start, the third chunk arrived 13-24 ms before it was due with a 30 ms lead, and 1 in
+# ~8 first speeches had a late chunk; 45 ms gives it a margin of ~30 ms.
+START_LEAD_MIN_S = 0.045
 START_LEAD_MAX_S = 0.2
 CLEAN_RUNS_TO_SHRINK = 4
 
@@ -156,6 +157,11 @@ class Speaker:
         self._worker.join(timeout=5)
 
     def _run(self) -> None:
+        # The first resampling in a process costs ~16 ms more (numpy sets up its einsum
+        # path): paid here, not by the first chunk of the first speech.
+        if self._tts.sample_rate != self.rate:
+            StreamResampler(self._tts.sample_rate, self.rate).process(
+                np.zeros(self._tts.hop * 4, np.float32), last=True)
         while (request := self._requests.get()) is not None:
             if request.cancel.is_set():
                 continue

@@ -88,7 +88,7 @@ FLOW_WINDOW = 128
 # to spare, while the next chunks are due every 35-70 ms and the display every 17 ms
 # (at equal priority it made both late in the app on 2 cores).
 SECOND_WINDOW_IDS = 256
-PREFETCH_AFTER_CHUNKS = 2
+PREFETCH_AFTER_CHUNKS = 3
 PREFETCH_NICE = 5
 
 # A stream cannot normalise each sentence to its peak (stock piper does) before the
