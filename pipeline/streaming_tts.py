@@ -84,7 +84,7 @@ FLOW_WINDOW = 128
 # After a preview start the second window is read on the acoustic worker while the first
 # window's ~350 ms of audio is made and played: so it is capped at 256 ids (~70 ms of
 # encoder here; 512 ids take ~190 ms, and twice that in the app on 2 busy cores). It
-# starts once two chunks are out, at a lower priority: it has hundreds of milliseconds
+# starts once three chunks are out, at a lower priority: it has hundreds of milliseconds
 # to spare, while the next chunks are due every 35-70 ms and the display every 17 ms
 # (at equal priority it made both late in the app on 2 cores).
 SECOND_WINDOW_IDS = 256
