@@ -226,11 +226,13 @@ def test_mode_switch_storm_while_speaking(tts, output):
 
 
 def test_start_lead_grows_after_underruns_and_shrinks_after_clean_runs(tts):
-    from pipeline.speaker import CLEAN_RUNS_TO_SHRINK, START_LEAD_MAX_S, START_LEAD_MIN_S
+    from pipeline.speaker import (
+        CLEAN_RUNS_TO_SHRINK, START_LEAD_INITIAL_S, START_LEAD_MAX_S, START_LEAD_MIN_S,
+    )
 
     speaker = Speaker(tts, SpeechTimeline(), None, MediaClock(22050), Events())
     try:
-        assert speaker.start_lead_s == START_LEAD_MIN_S
+        assert START_LEAD_MIN_S < speaker.start_lead_s == START_LEAD_INITIAL_S < START_LEAD_MAX_S
         for _ in range(10):
             speaker._adapt_start_lead(2)
         assert speaker.start_lead_s == START_LEAD_MAX_S
