@@ -40,10 +40,10 @@ SILENT_LEAD_S = 0.05
 # start, the third chunk arrived 13-24 ms before it was due with a 30 ms lead, and 1 in
 # ~8 first speeches had a late chunk; 45 ms gives it a margin of ~30 ms.
 START_LEAD_MIN_S = 0.045
-# A fresh app starts cautious and tightens after clean runs: its first speeches also pay
-# first-use costs (caches, numpy and onnxruntime code paths, a busy UI just started),
-# and on 2 cores a 45 ms lead still let about 1 in 20 first speeches underrun.
-START_LEAD_INITIAL_S = 0.09
+# A fresh app starts a little cautious and tightens after clean runs: its first speeches
+# pay first-use costs (caches, numpy and onnxruntime code paths, a UI just started), and
+# on 2 cores a 45 ms lead still let a first speech underrun in 1 of ~20 test runs.
+START_LEAD_INITIAL_S = 0.06
 START_LEAD_MAX_S = 0.2
 CLEAN_RUNS_TO_SHRINK = 4
 
