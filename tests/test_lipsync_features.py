@@ -8,6 +8,7 @@ import pytest
 from pipeline.lipsync_features import (
     N_MELS,
     StreamingLogMel,
+    StreamingResampler,
     as_mono_float,
     file_features,
     log_mel,
@@ -42,6 +43,23 @@ def test_other_rates_resample_to_the_same_features(rate):
     assert len(streamed) == len(batch) == 100
     # Causal FIR vs zero-phase resampling differ by under a millisecond of delay.
     assert np.median(np.abs(streamed[5:] - batch[5:])) < 0.2
+
+
+@pytest.mark.parametrize("rate", [48_000, 44_100])
+def test_resampler_is_one_causal_fir_whatever_the_blocks(rate):
+    audio = _speechlike(rate, 0.3)
+    outputs = []
+    for block in (1, 256, 4096):
+        resampler = StreamingResampler(rate)
+        outputs.append(np.concatenate([resampler.push(audio[i:i + block]).copy()
+                                       for i in range(0, len(audio), block)]))
+    assert len({len(o) for o in outputs}) == 1
+    assert all(np.allclose(outputs[0], o, atol=1e-6) for o in outputs[1:])
+    if resampler.up == 1:
+        # Whole-number ratio: output j is the filter over inputs up to 3j, nothing else.
+        taps = resampler._bank[0][::-1]
+        reference = np.convolve(audio.astype(np.float64), taps)[::resampler.down]
+        assert np.allclose(outputs[0], reference[:len(outputs[0])], atol=1e-5)
 
 
 @pytest.mark.parametrize("rate, block", [(16_000, 160), (48_000, 480), (44_100, 441)])
