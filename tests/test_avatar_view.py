@@ -191,4 +191,8 @@ def test_vsync_mode_ticks_on_swaps_and_falls_back_when_they_stop_blocking(qt_app
     assert view.stats()["display_mode"] == "deadline"
     # It ticked on the (fast) swaps first, then paced itself on the 60 Hz grid.
     assert (intervals[:5] < 0.7 * view.period).all()
-    assert np.mean(intervals[-40:]) == pytest.approx(view.period, rel=0.02)
+    # Median and share, not mean: on 2 busy cores a timer now and then fires a slot late,
+    # and one doubled interval moves a 40-interval mean by 2.5 %.
+    paced = intervals[-40:]
+    assert np.median(paced) == pytest.approx(view.period, rel=0.02)
+    assert np.mean(np.abs(paced - view.period) < 0.2 * view.period) >= 0.9
