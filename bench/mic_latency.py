@@ -6,7 +6,11 @@ in the same run.
 Latency is measured per pose: from the ADC instant of the audio the pose describes to
 the moment the pose is published for the frame producer (it makes the slot's frame
 within its next poll, ≤ 4 ms). It includes the mode's lookahead, which a causal model
-must wait for. Inference cost is timed per 10 ms hop around the model call.
+must wait for.
+
+Per 10 ms hop two costs are timed on the mic thread: inference (`infer_*`, the network's
+onnxruntime run, what the issue's 1 ms goal is about) and the whole analysis of the hop
+(`hop_*`: resampling, log-mel features, inference and smoothing).
 
 Usage: python bench/mic_latency.py [--seconds 12] [--out bench/results/mic_latency.json]
 """
@@ -32,12 +36,23 @@ SPEECH = ("Hello everyone and welcome back. Today we are building a paper robot,
 
 class TimedAnalyser:
     """Wraps an analyser and records the wall and thread CPU time of every call, per hop
-    produced."""
+    produced, and the wall time of each of its model's inference runs."""
 
     def __init__(self, analyser) -> None:
         self.analyser = analyser
         self.costs: list[float] = []
         self.cpu_costs: list[float] = []
+        self.infer_costs: list[float] = []
+        model = getattr(analyser, "model", None)
+        if model is not None:
+            advance = model._advance
+
+            def timed_advance(feats):
+                started = time.perf_counter()
+                advance(feats)
+                self.infer_costs.append(time.perf_counter() - started)
+
+            model._advance = timed_advance
 
     def __call__(self, block: np.ndarray, rate: int):
         started, cpu_started = time.perf_counter(), time.thread_time()
@@ -76,16 +91,22 @@ def _run(analyser, speech: np.ndarray, seconds: float) -> dict:
     stats = stage.latency()
     costs = np.array(timed.costs) * 1000
     cpu_costs = np.array(timed.cpu_costs) * 1000
+    infer = {}
+    if timed.infer_costs:
+        infer_costs = np.array(timed.infer_costs) * 1000
+        infer = {"infer_p50_ms": round(float(np.percentile(infer_costs, 50)), 3),
+                 "infer_p99_ms": round(float(np.percentile(infer_costs, 99)), 3)}
     return {
         "latency_p50_ms": round(stats.p50_ms, 2),
         "latency_p99_ms": round(stats.p99_ms, 2),
         "poses": stats.count,
-        "infer_p50_ms": round(float(np.percentile(costs, 50)), 3),
-        "infer_p99_ms": round(float(np.percentile(costs, 99)), 3),
-        # The same hops in the mic thread's own CPU time: what inference costs, without
-        # the waits for the GIL and the cores that the wall-clock figures include.
-        "infer_cpu_p50_ms": round(float(np.percentile(cpu_costs, 50)), 3),
-        "infer_cpu_p99_ms": round(float(np.percentile(cpu_costs, 99)), 3),
+        **infer,
+        "hop_p50_ms": round(float(np.percentile(costs, 50)), 3),
+        "hop_p99_ms": round(float(np.percentile(costs, 99)), 3),
+        # The same hops in the mic thread's own CPU time: what the analysis costs,
+        # without the waits for the GIL and the cores that the wall-clock figures include.
+        "hop_cpu_p50_ms": round(float(np.percentile(cpu_costs, 50)), 3),
+        "hop_cpu_p99_ms": round(float(np.percentile(cpu_costs, 99)), 3),
         "obs_sync_offset_ms": stage.sync_offset_ms,
         "capture_overflows": mic.overflows,
     }
@@ -117,6 +138,8 @@ def main() -> int:
         result["meets_goals"] = (result["latency_p50_ms"] <= 10 + lookahead
                                  and result["latency_p99_ms"] <= 20 + lookahead
                                  and result["infer_p99_ms"] <= 1.0)
+        # Stricter than the goal: the whole hop's analysis inside the same 1 ms.
+        result["hop_p99_within_1ms"] = result["hop_p99_ms"] <= 1.0
         modes[mode] = result
     gate = _run(VolumeGate(), speech, args.seconds)
     sounddevice._terminate()
