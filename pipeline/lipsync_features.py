@@ -154,22 +154,25 @@ class StreamingResampler:
         self.delay_s = (n - 1) / 2.0 / (self.up * src_rate)
         self._periods_max = max(1, max_block // self.down + 1)
         out_max = self._periods_max * self.up
-        outputs = np.arange(out_max)
-        base = (outputs * self.down) // self.up
-        phase = (outputs * self.down) % self.up
-        self._index = (base[:, None] + np.arange(taps)[None, :]).astype(np.intp)
-        self._coeffs = self._bank[phase]
         self._history = np.zeros(taps - 1 + self._periods_max * self.down, np.float32)
         self._filled = taps - 1  # zeros stand in for the audio before the stream began
-        self._gathered = np.empty((out_max, taps), np.float32)
         self._scratch = np.empty_like(self._history)
         self._out = np.empty(out_max, np.float32)
-        # Whole-number ratios (48, 32, 96 kHz) have one phase, so output j's inputs are a
-        # fixed-stride view of the history: one product per push, no gather (3x cheaper).
-        step = self._history.itemsize
-        self._windows = (np.lib.stride_tricks.as_strided(
-            self._history, (out_max, taps), (self.down * step, step), writeable=False)
-            if self.up == 1 else None)
+        if self.up == 1:
+            # Whole-number ratios (48, 32, 96 kHz) have one phase, so output j's inputs
+            # are a fixed-stride view of the history: one product per push, no gather
+            # (3x cheaper).
+            step = self._history.itemsize
+            self._windows = np.lib.stride_tricks.as_strided(
+                self._history, (out_max, taps), (self.down * step, step), writeable=False)
+        else:
+            self._windows = None
+            outputs = np.arange(out_max)
+            base = (outputs * self.down) // self.up
+            phase = (outputs * self.down) % self.up
+            self._index = (base[:, None] + np.arange(taps)[None, :]).astype(np.intp)
+            self._coeffs = self._bank[phase]
+            self._gathered = np.empty((out_max, taps), np.float32)
 
     def push(self, block: np.ndarray) -> np.ndarray:
         """Resampled audio available after `block` (a view, valid until the next push)."""

@@ -128,7 +128,7 @@ class LatencyMode:
     # are a preview (module docstring) and the runs are ~30 frames shorter. Measured
     # over 26 short sentences at 12 flow / 6 vocoder frames: max |diff| from the whole
     # sentence's audio median 0.006, P90 0.027, worst 0.057 (-25 dBFS); 20 flow frames
-    # would bring the worst to 0.021, for a flow run 1 ms dearer (tests bound both).
+    # would bring the worst to 0.021, for a flow run 1 ms dearer (tests bound the first).
     first_flow_context: int = FLOW_CONTEXT
     first_context_frames: int | None = None  # None: context_frames
 
