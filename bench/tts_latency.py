@@ -8,6 +8,8 @@ its first chunk) on the same texts. Playback is simulated in real time as the ap
 speaker plays: from its start lead (START_LEAD_MIN_S, 45 ms) after the first chunk; a
 chunk not ready when playback reaches it is one underrun. `underruns_zero_lead` counts
 them for playback starting the instant the first chunk is ready, a stricter player.
+Warm runs are interleaved (each repetition runs every text, stock and every mode), so a
+slow minute of this VM falls on all of them alike.
 
 Last line of output: one JSON object.
 Usage: python bench/tts_latency.py [--runs 20] [--full-runs 3] [--out bench/results/FILE.json]
@@ -102,50 +104,63 @@ def main() -> None:
 
     load_before = os.getloadavg()
     load_samples = [load_before[0]]  # 1-minute load average between phases
-    stock = PiperVoice.load(model_path(), config_path=config_path())
-    stock_ms: dict[str, list[float]] = {name: [] for name in TEXTS}
-    for name, text in TEXTS.items():
-        _stock_first_ms(stock, text)
-        for _ in range(args.runs):
-            stock_ms[name].append(_stock_first_ms(stock, text))
-        print(f"stock {name}: p50 {np.median(stock_ms[name]):.1f} ms", flush=True)
+    names = list(TEXTS)
+    mode_items = list(LATENCY_MODES.items())
+    results: dict[str, dict[str, dict]] = {m: {} for m, _ in mode_items}
+    for mode_name, mode in mode_items:
+        for name in names:
+            cold_tts = StreamingTTS()
+            results[mode_name][name] = {"cold_ttfa_ms": round(_first_audio_ms(cold_tts, TEXTS[name], mode), 2)}
+            del cold_tts
     load_samples.append(os.getloadavg()[0])
 
-    modes: dict[str, dict] = {}
-    for mode_name, mode in LATENCY_MODES.items():
-        results: dict[str, dict] = {}
-        for name, text in TEXTS.items():
-            cold_tts = StreamingTTS()
-            cold = _first_audio_ms(cold_tts, text, mode)
-            del cold_tts
-            results[name] = {"cold_ttfa_ms": round(cold, 2)}
-        tts = StreamingTTS()
-        tts.warm_up()
-        for name, text in TEXTS.items():
-            times = [_first_audio_ms(tts, text, mode) for _ in range(args.runs)]
-            full = [_full_run(tts, text, mode) for _ in range(args.full_runs)]
-            p50 = float(np.percentile(times, 50))
+    # Warm runs interleaved: each repetition times every text with stock piper and with
+    # each mode, one after another, so all of them sample the same moments of this VM
+    # (its speed drifts by 20-30 % from one minute to the next).
+    stock = PiperVoice.load(model_path(), config_path=config_path())
+    tts = StreamingTTS()
+    tts.warm_up()
+    for name in names:
+        _stock_first_ms(stock, TEXTS[name])
+    stock_ms: dict[str, list[float]] = {name: [] for name in names}
+    times = {(m, name): [] for m, _ in mode_items for name in names}
+    for _ in range(args.runs):
+        for name in names:
+            stock_ms[name].append(_stock_first_ms(stock, TEXTS[name]))
+            for mode_name, mode in mode_items:
+                times[mode_name, name].append(_first_audio_ms(tts, TEXTS[name], mode))
+    load_samples.append(os.getloadavg()[0])
+    full = {(m, name): [] for m, _ in mode_items for name in names}
+    for _ in range(args.full_runs):
+        for name in names:
+            for mode_name, mode in mode_items:
+                full[mode_name, name].append(_full_run(tts, TEXTS[name], mode))
+    load_samples.append(os.getloadavg()[0])
+
+    for mode_name, _ in mode_items:
+        for name in names:
+            runs = times[mode_name, name]
+            p50 = float(np.percentile(runs, 50))
             stock_p50 = float(np.median(stock_ms[name]))
-            results[name].update({
+            done = full[mode_name, name]
+            results[mode_name][name].update({
                 "ttfa_p50_ms": round(p50, 2),
-                "ttfa_p99_ms": round(float(np.percentile(times, 99)), 2),
+                "ttfa_p99_ms": round(float(np.percentile(runs, 99)), 2),
                 "stock_ttfa_p50_ms": round(stock_p50, 2),
                 "ratio_stock_over_ours": round(stock_p50 / p50, 2),
-                "rtf": round(float(np.median([rtf for rtf, _, _ in full])), 3),
-                "underruns": int(sum(u for _, u, _ in full)),
-                "underruns_zero_lead": int(sum(u for _, _, u in full)),
+                "rtf": round(float(np.median([rtf for rtf, _, _ in done])), 3),
+                "underruns": int(sum(u for _, u, _ in done)),
+                "underruns_zero_lead": int(sum(u for _, _, u in done)),
                 "full_runs": args.full_runs,
             })
-            print(f"{mode_name} {name}: {results[name]}", flush=True)
-        modes[mode_name] = results
-        load_samples.append(os.getloadavg()[0])
+            print(f"{mode_name} {name}: {results[mode_name][name]}", flush=True)
 
     report = {
         "machine": describe(),
         "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         # 1, 5 and 15-minute load averages at the start and end, and the 1-minute one
-        # after the stock runs and after each mode: another process on these 2 cores
-        # shows here (this bench itself keeps about one core busy).
+        # after the cold, warm and full runs: another process on these 2 cores shows
+        # here (this bench itself keeps about one core busy).
         "load_average_1_5_15_before": [round(x, 2) for x in load_before],
         "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
         "load_average_1min_samples": [round(x, 2) for x in load_samples],
@@ -154,7 +169,7 @@ def main() -> None:
         # Other work shared these 2 cores while some results were taken; a raised
         # priority keeps it from deciding them. Stock piper runs at the same priority.
         "nice": os.nice(0),
-        "modes": modes,
+        "modes": results,
     }
     publish(report, args.out)
 
