@@ -13,10 +13,16 @@ from PySide6.QtWidgets import (
 from app.settings import Settings, validate
 from pipeline.audio_input import list_input_devices
 from pipeline.audio_output import list_output_devices
+from pipeline.lipsync_model import MIC_TRADES
 from pipeline.streaming_tts import LATENCY_MODES
 
 SYSTEM_DEFAULT = "System default"
 BUNDLED_AVATAR = ""
+
+
+def mode_text(name: str) -> str:
+    """What a latency mode trades, for the voice and for the microphone."""
+    return f"{LATENCY_MODES[name].description} {MIC_TRADES[name]}"
 
 
 def _device_box(devices: list[str], chosen: str | None) -> QComboBox:
@@ -44,16 +50,16 @@ class SettingsPanel(QDialog):
 
         self.mode = QComboBox()
         measured = mode_first_audio_ms or {}
-        for name, mode in LATENCY_MODES.items():
+        for name in LATENCY_MODES:
             figure = (f"first audio {measured[name]:.0f} ms here" if name in measured
                       else "not measured yet")
             self.mode.addItem(f"{name} ({figure})", name)
-            self.mode.setItemData(self.mode.count() - 1, mode.description, Qt.ItemDataRole.ToolTipRole)
+            self.mode.setItemData(self.mode.count() - 1, mode_text(name), Qt.ItemDataRole.ToolTipRole)
         self.mode.setCurrentIndex(self.mode.findData(settings.latency_mode))
-        self.mode_description = QLabel(LATENCY_MODES[settings.latency_mode].description)
+        self.mode_description = QLabel(mode_text(settings.latency_mode))
         self.mode_description.setWordWrap(True)
         self.mode.currentIndexChanged.connect(
-            lambda _: self.mode_description.setText(LATENCY_MODES[self.mode.currentData()].description))
+            lambda _: self.mode_description.setText(mode_text(self.mode.currentData())))
         form.addRow("Latency mode", self.mode)
         form.addRow("", self.mode_description)
 

@@ -36,6 +36,15 @@ from pipeline.visemes import MUST_SHOW, OPENNESS, OVR_VISEMES, VISEME_INDEX
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "assets" / "models" / "lipsync.onnx"
 MODES_MS: dict[str, int] = {"ultra": 10, "balanced": 30, "premium": 60}
+# What each latency mode trades on the microphone's side, for the settings panel. The
+# ranking is measured on real speech (bench/results/lipsync_eval.json): the less the
+# model may hear ahead, the more often it confuses shapes that look alike.
+MIC_TRADES: dict[str, str] = {
+    "ultra": "Microphone: the mouth trails the voice the least (10 ms look-ahead); the "
+    "least exact shapes.",
+    "balanced": "Microphone: 30 ms look-ahead; nearly premium's shapes.",
+    "premium": "Microphone: 60 ms look-ahead; the most exact shapes.",
+}
 FRAME_S = HOP / SAMPLE_RATE
 _SIL = VISEME_INDEX["sil"]
 _MUST_SHOW = frozenset(VISEME_INDEX[v] for v in MUST_SHOW)

@@ -1,0 +1,90 @@
+"""The settings panel on a real Qt display: every knob of Settings, validated by the model."""
+
+from dataclasses import asdict, fields
+
+import pytest
+
+from app.settings import Settings
+from pipeline.lipsync_model import MIC_TRADES, MODES_MS
+from pipeline.streaming_tts import LATENCY_MODES
+
+
+@pytest.fixture
+def panel(qt_app):
+    from app.settings_panel import SettingsPanel
+
+    made = []
+
+    def make(settings=Settings(), measured=None):
+        made.append(SettingsPanel(settings, measured))
+        return made[-1]
+
+    yield make
+    for dialog in made:
+        dialog.deleteLater()
+    qt_app.processEvents()
+
+
+def test_every_mode_states_its_trades_for_voice_and_microphone(panel):
+    assert set(MIC_TRADES) == set(MODES_MS) == set(LATENCY_MODES)
+    dialog = panel(Settings(latency_mode="balanced"), {"ultra": 26.4, "balanced": 27.1})
+    labels = [dialog.mode.itemText(i) for i in range(dialog.mode.count())]
+    assert labels == ["ultra (first audio 26 ms here)", "balanced (first audio 27 ms here)",
+                      "premium (not measured yet)"]
+    assert dialog.mode_description.text() == (
+        f"{LATENCY_MODES['balanced'].description} {MIC_TRADES['balanced']}")
+    dialog.mode.setCurrentIndex(dialog.mode.findData("ultra"))
+    assert "10 ms look-ahead" in dialog.mode_description.text()
+    assert LATENCY_MODES["ultra"].description in dialog.mode_description.text()
+
+
+def test_every_setting_is_edited_and_comes_back_validated(panel):
+    dialog = panel()
+    dialog.mode.setCurrentIndex(dialog.mode.findData("premium"))
+    dialog.mic_enabled.setChecked(False)
+    dialog.mic_gain.setValue(6.5)
+    dialog.mic_gate.setValue(-42.0)
+    dialog.mic_lipsync.setCurrentIndex(dialog.mic_lipsync.findData("volume"))
+    dialog.avatar.setText("  /tmp/rig/manifest.json ")
+    dialog.rate.setValue(1.25)
+    dialog.volume.setValue(0.8)
+    dialog.fps.setValue(30)
+    dialog.blinking.setChecked(False)
+    dialog.breathing.setChecked(False)
+    dialog.background.setText("#102030")
+    dialog._accept()
+    result = dialog.result_settings()
+    assert dialog.error.text() == ""
+    expected = Settings(latency_mode="premium", mic_enabled=False, mic_gain_db=6.5,
+                        mic_gate_db=-42.0, mic_lipsync="volume",
+                        avatar_manifest="/tmp/rig/manifest.json", speech_rate=1.25, volume=0.8,
+                        target_fps=30, blinking=False, breathing=False, background="#102030")
+    assert result == expected
+    # Every field but the version was set to something other than its default here, or
+    # is a device (next test): the panel has a widget for each knob.
+    changed = {k for k, v in asdict(result).items() if v != getattr(Settings(), k)}
+    devices = {"audio_output_device", "mic_device"}
+    assert changed | devices | {"version"} == {f.name for f in fields(Settings)}
+
+
+def test_a_saved_device_that_is_unplugged_stays_chosen(panel):
+    dialog = panel(Settings(audio_output_device="USB Headset", mic_device="Blue Yeti"))
+    assert dialog.output.currentText() == "USB Headset"
+    assert dialog.mic.currentText() == "Blue Yeti"
+    dialog._accept()
+    kept = dialog.result_settings()
+    assert (kept.audio_output_device, kept.mic_device) == ("USB Headset", "Blue Yeti")
+    dialog = panel(Settings(audio_output_device="USB Headset"))
+    dialog.output.setCurrentIndex(0)  # System default
+    dialog._accept()
+    assert dialog.result_settings().audio_output_device is None
+
+
+def test_a_bad_value_is_explained_and_nothing_is_taken(panel):
+    original = Settings()
+    dialog = panel(original)
+    dialog.background.setText("not a colour")
+    dialog._accept()
+    assert "background" in dialog.error.text()
+    assert dialog.result_settings() is original
+    assert not dialog.result()  # the dialog did not close as accepted
