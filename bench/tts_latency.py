@@ -109,9 +109,8 @@ def main() -> None:
     results: dict[str, dict[str, dict]] = {m: {} for m, _ in mode_items}
     for mode_name, mode in mode_items:
         for name in names:
-            cold_tts = StreamingTTS()
-            results[mode_name][name] = {"cold_ttfa_ms": round(_first_audio_ms(cold_tts, TEXTS[name], mode), 2)}
-            del cold_tts
+            cold = _first_audio_ms(StreamingTTS(), TEXTS[name], mode)
+            results[mode_name][name] = {"cold_ttfa_ms": round(cold, 2)}
     load_samples.append(os.getloadavg()[0])
 
     # Warm runs interleaved: each repetition times every text with stock piper and with
