@@ -83,7 +83,7 @@ class PhotoRenderer:
         self.skin_program = build_program(d / "photo_skin.vert", d / "photo_skin.frag")
         self.warp_program = build_program(d / "photo_skin.vert", d / "photo_warp.frag")
         self.cavity_program = build_program(d / "photo_cavity.vert", d / "photo_cavity.frag")
-        self.picture_program = build_program(d / "photo_picture.vert", d / "photo_picture.frag")
+        self.picture_program = build_program(d / "photo_picture.vert", d / "photo_skin.frag")
         self.mouth_program = build_program(d / "sprite.vert", d / "photo_mouth.frag")
         uniforms = lambda program, *names: {n: GL.glGetUniformLocation(program, n) for n in names}  # noqa: E731
         self._skin_u = uniforms(self.skin_program, "u_canvas", "u_scale", "u_offset", "u_picture",

@@ -1,7 +1,9 @@
 #version 330 core
-// Skin drawn onto the frame with its mesh (the eyes): one picture sample per fragment
-// (premultiplied alpha), composed over u_clear here rather than by GL blending, so a
-// faded avatar never shows the still picture through its warp.
+// The picture drawn onto the frame, with the eye mesh (photo_skin.vert) or over a
+// rectangle (photo_picture.vert: into PhotoRenderer's phase stills once per view, or
+// the whole picture when the avatar is faded). One sample per fragment (premultiplied
+// alpha), composed over u_clear here rather than by GL blending, so a faded avatar
+// never shows the still picture through its warp.
 in vec2 v_src;
 
 uniform sampler2D u_picture;
