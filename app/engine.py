@@ -7,11 +7,12 @@ same objects the app does.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 from app.settings import Settings
-from pipeline.audio_input import AudioInput
+from pipeline.audio_input import AudioInput, InputStatus, reinitialize_portaudio
 from pipeline.audio_output import AudioOutput, AudioUnavailable
 from pipeline.clock import MediaClock
 from pipeline.lipsync_model import MODES_MS, LipShapeModel
@@ -43,6 +44,8 @@ class Engine:
         self.audio_problem: str | None = None
         self.tts: StreamingTTS | None = None
         self.speaker: Speaker | None = None
+        # Set from the mic's watchdog thread, acted on by the owner's thread.
+        self._chosen_mic_back = threading.Event()
 
     def start_audio(self) -> str | None:
         """Open the configured output. Returns a message for the user when audio is off."""
@@ -72,7 +75,10 @@ class Engine:
         mic = AudioInput(
             self.settings.mic_device, gain_db=self.settings.mic_gain_db,
             gate_db=self.settings.mic_gate_db,
-            on_status=lambda status: self._on_mic_status(status.message),
+            on_status=self._mic_status,
+            # Looking for a returned microphone costs a child process: not while the
+            # voice needs the CPU (it cost underruns on 2 cores).
+            may_probe=lambda: self.speaker is None or self.speaker.idle,
         )
         try:
             mic.start()
@@ -86,6 +92,31 @@ class Engine:
         self.mic_stage.start()
         self.mouth = MouthMixer(self.timeline, self.mic_stage)
         return None
+
+    def _mic_status(self, status: InputStatus) -> None:
+        if status.kind == "available":
+            self._chosen_mic_back.set()
+        self._on_mic_status(status.message)
+
+    def switch_to_returned_mic(self) -> bool:
+        """Move to the chosen microphone once it is connected again and the voice is
+        silent. Called on the owner's thread; True when it switched, and then the output
+        and its clock are new too (whoever shows them must take the new ones).
+
+        Only a re-initialised PortAudio can open a device that came after it started,
+        and re-initialising closes the output stream as well, hence waiting for silence:
+        the switch cuts no speech. Meanwhile the default microphone keeps the mouth going."""
+        if not self._chosen_mic_back.is_set() or (self.speaker is not None and not self.speaker.idle):
+            return False
+        self._chosen_mic_back.clear()
+        log.info("switching back to microphone %r", self.settings.mic_device)
+        self._close_mic()
+        self._close_output()
+        reinitialize_portaudio()
+        for problem in (self.start_audio(), self.start_mic()):
+            if problem:
+                self._on_mic_status(problem)
+        return True
 
     def _mic_analyser(self):
         if self.settings.mic_lipsync == "volume":

@@ -138,6 +138,7 @@ class MainWindow(QMainWindow):
         self._load_avatar(settings.avatar_manifest)
         self._start_audio()
         self._status_timer = QTimer(self)
+        self._status_timer.timeout.connect(self._follow_returned_mic)
         self._status_timer.timeout.connect(self.refresh_status)
         self._status_timer.start(STATUS_INTERVAL_MS)
         self._meter_timer = QTimer(self)
@@ -180,6 +181,10 @@ class MainWindow(QMainWindow):
             if problem:
                 self.add_notice(problem)
         self._connect_view()
+
+    def _follow_returned_mic(self) -> None:
+        if self.engine.switch_to_returned_mic():
+            self._connect_view()
 
     def _connect_view(self) -> None:
         source, version = self.engine.mouth_source()

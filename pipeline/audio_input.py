@@ -12,6 +12,14 @@ the default, then again after a rescan (PortAudio lists devices only when it is
 initialised), with backoff while there is none. Status changes go to ``on_status`` as
 InputStatus records whose message is meant for the user.
 
+A chosen microphone that is missing (unplugged before start, or lost later) is stood in
+for by the default one, and the watchdog looks for it every ``probe_interval`` (when
+the owner's ``may_probe`` allows) through a newly initialised PortAudio in a child
+process: this process's PortAudio lists devices only as they were at initialisation,
+and re-initialising it would close every stream, the voice's output too. When the
+chosen one is back, an "available" status tells the owner, who switches when closing
+its streams cuts nothing (see Engine).
+
 The OS default: with ``device=None`` on PipeWire or PulseAudio, PortAudio's default
 device is the sound server's, which itself follows the default the user picks, so a
 change needs no reopening here.
@@ -19,9 +27,11 @@ change needs no reopening here.
 
 from __future__ import annotations
 
+import json
 import math
 import select
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -44,6 +54,28 @@ def list_input_devices() -> list[str]:
     return [d["name"] for d in sd.query_devices() if d["max_input_channels"] > 0]
 
 
+_LIST_INPUTS = ("import json, sounddevice as sd; print(json.dumps([d['name'] for d in "
+                "sd.query_devices() if d['max_input_channels'] > 0]))")
+
+
+def list_input_devices_now(timeout: float = 5.0) -> list[str] | None:
+    """The capture devices a newly initialised PortAudio lists, including any connected
+    since this process initialised its own; None when that cannot be found out.
+
+    Runs PortAudio in a child process (~0.13 s, most of it Python starting) so that no
+    stream of this process is disturbed; at the lowest priority, since on 2 cores its
+    start-up otherwise took CPU from the voice's synthesis (underruns, measured). Through
+    nice(1) rather than a preexec_fn, which would make Python fork this large process
+    instead of vfork-ing it."""
+    try:
+        child = subprocess.run(["nice", "-n", "19", sys.executable, "-c", _LIST_INPUTS],
+                               capture_output=True, text=True, timeout=timeout, check=True)
+        names = json.loads(child.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+    return names if isinstance(names, list) else None
+
+
 def reinitialize_portaudio() -> None:
     """Make PortAudio enumerate devices again (it lists them once, at initialisation).
 
@@ -63,7 +95,7 @@ def dbfs(amplitude: float) -> float:
 class InputStatus:
     """What happened to the microphone, with a message for the user's status line."""
 
-    kind: Literal["started", "lost", "recovered", "switched", "retrying"]
+    kind: Literal["started", "lost", "recovered", "switched", "retrying", "available"]
     message: str
     device: str
 
@@ -106,14 +138,19 @@ class AudioInput:
         *,
         hop_seconds: float = 0.010,
         stall_timeout: float = 0.5,
+        probe_interval: float = 3.0,
         on_status: Callable[[InputStatus], None] | None = None,
         rescan: Callable[[], None] | None = None,
+        may_probe: Callable[[], bool] = lambda: True,
     ) -> None:
         self.device = device
         self.gain_db = gain_db
         self.gate_db = gate_db
         self.hop_seconds = hop_seconds
         self.stall_timeout = stall_timeout
+        self.probe_interval = probe_interval
+        # The owner's say: a probe's child process takes CPU a busy moment cannot spare.
+        self._may_probe = may_probe
         self._on_status = on_status or (lambda status: None)
         # Rescanning closes every stream of the process, so only an owner that can
         # reopen its other streams passes it.
@@ -148,19 +185,39 @@ class AudioInput:
         self._watchdog: threading.Thread | None = None
         self._closer: threading.Thread | None = None
         self._tried = False
+        # Capturing from the default while the chosen device is missing.
+        self.standing_in = False
+        self._announced = False
         # Serialises the watchdog's reopening with set_device(); the callback never takes it.
         self._switching = threading.Lock()
 
     # -- opening -------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the device and start capturing; raises AudioUnavailable for the user."""
-        info = self._find(self.device)
+        """Open the device and start capturing. A chosen device that is not connected is
+        stood in for by the default one; raises AudioUnavailable (for the user) when
+        neither can be used."""
+        standing_in = False
+        try:
+            info = self._find(self.device)
+        except AudioUnavailable:
+            if self.device is None:
+                raise
+            try:
+                info = self._find(None)
+            except AudioUnavailable:
+                raise AudioUnavailable(self._missing_device_message(self.device, "")) from None
+            standing_in = True
         # At Python's default 5 ms switch interval a busy thread can hold the GIL past a
         # whole JACK period (measured on the output side); capture needs the same.
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         self._open(info)
-        self._report("started", f"Microphone '{self.device_name}' is on", self.device_name)
+        self.standing_in = standing_in
+        if standing_in:
+            self._report("switched", f"Microphone '{self.device}' is not connected — using "
+                         f"'{self.device_name}' until it is", self.device_name)
+        else:
+            self._report("started", f"Microphone '{self.device_name}' is on", self.device_name)
         self._stop.clear()
         self._watchdog = threading.Thread(target=self._watch, name="mic-watchdog", daemon=True)
         self._watchdog.start()
@@ -225,6 +282,8 @@ class AudioInput:
             raise AudioUnavailable(f"The microphone '{name}' could not be started: {exc}.") from exc
         self._stream = stream
         self.device_name = name
+        self.standing_in = False
+        self._announced = False
         self._last_callback = time.monotonic()
         # Polled rather than signalled: the callback takes no locks.
         deadline = time.monotonic() + self.stall_timeout * 2
@@ -364,12 +423,18 @@ class AudioInput:
         lost = ""
         delay = self.BACKOFF_FIRST
         next_try = 0.0
+        next_probe = 0.0
         while not self._stop.wait(0.05):
+            if (self.standing_in and not self._announced and time.monotonic() >= next_probe
+                    and self._may_probe()):
+                # Outside the lock: the child process takes a tenth of a second or more.
+                self._look_for_chosen()
+                next_probe = time.monotonic() + self.probe_interval
             with self._switching:
                 stream = self._stream
                 now = time.monotonic()
                 if stream is not None:
-                    if now - self._last_callback > self.stall_timeout or not stream.active:
+                    if now - self._last_callback > self.stall_timeout or not _running(stream):
                         lost = self.device_name
                         self._report("lost", f"Microphone '{lost}' stopped delivering sound "
                                      "— reconnecting", lost)
@@ -390,6 +455,21 @@ class AudioInput:
                     next_try = time.monotonic() + delay
                     delay = min(delay * 2, self.BACKOFF_MAX)
 
+    def _look_for_chosen(self) -> None:
+        chosen = self.device
+        if not isinstance(chosen, str):
+            return  # an index names no device that could come back
+        names = list_input_devices_now()
+        if names is None:
+            return
+        # sounddevice matches a name by substring too; so does this.
+        if any(chosen.lower() in name.lower() for name in names):
+            with self._switching:
+                if self.standing_in and chosen == self.device:
+                    self._announced = True
+                    self._report("available", f"Microphone '{chosen}' is connected again",
+                                 chosen)
+
     def _reopen(self) -> bool:
         """One attempt: the chosen device, else the default; after a rescan when possible."""
         closer = self._closer
@@ -403,6 +483,7 @@ class AudioInput:
                 self._open(self._find(device))
             except AudioUnavailable:
                 continue
+            self.standing_in = device != self.device
             self._tried = False
             return True
         return False
@@ -465,6 +546,13 @@ class AudioInput:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _running(stream) -> bool:
+    try:
+        return stream.active
+    except _sounddevice().PortAudioError:  # closed under us: PortAudio was re-initialised
+        return False
 
 
 def _close_quietly(stream) -> None:

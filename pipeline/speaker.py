@@ -126,12 +126,21 @@ class Speaker:
         self._silent_end = 0.0
         self.start_lead_s = START_LEAD_INITIAL_S
         self._clean_runs = 0
+        self._finished_id = 0  # the last request the worker is done with
+        self._heard_until = 0.0  # media time at which the last speech's sound ends
         self._worker = threading.Thread(target=self._run, name="speaker", daemon=True)
         self._worker.start()
 
     @property
     def rate(self) -> int:
         return self._output.sample_rate if self._output is not None else self._tts.sample_rate
+
+    @property
+    def idle(self) -> bool:
+        """Nothing being synthesised, waiting or still to be heard."""
+        # Each counter has one writer (say's caller, the worker), so no lock is needed.
+        return (self._finished_id == self._next_id
+                and self._clock.media_time_now() >= self._heard_until)
 
     def say(self, text: str) -> int:
         """Speak `text`, interrupting whatever is being said (barge-in). Returns its id."""
@@ -154,6 +163,7 @@ class Speaker:
                 end = self._clock.media_time_now()
                 self._silent_end = end
             self._timeline.cut(end)
+            self._heard_until = min(self._heard_until, end)
 
     def close(self) -> None:
         self.stop()
@@ -167,15 +177,16 @@ class Speaker:
             StreamResampler(self._tts.sample_rate, self.rate).process(
                 np.zeros(self._tts.hop * 4, np.float32), last=True)
         while (request := self._requests.get()) is not None:
-            if request.cancel.is_set():
-                continue
             try:
-                self._speak(request)
+                if not request.cancel.is_set():
+                    self._speak(request)
             except TextInputError as exc:
                 self._emit(SpeechFailed(request.id, str(exc)))
             except Exception as exc:  # the worker must survive anything one request does
                 log.exception("speech request %d failed", request.id)
                 self._emit(SpeechFailed(request.id, f"Speech failed: {exc}"))
+            finally:
+                self._finished_id = request.id
 
     def _speak(self, request: _Request) -> None:
         rate = self.rate
@@ -225,6 +236,8 @@ class Speaker:
                     request.id, heard_at - request.requested_at, self._now() - request.requested_at,
                 ))
         self._adapt_start_lead(underruns + gaps)
+        if end_pos is not None and not request.cancel.is_set():
+            self._heard_until = end_pos / rate
         self._emit(SpeechFinished(
             request.id, (end_pos or 0) / rate, request.cancel.is_set(), gaps, underruns,
         ))

@@ -222,6 +222,12 @@ class JackPlayer:
         self.client.activate()
         for dst in self.client.get_ports(self._destination, is_input=True, is_audio=True):
             self.client.connect(self._port, dst)
+        self.play()
+
+    def play(self) -> None:
+        """(Re)start the audio from its beginning."""
+        self._playing = False
+        self._pos = 0
         self._playing = True
 
     def stop(self) -> None:
