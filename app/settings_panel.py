@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import Settings, validate
-from pipeline.audio_input import list_input_devices
+from pipeline.audio_input import list_input_devices, list_input_devices_now
 from pipeline.audio_output import list_output_devices
 from pipeline.lipsync_model import MIC_TRADES
 from pipeline.streaming_tts import LATENCY_MODES
@@ -69,7 +69,11 @@ class SettingsPanel(QDialog):
         self.mic_enabled = QCheckBox("Mouth follows the microphone")
         self.mic_enabled.setChecked(settings.mic_enabled)
         form.addRow("Microphone", self.mic_enabled)
-        self.mic = _device_box(list_input_devices(), settings.mic_device)
+        # As a newly initialised PortAudio lists them, so that a microphone plugged in
+        # since the app started can be chosen (the engine then re-initialises its own).
+        fresh = list_input_devices_now()
+        self.mic = _device_box(fresh if fresh is not None else list_input_devices(),
+                               settings.mic_device)
         form.addRow("Microphone device", self.mic)
         self.mic_gain = QDoubleSpinBox(minimum=-20.0, maximum=30.0, singleStep=1.0, decimals=1, suffix=" dB")
         self.mic_gain.setValue(settings.mic_gain_db)

@@ -2,9 +2,11 @@
 
 from dataclasses import asdict, fields
 
+import numpy as np
 import pytest
 
 from app.settings import Settings
+from pipeline.audio_input import list_input_devices
 from pipeline.lipsync_model import MIC_TRADES, MODES_MS
 from pipeline.streaming_tts import LATENCY_MODES
 
@@ -88,3 +90,21 @@ def test_a_bad_value_is_explained_and_nothing_is_taken(panel):
     assert "background" in dialog.error.text()
     assert dialog.result_settings() is original
     assert not dialog.result()  # the dialog did not close as accepted
+
+
+def test_a_microphone_plugged_in_after_start_can_be_chosen(panel, jack_server):
+    from tests.harness.jack_recorder import JackPlayer
+
+    # To PortAudio a JACK client with an output port is a capture device named after it.
+    usb = JackPlayer(np.zeros(16, np.float32), destination="^$", name="lss-new-mic")
+    usb.client.activate()
+    try:
+        assert "lss-new-mic" not in list_input_devices()  # this process's PortAudio predates it
+        dialog = panel(Settings())
+        listed = [dialog.mic.itemText(i) for i in range(dialog.mic.count())]
+        assert listed == ["System default", "system", "lss-new-mic"]
+        dialog.mic.setCurrentText("lss-new-mic")
+        dialog._accept()
+        assert dialog.result_settings().mic_device == "lss-new-mic"
+    finally:
+        usb.stop()

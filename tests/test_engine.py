@@ -1,0 +1,50 @@
+"""The engine without a window: devices on the real JACK test server."""
+
+import time
+
+import numpy as np
+import pytest
+
+from app.engine import Engine
+from app.settings import Settings
+from pipeline.audio_input import list_input_devices, reinitialize_portaudio
+from tests.harness.jack_recorder import JackPlayer
+
+pytestmark = pytest.mark.audio
+
+NEW_MIC = "lss-new-mic"
+
+
+def test_a_microphone_plugged_in_after_start_is_opened_when_chosen(jack_server):
+    messages = []
+    engine = Engine(Settings(audio_output_device="system", mic_lipsync="volume"),
+                    on_event=lambda event: None, on_mic_status=messages.append)
+    assert engine.start_audio() is None and engine.start_mic() is None
+    # Plugged in after PortAudio started: this process cannot open it yet.
+    usb = JackPlayer(np.zeros(16, np.float32), destination="^$", name=NEW_MIC)
+    usb.client.activate()
+    try:
+        assert NEW_MIC not in list_input_devices()
+        old_clock = engine.clock
+        engine.apply(Settings(audio_output_device="system", mic_lipsync="volume",
+                              mic_device=NEW_MIC))
+        # Meanwhile the default captures, and the user is told.
+        assert engine.mic.device_name == "system"
+        deadline = time.monotonic() + 5
+        while not engine.switch_to_returned_mic() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert engine.mic.device_name == NEW_MIC and not engine.mic.standing_in
+        assert messages == ["Microphone 'system' is on",
+                            f"Microphone '{NEW_MIC}' is not connected — using 'system' until it is",
+                            f"Microphone '{NEW_MIC}' is connected again",
+                            f"Microphone '{NEW_MIC}' is on"]
+        # The output was reopened with PortAudio: a new clock, running.
+        assert engine.output is not None and engine.clock is not old_clock
+        start = engine.clock.media_time_now()
+        time.sleep(0.2)
+        assert engine.clock.media_time_now() > start + 0.1
+        assert engine.mic.read(0.5) is not None
+    finally:
+        engine.close()
+        usb.stop()
+        reinitialize_portaudio()  # forget the device for the tests after this one
