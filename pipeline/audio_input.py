@@ -41,7 +41,7 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.audio_output import AudioUnavailable, _sounddevice
+from pipeline.audio_output import AudioUnavailable, _sounddevice, close_stream
 from pipeline.clock import MediaClock
 
 
@@ -278,7 +278,7 @@ class AudioInput:
         try:
             stream.start()
         except sd.PortAudioError as exc:
-            _close_quietly(stream)
+            close_stream(stream, "mic-closer")
             raise AudioUnavailable(f"The microphone '{name}' could not be started: {exc}.") from exc
         self._stream = stream
         self.device_name = name
@@ -505,22 +505,13 @@ class AudioInput:
             self.device = device
             self._report("started", f"Microphone '{self.device_name}' is on", self.device_name)
 
-    # A healthy stream closes in ~20 ms; PortAudio calls are not safe to overlap, so
-    # the next open waits this long for the close before going ahead anyway.
-    CLOSE_WAIT = 1.0
-
     def _abandon(self) -> None:
-        """Stop listening to the current stream and close it on another thread: closing
-        a stream whose device is gone can block for good (PortAudio 19.6's JACK host waits
-        for a process cycle that never comes once the server has died)."""
+        """Stop listening to the current stream and close it (see close_stream); PortAudio
+        calls are not safe to overlap, so the next open waits for the close, up to a limit."""
         stream, self._stream = self._stream, None
         self._generation += 1
         if stream is not None:
-            closer = threading.Thread(target=_close_quietly, args=(stream,),
-                                      name="mic-closer", daemon=True)
-            closer.start()
-            self._closer = closer
-            closer.join(self.CLOSE_WAIT)
+            self._closer = close_stream(stream, "mic-closer")
 
     def _report(self, kind: str, message: str, device: str) -> None:
         self.status = InputStatus(kind, message, device)
@@ -535,10 +526,7 @@ class AudioInput:
         if self._watchdog is not None and self._watchdog is not threading.current_thread():
             self._watchdog.join(5)
             self._watchdog = None
-        stream, self._stream = self._stream, None
-        self._generation += 1
-        if stream is not None:
-            _close_quietly(stream)
+        self._abandon()
 
     def __enter__(self) -> AudioInput:
         self.start()
@@ -555,9 +543,3 @@ def _running(stream) -> bool:
         return False
 
 
-def _close_quietly(stream) -> None:
-    try:
-        stream.abort()
-        stream.close()
-    except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
-        pass

@@ -7,7 +7,10 @@ mouth frames can be stamped before the sound plays.
 
 from __future__ import annotations
 
+import atexit
+import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -31,6 +34,37 @@ def _sounddevice():
             "The avatar will still animate without sound."
         ) from exc
     return sounddevice
+
+
+log = logging.getLogger(__name__)
+
+# A healthy stream closes in ~20 ms.
+CLOSE_WAIT = 1.0
+
+
+def close_stream(stream, name: str) -> threading.Thread:
+    """Abort and close a PortAudio stream on a daemon thread, waiting at most CLOSE_WAIT:
+    closing a stream whose device is gone can block for good (PortAudio 19.6's JACK host
+    waits for a process cycle that never comes once the server has died), and the app
+    must still be able to go on, or quit. Returns the thread, alive if it is stuck."""
+    closer = threading.Thread(target=_close_quietly, args=(stream,), name=name, daemon=True)
+    closer.start()
+    closer.join(CLOSE_WAIT)
+    if closer.is_alive():
+        # sounddevice's exit handler terminates PortAudio, which would wait for this
+        # stream for ever: the app could not quit.
+        log.warning("an audio stream did not close (its sound server is gone); PortAudio "
+                    "is left as it is at exit")
+        atexit.unregister(_sounddevice()._exit_handler)
+    return closer
+
+
+def _close_quietly(stream) -> None:
+    try:
+        stream.abort()
+        stream.close()
+    except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
+        pass
 
 
 def list_output_devices() -> list[str]:
@@ -258,8 +292,7 @@ class AudioOutput:
 
     def close(self) -> None:
         if self._stream is not None:
-            self._stream.abort()
-            self._stream.close()
+            close_stream(self._stream, "output-closer")
             self._stream = None
         if self._clock is not None:
             self._clock.start_free_running()

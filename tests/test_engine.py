@@ -1,6 +1,11 @@
 """The engine without a window: devices on the real JACK test server."""
 
+import json
+import logging
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +14,7 @@ from app.engine import Engine
 from app.settings import Settings
 from pipeline.audio_input import list_input_devices, reinitialize_portaudio
 from tests.harness.jack_recorder import JackPlayer
+from tests.harness.services import JackServer
 
 pytestmark = pytest.mark.audio
 
@@ -48,3 +54,41 @@ def test_a_microphone_plugged_in_after_start_is_opened_when_chosen(jack_server):
         engine.close()
         usb.stop()
         reinitialize_portaudio()  # forget the device for the tests after this one
+
+
+def test_the_engine_closes_and_the_process_exits_after_the_sound_server_restarted():
+    # In a child process with a JACK server of its own: PortAudio 19.6's JACK host never
+    # returns from aborting a stream whose server died, and its exit handler would wait
+    # for that stream for ever.
+    child = subprocess.run(
+        [sys.executable, "-c", "from tests.test_engine import restart_server_then_quit; "
+         "restart_server_then_quit()"],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)
+    assert child.returncode == 0, child.stderr[-2000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result["lost"] and result["close_seconds"] < 5
+    assert "an audio stream did not close (its sound server is gone)" in child.stderr
+
+
+def restart_server_then_quit() -> None:
+    """Prints JSON; the process must then exit by itself."""
+    logging.basicConfig()
+    server = JackServer()
+    reinitialize_portaudio()  # PortAudio enumerated before this server existed
+    messages = []
+    engine = Engine(Settings(audio_output_device="system", mic_device="system",
+                             mic_lipsync="volume"),
+                    on_event=lambda event: None, on_mic_status=messages.append)
+    engine.start_audio()
+    engine.start_mic()
+    time.sleep(0.3)
+    server.proc.kill()
+    server.proc.wait()
+    server = JackServer()
+    time.sleep(1.0)
+    started = time.monotonic()
+    engine.close()
+    close_seconds = time.monotonic() - started
+    server.stop()
+    print(json.dumps({"lost": any("stopped delivering sound" in m for m in messages),
+                      "close_seconds": close_seconds}))
