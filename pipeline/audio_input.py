@@ -541,5 +541,3 @@ def _running(stream) -> bool:
         return stream.active
     except _sounddevice().PortAudioError:  # closed under us: PortAudio was re-initialised
         return False
-
-
