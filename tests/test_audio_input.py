@@ -5,10 +5,7 @@ import ctypes
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +15,7 @@ from pipeline.audio_input import (AudioInput, AudioUnavailable, list_input_devic
                                   reinitialize_portaudio)
 from tests.harness import jack_recorder
 from tests.harness.jack_recorder import JackPlayer, JackRecorder
-from tests.harness.services import JackServer
+from tests.harness.services import JackServer, run_in_child
 
 pytestmark = pytest.mark.audio
 
@@ -259,12 +256,7 @@ def test_a_stalled_device_is_noticed_within_a_second_and_reopened():
     # Runs against a JACK server of its own, in a child process: stopping and resuming
     # a server leaves its cycle timing unsettled for a while, which would upset the
     # timing tests sharing the session's server.
-    child = subprocess.run(
-        [sys.executable, "-c", "from tests.test_audio_input import stall_and_resume; "
-         "stall_and_resume()"],
-        capture_output=True, text=True, timeout=30, cwd=Path(__file__).parent.parent)
-    assert child.returncode == 0, child.stderr[-2000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
+    _, result = run_in_child("tests.test_audio_input:stall_and_resume", timeout=30)
     kinds = [kind for kind, _ in result["events"]]
     # A first reopen may fail while the server is still frozen; it is retried.
     assert kinds[:2] == ["started", "lost"] and kinds[-1] == "recovered"

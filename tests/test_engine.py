@@ -2,10 +2,7 @@
 
 import json
 import logging
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +11,7 @@ from app.engine import Engine
 from app.settings import Settings
 from pipeline.audio_input import list_input_devices, reinitialize_portaudio
 from tests.harness.jack_recorder import JackPlayer
-from tests.harness.services import JackServer
+from tests.harness.services import JackServer, run_in_child
 
 pytestmark = pytest.mark.audio
 
@@ -60,12 +57,7 @@ def test_the_engine_closes_and_the_process_exits_after_the_sound_server_restarte
     # In a child process with a JACK server of its own: PortAudio 19.6's JACK host never
     # returns from aborting a stream whose server died, and its exit handler would wait
     # for that stream for ever.
-    child = subprocess.run(
-        [sys.executable, "-c", "from tests.test_engine import restart_server_then_quit; "
-         "restart_server_then_quit()"],
-        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)
-    assert child.returncode == 0, child.stderr[-2000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
+    child, result = run_in_child("tests.test_engine:restart_server_then_quit", timeout=60)
     assert result["lost"] and result["close_seconds"] < 5
     assert "an audio stream did not close (its sound server is gone)" in child.stderr
 

@@ -3,9 +3,11 @@ dummy driver, started by the tests themselves (CI has neither display nor sound 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -105,3 +107,16 @@ class JackServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def run_in_child(target: str, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run ``target`` ("tests.module:function", which prints JSON on its last line) in a
+    Python process of its own: for tests that stop or restart a sound server, which
+    would upset the tests sharing this process's. Returns the finished child and its JSON."""
+    module, function = target.split(":")
+    child = subprocess.run(
+        [sys.executable, "-c", f"from {module} import {function}; {function}()"],
+        capture_output=True, text=True, timeout=timeout,
+        cwd=Path(__file__).resolve().parent.parent.parent)
+    assert child.returncode == 0, child.stderr[-2000:]
+    return child, json.loads(child.stdout.strip().splitlines()[-1])
