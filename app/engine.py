@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from app.settings import Settings
 from pipeline.audio_input import AudioInput, InputStatus, reinitialize_portaudio
-from pipeline.audio_output import AudioOutput, AudioUnavailable
+from pipeline.audio_output import STUCK_MESSAGE, AudioOutput, AudioUnavailable, streams_stuck
 from pipeline.clock import MediaClock
 from pipeline.lipsync_model import MODES_MS, LipShapeModel
 from pipeline.mic_lipsync import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
@@ -54,10 +54,7 @@ class Engine:
         try:
             output.start()
         except AudioUnavailable as exc:
-            self.output = None
-            self.clock = MediaClock(SILENT_RATE)
-            self.audio_problem = f"Audio is off: {exc}"
-            log.warning("%s", self.audio_problem)
+            self._audio_off(str(exc))
         else:
             self.output = output
             self.clock = output.clock
@@ -65,6 +62,13 @@ class Engine:
             log.info("audio output: %s at %d Hz", output.device_name, output.sample_rate)
         self._make_speaker()
         return self.audio_problem
+
+    def _audio_off(self, reason: str) -> None:
+        """Go on silently: speech keeps its timing on a free-running clock."""
+        self.output = None
+        self.clock = MediaClock(SILENT_RATE)
+        self.audio_problem = f"Audio is off: {reason}"
+        log.warning("%s", self.audio_problem)
 
     def start_mic(self) -> str | None:
         """Open the configured microphone and let it drive the mouth whenever the voice
@@ -105,14 +109,28 @@ class Engine:
 
         Only a re-initialised PortAudio can open a device that came after it started,
         and re-initialising closes the output stream as well, hence waiting for silence:
-        the switch cuts no speech. Meanwhile the default microphone keeps the mouth going."""
+        the switch cuts no speech. Meanwhile the default microphone keeps the mouth going.
+        While a stream of a sound server that went away cannot be closed, PortAudio cannot
+        be re-initialised at all: then the mic is turned off and the user told to restart."""
         if not self._chosen_mic_back.is_set() or (self.speaker is not None and not self.speaker.idle):
             return False
         self._chosen_mic_back.clear()
+        if streams_stuck():
+            # Retrying could never reach the device: stop, and leave the user the message.
+            self._close_mic()
+            log.warning("%s", STUCK_MESSAGE)
+            self._on_mic_status(STUCK_MESSAGE)
+            return False
         log.info("switching back to microphone %r", self.settings.mic_device)
         self._close_mic()
         self._close_output()
-        reinitialize_portaudio()
+        try:
+            reinitialize_portaudio()
+        except AudioUnavailable as exc:  # closing those two just got stuck
+            self._audio_off(str(exc))
+            self._make_speaker()
+            self._on_mic_status(self.audio_problem)
+            return True
         for problem in (self.start_audio(), self.start_mic()):
             if problem:
                 self._on_mic_status(problem)

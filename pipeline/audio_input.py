@@ -13,7 +13,8 @@ initialised), with backoff while there is none. Status changes go to ``on_status
 InputStatus records whose message is meant for the user.
 
 A chosen microphone that is missing (unplugged before start, or lost later) is stood in
-for by the default one, and the watchdog looks for it every ``probe_interval`` (when
+for by the default one (or by none, retrying), and the watchdog looks for it every
+``probe_interval`` (when
 the owner's ``may_probe`` allows) through a newly initialised PortAudio in a child
 process: this process's PortAudio lists devices only as they were at initialisation,
 and re-initialising it would close every stream, the voice's output too. When the
@@ -41,7 +42,8 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.audio_output import AudioUnavailable, _sounddevice, close_stream
+from pipeline.audio_output import (STUCK_MESSAGE, AudioUnavailable, _sounddevice, close_stream,
+                                   streams_stuck)
 from pipeline.clock import MediaClock
 
 
@@ -80,8 +82,11 @@ def reinitialize_portaudio() -> None:
     """Make PortAudio enumerate devices again (it lists them once, at initialisation).
 
     This closes every PortAudio stream of the process, so the owner of other streams
-    (the audio output) must reopen them afterwards.
+    (the audio output) must reopen them afterwards. Raises AudioUnavailable, for the
+    user, while a stream of a vanished sound server cannot be closed.
     """
+    if streams_stuck():
+        raise AudioUnavailable(STUCK_MESSAGE)
     sd = _sounddevice()
     sd._terminate()
     sd._initialize()
@@ -183,10 +188,11 @@ class AudioInput:
         self._wake_w.setblocking(False)
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
-        self._closer: threading.Thread | None = None
         self._tried = False
         # Capturing from the default while the chosen device is missing.
         self.standing_in = False
+        # No device could be opened at the last attempt.
+        self._retrying = False
         self._announced = False
         # Serialises the watchdog's reopening with set_device(); the callback never takes it.
         self._switching = threading.Lock()
@@ -283,6 +289,7 @@ class AudioInput:
         self._stream = stream
         self.device_name = name
         self.standing_in = False
+        self._retrying = False
         self._announced = False
         self._last_callback = time.monotonic()
         # Polled rather than signalled: the callback takes no locks.
@@ -425,8 +432,8 @@ class AudioInput:
         next_try = 0.0
         next_probe = 0.0
         while not self._stop.wait(0.05):
-            if (self.standing_in and not self._announced and time.monotonic() >= next_probe
-                    and self._may_probe()):
+            if (self._missing_chosen() and not self._announced
+                    and time.monotonic() >= next_probe and self._may_probe()):
                 # Outside the lock: the child process takes a tenth of a second or more.
                 self._look_for_chosen()
                 next_probe = time.monotonic() + self.probe_interval
@@ -451,31 +458,34 @@ class AudioInput:
                         self._report("switched", f"Microphone '{lost}' disconnected — using "
                                      f"'{self.device_name}'", self.device_name)
                 else:
+                    self._retrying = True
                     self._report("retrying", f"No microphone — retrying in {delay:.1f} s", "")
                     next_try = time.monotonic() + delay
                     delay = min(delay * 2, self.BACKOFF_MAX)
 
+    def _missing_chosen(self) -> bool:
+        """Standing in for the chosen device, or without any device."""
+        return self.standing_in or self._retrying
+
     def _look_for_chosen(self) -> None:
         chosen = self.device
-        if not isinstance(chosen, str):
+        if isinstance(chosen, int):
             return  # an index names no device that could come back
         names = list_input_devices_now()
-        if names is None:
-            return
         # sounddevice matches a name by substring too; so does this.
-        if any(chosen.lower() in name.lower() for name in names):
-            with self._switching:
-                if self.standing_in and chosen == self.device:
-                    self._announced = True
-                    self._report("available", f"Microphone '{chosen}' is connected again",
-                                 chosen)
+        if not names or (chosen is not None
+                         and not any(chosen.lower() in name.lower() for name in names)):
+            return
+        with self._switching:
+            if self._missing_chosen() and chosen == self.device:
+                self._announced = True
+                what = f"Microphone '{chosen}'" if chosen is not None else "A microphone"
+                self._report("available", f"{what} is connected again", chosen or names[0])
 
     def _reopen(self) -> bool:
         """One attempt: the chosen device, else the default; after a rescan when possible."""
-        closer = self._closer
-        # PortAudio cannot terminate while a stream it cannot stop is still open; the
-        # first attempt skips the rescan anyway, so other streams survive a short stall.
-        if self._rescan is not None and self._tried and (closer is None or not closer.is_alive()):
+        # The first attempt skips the rescan, so other streams survive a short stall.
+        if self._rescan is not None and self._tried and not streams_stuck():
             self._rescan()
         self._tried = True
         for device in dict.fromkeys((self.device, None)):
@@ -511,7 +521,7 @@ class AudioInput:
         stream, self._stream = self._stream, None
         self._generation += 1
         if stream is not None:
-            self._closer = close_stream(stream, "mic-closer")
+            close_stream(stream, "mic-closer")
 
     def _report(self, kind: str, message: str, device: str) -> None:
         self.status = InputStatus(kind, message, device)

@@ -42,21 +42,36 @@ log = logging.getLogger(__name__)
 CLOSE_WAIT = 1.0
 
 
-def close_stream(stream, name: str) -> threading.Thread:
+# Closers still waiting on their stream (see close_stream).
+_stuck: list[threading.Thread] = []
+
+
+def close_stream(stream, name: str) -> None:
     """Abort and close a PortAudio stream on a daemon thread, waiting at most CLOSE_WAIT:
     closing a stream whose device is gone can block for good (PortAudio 19.6's JACK host
     waits for a process cycle that never comes once the server has died), and the app
-    must still be able to go on, or quit. Returns the thread, alive if it is stuck."""
+    must still be able to go on, or quit."""
     closer = threading.Thread(target=_close_quietly, args=(stream,), name=name, daemon=True)
     closer.start()
     closer.join(CLOSE_WAIT)
     if closer.is_alive():
+        _stuck.append(closer)
         # sounddevice's exit handler terminates PortAudio, which would wait for this
         # stream for ever: the app could not quit.
         log.warning("an audio stream did not close (its sound server is gone); PortAudio "
                     "is left as it is at exit")
         atexit.unregister(_sounddevice()._exit_handler)
-    return closer
+
+
+STUCK_MESSAGE = ("A sound device went away without letting go (its sound server stopped or "
+                 "restarted): restart Lipsync Studio to use sound again.")
+
+
+def streams_stuck() -> bool:
+    """Whether a stream is still closing: until it is, terminating (or re-initialising)
+    PortAudio would wait for it, for ever if its sound server has died."""
+    _stuck[:] = [closer for closer in _stuck if closer.is_alive()]
+    return bool(_stuck)
 
 
 def _close_quietly(stream) -> None:
