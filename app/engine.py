@@ -12,8 +12,10 @@ import time
 from collections.abc import Callable
 
 from app.settings import Settings
-from pipeline.audio_input import AudioInput, InputStatus, reinitialize_portaudio
-from pipeline.audio_output import STUCK_MESSAGE, AudioOutput, AudioUnavailable, streams_stuck
+from pipeline.audio_input import (AudioInput, InputStatus, list_input_devices,
+                                  reinitialize_portaudio)
+from pipeline.audio_output import (STUCK_MESSAGE, AudioOutput, AudioUnavailable,
+                                   list_output_devices, streams_stuck)
 from pipeline.clock import MediaClock
 from pipeline.lipsync_model import MODES_MS, LipShapeModel
 from pipeline.mic_lipsync import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
@@ -122,6 +124,14 @@ class Engine:
             self._on_mic_status(STUCK_MESSAGE)
             return False
         log.info("switching back to microphone %r", self.settings.mic_device)
+        for problem in self._restart_portaudio():
+            self._on_mic_status(problem)
+        return True
+
+    def _restart_portaudio(self) -> list[str]:
+        """Close every stream, re-initialise PortAudio so that it lists the devices
+        connected since it started, and reopen output and mic. Returns a message for
+        each device that is off."""
         self._close_mic()
         self._close_output()
         try:
@@ -129,12 +139,8 @@ class Engine:
         except AudioUnavailable as exc:  # closing those two just got stuck
             self._audio_off(str(exc))
             self._make_speaker()
-            self._on_mic_status(self.audio_problem)
-            return True
-        for problem in (self.start_audio(), self.start_mic()):
-            if problem:
-                self._on_mic_status(problem)
-        return True
+            return [self.audio_problem]
+        return [p for p in (self.start_audio(), self.start_mic()) if p]
 
     def _mic_analyser(self):
         if self.settings.mic_lipsync == "volume":
@@ -193,6 +199,12 @@ class Engine:
         message for each device that is off."""
         old = self.settings
         self.settings = settings
+        # A device chosen from the panel's fresh list that this process's PortAudio has
+        # not seen: it was connected since PortAudio started.
+        if ((_unseen(settings.audio_output_device, old.audio_output_device, list_output_devices)
+             or _unseen(settings.mic_device, old.mic_device, list_input_devices))
+                and not streams_stuck()):
+            return self._restart_portaudio()
         problems = []
         if (settings.mic_enabled, settings.mic_device, settings.mic_gate_db, settings.mic_lipsync) != (
                 old.mic_enabled, old.mic_device, old.mic_gate_db, old.mic_lipsync):
@@ -254,3 +266,7 @@ class Engine:
         if self.output is not None:
             self.output.close()
             self.output = None
+
+
+def _unseen(device: str | None, before: str | None, listed: Callable[[], list[str]]) -> bool:
+    return device is not None and device != before and device not in listed()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 
 from PySide6.QtCore import Qt
@@ -11,8 +12,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import Settings, validate
-from pipeline.audio_input import list_input_devices, list_input_devices_now
-from pipeline.audio_output import list_output_devices
+from pipeline.audio_input import list_input_devices
+from pipeline.audio_output import list_devices_now, list_output_devices
 from pipeline.lipsync_model import MIC_TRADES
 from pipeline.streaming_tts import LATENCY_MODES
 
@@ -36,6 +37,11 @@ def _device_box(devices: list[str], chosen: str | None) -> QComboBox:
             box.addItem(chosen)
         box.setCurrentText(chosen)
     return box
+
+
+def _fresh(kind: str, listed_at_start: Callable[[], list[str]]) -> list[str]:
+    names = list_devices_now(kind)
+    return names if names is not None else listed_at_start()
 
 
 class SettingsPanel(QDialog):
@@ -63,17 +69,17 @@ class SettingsPanel(QDialog):
         form.addRow("Latency mode", self.mode)
         form.addRow("", self.mode_description)
 
-        self.output = _device_box(list_output_devices(), settings.audio_output_device)
+        # Both pickers list devices as a newly initialised PortAudio does, so that one
+        # plugged in since the app started can be chosen (the engine then re-initialises
+        # its own PortAudio to open it).
+        self.output = _device_box(_fresh("output", list_output_devices),
+                                  settings.audio_output_device)
         form.addRow("Audio output", self.output)
 
         self.mic_enabled = QCheckBox("Mouth follows the microphone")
         self.mic_enabled.setChecked(settings.mic_enabled)
         form.addRow("Microphone", self.mic_enabled)
-        # As a newly initialised PortAudio lists them, so that a microphone plugged in
-        # since the app started can be chosen (the engine then re-initialises its own).
-        fresh = list_input_devices_now()
-        self.mic = _device_box(fresh if fresh is not None else list_input_devices(),
-                               settings.mic_device)
+        self.mic = _device_box(_fresh("input", list_input_devices), settings.mic_device)
         form.addRow("Microphone device", self.mic)
         self.mic_gain = QDoubleSpinBox(minimum=-20.0, maximum=30.0, singleStep=1.0, decimals=1, suffix=" dB")
         self.mic_gain.setValue(settings.mic_gain_db)

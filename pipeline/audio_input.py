@@ -28,11 +28,9 @@ change needs no reopening here.
 
 from __future__ import annotations
 
-import json
 import math
 import select
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -43,7 +41,7 @@ from typing import Literal
 import numpy as np
 
 from pipeline.audio_output import (STUCK_MESSAGE, AudioUnavailable, _sounddevice, close_stream,
-                                   streams_stuck)
+                                   list_devices_now, streams_stuck)
 from pipeline.clock import MediaClock
 
 
@@ -54,28 +52,6 @@ def list_input_devices() -> list[str]:
     except AudioUnavailable:
         return []
     return [d["name"] for d in sd.query_devices() if d["max_input_channels"] > 0]
-
-
-_LIST_INPUTS = ("import json, sounddevice as sd; print(json.dumps([d['name'] for d in "
-                "sd.query_devices() if d['max_input_channels'] > 0]))")
-
-
-def list_input_devices_now(timeout: float = 5.0) -> list[str] | None:
-    """The capture devices a newly initialised PortAudio lists, including any connected
-    since this process initialised its own; None when that cannot be found out.
-
-    Runs PortAudio in a child process (~0.13 s, most of it Python starting) so that no
-    stream of this process is disturbed; at the lowest priority, since on 2 cores its
-    start-up otherwise took CPU from the voice's synthesis (underruns, measured). Through
-    nice(1) rather than a preexec_fn, which would make Python fork this large process
-    instead of vfork-ing it."""
-    try:
-        child = subprocess.run(["nice", "-n", "19", sys.executable, "-c", _LIST_INPUTS],
-                               capture_output=True, text=True, timeout=timeout, check=True)
-        names = json.loads(child.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
-    return names if isinstance(names, list) else None
 
 
 def reinitialize_portaudio() -> None:
@@ -471,7 +447,7 @@ class AudioInput:
         chosen = self.device
         if isinstance(chosen, int):
             return  # an index names no device that could come back
-        names = list_input_devices_now()
+        names = list_devices_now("input")
         # sounddevice matches a name by substring too; so does this.
         if not names or (chosen is not None
                          and not any(chosen.lower() in name.lower() for name in names)):

@@ -8,7 +8,9 @@ mouth frames can be stamped before the sound plays.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
+import subprocess
 import sys
 import threading
 import time
@@ -80,6 +82,30 @@ def _close_quietly(stream) -> None:
         stream.close()
     except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
         pass
+
+
+_LIST_DEVICES = ("import json, sounddevice as sd; print(json.dumps([[d['name'], "
+                 "d['max_input_channels'], d['max_output_channels']] for d in sd.query_devices()]))")
+
+
+def list_devices_now(kind: str, timeout: float = 5.0) -> list[str] | None:
+    """The devices of ``kind`` ("input" or "output") a newly initialised PortAudio lists,
+    including any connected since this process initialised its own; None when that
+    cannot be found out.
+
+    Runs PortAudio in a child process (~0.13 s, most of it Python starting) so that no
+    stream of this process is disturbed; at the lowest priority, since on 2 cores its
+    start-up otherwise took CPU from the voice's synthesis (underruns, measured). Through
+    nice(1) rather than a preexec_fn, which would make Python fork this large process
+    instead of vfork-ing it."""
+    try:
+        child = subprocess.run(["nice", "-n", "19", sys.executable, "-c", _LIST_DEVICES],
+                               capture_output=True, text=True, timeout=timeout, check=True)
+        devices = json.loads(child.stdout.strip().splitlines()[-1])
+        channels = 1 if kind == "input" else 2
+        return [str(d[0]) for d in devices if d[channels] > 0]
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError):
+        return None
 
 
 def list_output_devices() -> list[str]:

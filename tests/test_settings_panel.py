@@ -7,6 +7,7 @@ import pytest
 
 from app.settings import Settings
 from pipeline.audio_input import list_input_devices
+from pipeline.audio_output import list_output_devices
 from pipeline.lipsync_model import MIC_TRADES, MODES_MS
 from pipeline.streaming_tts import LATENCY_MODES
 
@@ -92,19 +93,31 @@ def test_a_bad_value_is_explained_and_nothing_is_taken(panel):
     assert not dialog.result()  # the dialog did not close as accepted
 
 
-def test_a_microphone_plugged_in_after_start_can_be_chosen(panel, jack_server):
+def test_devices_plugged_in_after_start_can_be_chosen(panel, jack_server):
+    import jack
+
     from tests.harness.jack_recorder import JackPlayer
 
-    # To PortAudio a JACK client with an output port is a capture device named after it.
+    # To PortAudio a JACK client with an output port is a capture device named after it,
+    # one with an input port a playback device.
     usb = JackPlayer(np.zeros(16, np.float32), destination="^$", name="lss-new-mic")
     usb.client.activate()
+    speaker = jack.Client("lss-new-speaker", no_start_server=True)
+    speaker.inports.register("in")
     try:
-        assert "lss-new-mic" not in list_input_devices()  # this process's PortAudio predates it
+        # This process's PortAudio predates them.
+        assert "lss-new-mic" not in list_input_devices()
+        assert "lss-new-speaker" not in list_output_devices()
         dialog = panel(Settings())
-        listed = [dialog.mic.itemText(i) for i in range(dialog.mic.count())]
-        assert listed == ["System default", "system", "lss-new-mic"]
+        assert ([dialog.mic.itemText(i) for i in range(dialog.mic.count())]
+                == ["System default", "system", "lss-new-mic"])
+        assert ([dialog.output.itemText(i) for i in range(dialog.output.count())]
+                == ["System default", "system", "lss-new-speaker"])
         dialog.mic.setCurrentText("lss-new-mic")
+        dialog.output.setCurrentText("lss-new-speaker")
         dialog._accept()
-        assert dialog.result_settings().mic_device == "lss-new-mic"
+        chosen = dialog.result_settings()
+        assert (chosen.mic_device, chosen.audio_output_device) == ("lss-new-mic", "lss-new-speaker")
     finally:
         usb.stop()
+        speaker.close()
