@@ -199,7 +199,7 @@ def _fail(message: str) -> int:
 
 
 def _say(args: argparse.Namespace) -> int:
-    from pipeline.audio_output import AudioUnavailable
+    from pipeline.audio_devices import AudioUnavailable
     from pipeline.cues import concat_tracks, cues_document
     from pipeline.streaming_tts import LATENCY_MODES, StreamingTTS
     from pipeline.text_input import TextInputError

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 
 from app.settings import Settings
-from pipeline.audio_input import (AudioInput, InputStatus, list_input_devices,
-                                  reinitialize_portaudio)
-from pipeline.audio_output import (STUCK_MESSAGE, AudioOutput, AudioUnavailable,
-                                   list_output_devices, streams_stuck)
+from pipeline.audio_devices import (STUCK_MESSAGE, AudioUnavailable, Kind, list_devices,
+                                    reinitialize_portaudio, streams_stuck)
+from pipeline.audio_input import AudioInput, InputStatus
+from pipeline.audio_output import AudioOutput
 from pipeline.clock import MediaClock
 from pipeline.lipsync_model import MODES_MS, LipShapeModel
 from pipeline.mic_lipsync import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
@@ -201,8 +201,8 @@ class Engine:
         self.settings = settings
         # A device chosen from the panel's fresh list that this process's PortAudio has
         # not seen: it was connected since PortAudio started.
-        if ((_unseen(settings.audio_output_device, old.audio_output_device, list_output_devices)
-             or _unseen(settings.mic_device, old.mic_device, list_input_devices))
+        if ((_unseen(settings.audio_output_device, old.audio_output_device, "output")
+             or _unseen(settings.mic_device, old.mic_device, "input"))
                 and not streams_stuck()):
             return self._restart_portaudio()
         problems = []
@@ -268,5 +268,5 @@ class Engine:
             self.output = None
 
 
-def _unseen(device: str | None, before: str | None, listed: Callable[[], list[str]]) -> bool:
-    return device is not None and device != before and device not in listed()
+def _unseen(device: str | None, before: str | None, kind: Kind) -> bool:
+    return device is not None and device != before and device not in list_devices(kind)

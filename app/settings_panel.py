@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict
 
 from PySide6.QtCore import Qt
@@ -12,8 +11,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import Settings, validate
-from pipeline.audio_input import list_input_devices
-from pipeline.audio_output import list_devices_now, list_output_devices
+from pipeline.audio_devices import Kind, list_devices, list_devices_now
 from pipeline.lipsync_model import MIC_TRADES
 from pipeline.streaming_tts import LATENCY_MODES
 
@@ -39,9 +37,9 @@ def _device_box(devices: list[str], chosen: str | None) -> QComboBox:
     return box
 
 
-def _fresh(kind: str, listed_at_start: Callable[[], list[str]]) -> list[str]:
+def _fresh(kind: Kind) -> list[str]:
     names = list_devices_now(kind)
-    return names if names is not None else listed_at_start()
+    return names if names is not None else list_devices(kind)
 
 
 class SettingsPanel(QDialog):
@@ -72,14 +70,14 @@ class SettingsPanel(QDialog):
         # Both pickers list devices as a newly initialised PortAudio does, so that one
         # plugged in since the app started can be chosen (the engine then re-initialises
         # its own PortAudio to open it).
-        self.output = _device_box(_fresh("output", list_output_devices),
+        self.output = _device_box(_fresh("output"),
                                   settings.audio_output_device)
         form.addRow("Audio output", self.output)
 
         self.mic_enabled = QCheckBox("Mouth follows the microphone")
         self.mic_enabled.setChecked(settings.mic_enabled)
         form.addRow("Microphone", self.mic_enabled)
-        self.mic = _device_box(_fresh("input", list_input_devices), settings.mic_device)
+        self.mic = _device_box(_fresh("input"), settings.mic_device)
         form.addRow("Microphone device", self.mic)
         self.mic_gain = QDoubleSpinBox(minimum=-20.0, maximum=30.0, singleStep=1.0, decimals=1, suffix=" dB")
         self.mic_gain.setValue(settings.mic_gain_db)

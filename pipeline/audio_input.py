@@ -40,32 +40,9 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.audio_output import (STUCK_MESSAGE, AudioUnavailable, _sounddevice, close_stream,
-                                   list_devices_now, streams_stuck)
+from pipeline.audio_devices import (AudioUnavailable, close_stream, list_devices, list_devices_now,
+                                    sounddevice_module, streams_stuck)
 from pipeline.clock import MediaClock
-
-
-def list_input_devices() -> list[str]:
-    """Names of the devices that can capture sound, as ``AudioInput(device=...)`` takes them."""
-    try:
-        sd = _sounddevice()
-    except AudioUnavailable:
-        return []
-    return [d["name"] for d in sd.query_devices() if d["max_input_channels"] > 0]
-
-
-def reinitialize_portaudio() -> None:
-    """Make PortAudio enumerate devices again (it lists them once, at initialisation).
-
-    This closes every PortAudio stream of the process, so the owner of other streams
-    (the audio output) must reopen them afterwards. Raises AudioUnavailable, for the
-    user, while a stream of a vanished sound server cannot be closed.
-    """
-    if streams_stuck():
-        raise AudioUnavailable(STUCK_MESSAGE)
-    sd = _sounddevice()
-    sd._terminate()
-    sd._initialize()
 
 
 def dbfs(amplitude: float) -> float:
@@ -205,7 +182,7 @@ class AudioInput:
         self._watchdog.start()
 
     def _find(self, device: str | int | None) -> dict:
-        sd = _sounddevice()
+        sd = sounddevice_module()
         try:
             return sd.query_devices(device, "input")
         except (ValueError, sd.PortAudioError) as exc:
@@ -213,7 +190,7 @@ class AudioInput:
 
     @staticmethod
     def _missing_device_message(device: str | int | None, error: str) -> str:
-        inputs = list_input_devices()
+        inputs = list_devices("input")
         if not inputs:
             return ("No microphone was found. Connect one, or check that the sound server "
                     "(PipeWire, PulseAudio or JACK) is running.")
@@ -225,7 +202,7 @@ class AudioInput:
         return f"The microphone '{device}' was not found. Choose one of: " + ", ".join(inputs) + "."
 
     def _open(self, info: dict) -> None:
-        sd = _sounddevice()
+        sd = sounddevice_module()
         rate = int(info["default_samplerate"])
         name = info["name"]
         if rate != self.sample_rate:
@@ -525,5 +502,5 @@ class AudioInput:
 def _running(stream) -> bool:
     try:
         return stream.active
-    except _sounddevice().PortAudioError:  # closed under us: PortAudio was re-initialised
+    except sounddevice_module().PortAudioError:  # closed under us: PortAudio was re-initialised
         return False

@@ -7,114 +7,15 @@ mouth frames can be stamped before the sound plays.
 
 from __future__ import annotations
 
-import atexit
-import json
-import logging
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from pipeline.audio_devices import AudioUnavailable, close_stream, list_devices, sounddevice_module
 from pipeline.audio_timeline import AudioTimeline
 from pipeline.clock import MediaClock
-
-
-class AudioUnavailable(RuntimeError):
-    """No usable audio output; the message is meant for the user."""
-
-
-def _sounddevice():
-    try:
-        import sounddevice
-    except OSError as exc:
-        raise AudioUnavailable(
-            "Sound is unavailable: the PortAudio library is not installed "
-            "(on Debian/Ubuntu: sudo apt install libportaudio2). "
-            "The avatar will still animate without sound."
-        ) from exc
-    return sounddevice
-
-
-log = logging.getLogger(__name__)
-
-# A healthy stream closes in ~20 ms.
-CLOSE_WAIT = 1.0
-
-
-# Closers still waiting on their stream (see close_stream).
-_stuck: list[threading.Thread] = []
-
-
-def close_stream(stream, name: str) -> None:
-    """Abort and close a PortAudio stream on a daemon thread, waiting at most CLOSE_WAIT:
-    closing a stream whose device is gone can block for good (PortAudio 19.6's JACK host
-    waits for a process cycle that never comes once the server has died), and the app
-    must still be able to go on, or quit."""
-    closer = threading.Thread(target=_close_quietly, args=(stream,), name=name, daemon=True)
-    closer.start()
-    closer.join(CLOSE_WAIT)
-    if closer.is_alive():
-        _stuck.append(closer)
-        # sounddevice's exit handler terminates PortAudio, which would wait for this
-        # stream for ever: the app could not quit.
-        log.warning("an audio stream did not close (its sound server is gone); PortAudio "
-                    "is left as it is at exit")
-        atexit.unregister(_sounddevice()._exit_handler)
-
-
-STUCK_MESSAGE = ("A sound device went away without letting go (its sound server stopped or "
-                 "restarted): restart Lipsync Studio to use sound again.")
-
-
-def streams_stuck() -> bool:
-    """Whether a stream is still closing: until it is, terminating (or re-initialising)
-    PortAudio would wait for it, for ever if its sound server has died."""
-    _stuck[:] = [closer for closer in _stuck if closer.is_alive()]
-    return bool(_stuck)
-
-
-def _close_quietly(stream) -> None:
-    try:
-        stream.abort()
-        stream.close()
-    except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
-        pass
-
-
-_LIST_DEVICES = ("import json, sounddevice as sd; print(json.dumps([[d['name'], "
-                 "d['max_input_channels'], d['max_output_channels']] for d in sd.query_devices()]))")
-
-
-def list_devices_now(kind: str, timeout: float = 5.0) -> list[str] | None:
-    """The devices of ``kind`` ("input" or "output") a newly initialised PortAudio lists,
-    including any connected since this process initialised its own; None when that
-    cannot be found out.
-
-    Runs PortAudio in a child process (~0.13 s, most of it Python starting) so that no
-    stream of this process is disturbed; at the lowest priority, since on 2 cores its
-    start-up otherwise took CPU from the voice's synthesis (underruns, measured). Through
-    nice(1) rather than a preexec_fn, which would make Python fork this large process
-    instead of vfork-ing it."""
-    try:
-        child = subprocess.run(["nice", "-n", "19", sys.executable, "-c", _LIST_DEVICES],
-                               capture_output=True, text=True, timeout=timeout, check=True)
-        devices = json.loads(child.stdout.strip().splitlines()[-1])
-        channels = 1 if kind == "input" else 2
-        return [str(d[0]) for d in devices if d[channels] > 0]
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError):
-        return None
-
-
-def list_output_devices() -> list[str]:
-    """Names of the devices that can play sound, as ``AudioOutput(device=...)`` accepts them."""
-    try:
-        sd = _sounddevice()
-    except AudioUnavailable:
-        return []
-    return [d["name"] for d in sd.query_devices() if d["max_output_channels"] > 0]
 
 
 class AudioOutput:
@@ -160,7 +61,7 @@ class AudioOutput:
 
     def start(self) -> None:
         """Open and start the stream; raises AudioUnavailable with a message for the user."""
-        sd = _sounddevice()
+        sd = sounddevice_module()
         try:
             info = sd.query_devices(self._device, "output")
         except (ValueError, sd.PortAudioError) as exc:
@@ -207,7 +108,7 @@ class AudioOutput:
             )
 
     def _missing_device_message(self, error: str) -> str:
-        outputs = list_output_devices()
+        outputs = list_devices("output")
         if not outputs:
             return ("No audio output device was found. Connect speakers or headphones, or "
                     "check that the sound server (PipeWire, PulseAudio or JACK) is running. "

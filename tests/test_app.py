@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from app.settings import Settings
-from pipeline.audio_input import reinitialize_portaudio
+from pipeline.audio_devices import reinitialize_portaudio
 from pipeline.resample import StreamResampler, resample
 from pipeline.sync_metrics import viseme_change_offsets
 from pipeline.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import sounddevice
 
-from pipeline.audio_input import (AudioInput, AudioUnavailable, list_input_devices,
-                                  reinitialize_portaudio)
+from pipeline.audio_devices import AudioUnavailable, list_devices, reinitialize_portaudio
+from pipeline.audio_input import AudioInput
 from tests.harness import jack_recorder
 from tests.harness.jack_recorder import JackPlayer, JackRecorder
 from tests.harness.services import JackServer, run_in_child
@@ -170,7 +170,7 @@ def test_gate_silences_low_noise_and_keeps_speech_whole(jack_server):
 
 def test_switching_devices_keeps_the_reader_and_a_missing_one_leaves_the_old(jack_server, mic,
                                                                            events):
-    assert "system" in list_input_devices()
+    assert "system" in list_devices("input")
     with pytest.raises(AudioUnavailable) as err:
         mic.set_device("Headset that is not there")
     assert str(err.value) == "The microphone 'Headset that is not there' was not found. Choose one of: system."
@@ -249,7 +249,7 @@ def test_a_missing_chosen_microphone_is_stood_in_for_until_it_is_plugged_in(jack
         if usb is not None:
             usb.stop()
         reinitialize_portaudio()  # forget the device for the tests after this one
-    assert USB_MIC not in list_input_devices()
+    assert USB_MIC not in list_devices("input")
 
 
 def test_a_stalled_device_is_noticed_within_a_second_and_reopened():

@@ -6,7 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from pipeline.audio_output import AudioOutput, AudioUnavailable, list_output_devices
+from pipeline.audio_devices import AudioUnavailable, list_devices
+from pipeline.audio_output import AudioOutput
 from pipeline.resample import resample
 from tests.harness.jack_recorder import JackRecorder, measure_jack_clock
 
@@ -117,7 +118,7 @@ def test_stop_speech_fades_out_without_a_click_and_stays_silent(jack_server, out
 
 
 def test_missing_device_is_reported_in_words(jack_server):
-    assert "system" in list_output_devices()
+    assert "system" in list_devices("output")
     out = AudioOutput("Speakers that are not there")
     with pytest.raises(AudioUnavailable) as err:
         out.start()

@@ -11,8 +11,7 @@ import pytest
 
 from app.engine import Engine
 from app.settings import Settings
-from pipeline.audio_input import list_input_devices, reinitialize_portaudio
-from pipeline.audio_output import STUCK_MESSAGE, list_output_devices
+from pipeline.audio_devices import STUCK_MESSAGE, list_devices, reinitialize_portaudio
 from tests.harness.jack_recorder import JackPlayer
 from tests.harness.services import JackServer, run_in_child
 
@@ -36,7 +35,7 @@ def test_devices_plugged_in_after_start_are_opened_when_chosen(jack_server):
     speaker_in = speaker.inports.register("in")
     speaker.activate()
     try:
-        assert NEW_MIC not in list_input_devices() and NEW_SPEAKER not in list_output_devices()
+        assert NEW_MIC not in list_devices("input") and NEW_SPEAKER not in list_devices("output")
 
         old_clock = engine.clock
         assert engine.apply(replace(settings, mic_device=NEW_MIC)) == []

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from app.settings import Settings
-from pipeline.audio_input import list_input_devices
-from pipeline.audio_output import list_output_devices
+from pipeline.audio_devices import list_devices
 from pipeline.lipsync_model import MIC_TRADES, MODES_MS
 from pipeline.streaming_tts import LATENCY_MODES
 
@@ -106,8 +105,8 @@ def test_devices_plugged_in_after_start_can_be_chosen(panel, jack_server):
     speaker.inports.register("in")
     try:
         # This process's PortAudio predates them.
-        assert "lss-new-mic" not in list_input_devices()
-        assert "lss-new-speaker" not in list_output_devices()
+        assert "lss-new-mic" not in list_devices("input")
+        assert "lss-new-speaker" not in list_devices("output")
         dialog = panel(Settings())
         assert ([dialog.mic.itemText(i) for i in range(dialog.mic.count())]
                 == ["System default", "system", "lss-new-mic"])
