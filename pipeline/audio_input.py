@@ -12,14 +12,17 @@ the default, then again after a rescan (PortAudio lists devices only when it is
 initialised), with backoff while there is none. Status changes go to ``on_status`` as
 InputStatus records whose message is meant for the user.
 
-A chosen microphone that is missing (unplugged before start, or lost later) is stood in
-for by the default one (or by none, retrying), and the watchdog looks for it every
-``probe_interval`` (when
-the owner's ``may_probe`` allows) through a newly initialised PortAudio in a child
-process: this process's PortAudio lists devices only as they were at initialisation,
-and re-initialising it would close every stream, the voice's output too. When the
-chosen one is back, an "available" status tells the owner, who switches when closing
-its streams cuts nothing (see Engine).
+Devices are looked up through a newly initialised PortAudio in a child process (when
+the owner's ``may_probe`` allows): this process's PortAudio lists devices only as they
+were at initialisation, and re-initialising it would close every stream, the voice's
+output too.
+- A JACK device can go while its stream keeps calling back with silence (a client that
+  quits): every ``presence_interval`` the watchdog checks that it is still listed, and
+  treats it as lost when it is not.
+- A chosen microphone that is missing (unplugged before start, or lost later) is stood
+  in for by the default one (or by none, retrying), and looked for every
+  ``probe_interval``. When it is back, an "available" status tells the owner, who
+  switches when closing its streams cuts nothing (see Engine).
 
 The OS default: with ``device=None`` on PipeWire or PulseAudio, PortAudio's default
 device is the sound server's, which itself follows the default the user picks, so a
@@ -97,6 +100,7 @@ class AudioInput:
         hop_seconds: float = 0.010,
         stall_timeout: float = 0.5,
         probe_interval: float = 3.0,
+        presence_interval: float = 10.0,
         on_status: Callable[[InputStatus], None] | None = None,
         rescan: Callable[[], None] | None = None,
         may_probe: Callable[[], bool] = lambda: True,
@@ -107,6 +111,7 @@ class AudioInput:
         self.hop_seconds = hop_seconds
         self.stall_timeout = stall_timeout
         self.probe_interval = probe_interval
+        self.presence_interval = presence_interval
         # The owner's say: a probe's child process takes CPU a busy moment cannot spare.
         self._may_probe = may_probe
         self._on_status = on_status or (lambda status: None)
@@ -142,6 +147,7 @@ class AudioInput:
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
         self._tried = False
+        self._outlives_device = False
         # Capturing from the default while the chosen device is missing.
         self.standing_in = False
         # No device could be opened at the last attempt.
@@ -241,6 +247,11 @@ class AudioInput:
             raise AudioUnavailable(f"The microphone '{name}' could not be started: {exc}.") from exc
         self._stream = stream
         self.device_name = name
+        # Only a JACK client's stream outlives its device (it goes on calling back with
+        # silence); an ALSA device's stream fails when unplugged, and a device this
+        # process holds open may be left out of a fresh listing, so looking for it
+        # there would call it gone while it works.
+        self._outlives_device = "JACK" in sd.query_hostapis(info["hostapi"])["name"]
         self.standing_in = False
         self._retrying = False
         self._announced = False
@@ -385,19 +396,24 @@ class AudioInput:
         next_try = 0.0
         next_probe = 0.0
         while not self._stop.wait(0.05):
-            if (self._missing_chosen() and not self._announced
-                    and time.monotonic() >= next_probe and self._may_probe()):
+            gone = None
+            if not self._announced and time.monotonic() >= next_probe and self._may_probe():
                 # Outside the lock: the child process takes a tenth of a second or more.
-                self._look_for_chosen()
-                next_probe = time.monotonic() + self.probe_interval
+                if self._missing_chosen():
+                    self._look_for_chosen()
+                    next_probe = time.monotonic() + self.probe_interval
+                elif self._outlives_device:
+                    gone = self._stream_if_unlisted()
+                    next_probe = time.monotonic() + self.presence_interval
             with self._switching:
                 stream = self._stream
                 now = time.monotonic()
                 if stream is not None:
-                    if now - self._last_callback > self.stall_timeout or not _running(stream):
+                    stalled = now - self._last_callback > self.stall_timeout or not _running(stream)
+                    if stalled or stream is gone:
                         lost = self.device_name
-                        self._report("lost", f"Microphone '{lost}' stopped delivering sound "
-                                     "— reconnecting", lost)
+                        what = "stopped delivering sound" if stalled else "is no longer connected"
+                        self._report("lost", f"Microphone '{lost}' {what} — reconnecting", lost)
                         self._abandon()
                         delay, next_try = self.BACKOFF_FIRST, now
                     continue
@@ -419,6 +435,13 @@ class AudioInput:
     def _missing_chosen(self) -> bool:
         """Standing in for the chosen device, or without any device."""
         return self.standing_in or self._retrying
+
+    def _stream_if_unlisted(self):
+        """The current stream if its device is no longer listed: a stream can go on
+        calling back with silence after its device has gone (a JACK client that quit)."""
+        stream, name = self._stream, self.device_name
+        names = list_devices_now("input")
+        return stream if names is not None and name not in names else None
 
     def _look_for_chosen(self) -> None:
         chosen = self.device

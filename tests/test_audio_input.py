@@ -201,9 +201,23 @@ def test_a_stream_closed_by_reinitialising_portaudio_is_reopened(jack_server, mi
 USB_MIC = "lss-usb-mic"
 
 
-def test_a_missing_chosen_microphone_is_stood_in_for_until_it_is_plugged_in(jack_server, events):
-    # A JACK client with an output port is, to PortAudio, a capture device named after it:
-    # here it plays the part of a USB microphone plugged in while the app runs.
+def plug_in(name, audio):
+    """A JACK client with an output port is, to PortAudio, a capture device named after
+    it: a USB microphone plugged in, silent until it plays."""
+    device = JackPlayer(audio, destination="^$", name=name)
+    device.client.activate()
+    return device
+
+
+def wait_for(events, kind, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while events[-1].kind != kind and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return events[-1]
+
+
+def test_a_chosen_microphone_is_stood_in_for_while_unplugged_and_announced_when_back(
+        jack_server, events):
     mic = AudioInput(USB_MIC, gate_db=None, on_status=events.append, probe_interval=0.2)
     mic.start()
     noise = (0.2 * np.random.default_rng(6).standard_normal(mic.sample_rate // 4)).astype(np.float32)
@@ -218,20 +232,16 @@ def test_a_missing_chosen_microphone_is_stood_in_for_until_it_is_plugged_in(jack
         time.sleep(0.5)  # probes that find nothing announce nothing
         assert len(events) == 1
 
-        # Plugged in: its port exists from here on, silent until it plays.
-        usb = JackPlayer(noise, destination="^$", name=USB_MIC)
-        usb.client.activate()
-        deadline = time.monotonic() + 5
-        while events[-1].kind != "available" and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert (events[-1].kind, events[-1].message) == (
-            "available", f"Microphone '{USB_MIC}' is connected again")
+        usb = plug_in(USB_MIC, noise)
+        assert (wait_for(events, "available").message
+                == f"Microphone '{USB_MIC}' is connected again")
 
         # The owner's switch (Engine's): streams closed, PortAudio re-initialised so
         # that it lists the new device, and the chosen one opened.
         mic.close()
         reinitialize_portaudio()
-        mic = AudioInput(USB_MIC, gate_db=None, on_status=events.append)
+        mic = AudioInput(USB_MIC, gate_db=None, on_status=events.append, probe_interval=0.2,
+                         presence_interval=0.2)
         mic.start()
         assert (mic.device_name, mic.standing_in) == (USB_MIC, False)
         assert (events[-1].kind, events[-1].message) == ("started", f"Microphone '{USB_MIC}' is on")
@@ -244,6 +254,19 @@ def test_a_missing_chosen_microphone_is_stood_in_for_until_it_is_plugged_in(jack
                 break
         start = int(np.flatnonzero(captured)[0])
         np.testing.assert_array_equal(captured[start:start + len(noise)], noise)
+
+        # Unplugged: the stream goes on calling back (silence), but the device is gone.
+        usb.stop()
+        usb = None
+        assert wait_for(events, "switched").message == (
+            f"Microphone '{USB_MIC}' disconnected — using 'system'")
+        assert f"Microphone '{USB_MIC}' is no longer connected — reconnecting" in [
+            e.message for e in events]
+        assert (mic.device_name, mic.standing_in) == ("system", True)
+        assert mic.read(0.5) is not None
+
+        usb = plug_in(USB_MIC, noise)  # and back
+        assert wait_for(events, "available").device == USB_MIC
     finally:
         mic.close()
         if usb is not None:
