@@ -22,7 +22,7 @@ from pipeline.tts import PiperTTS
 from pipeline.visemes import OVR_VISEMES
 from render.avatar_view import PRESENTED
 from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
-from tests.harness.jack_recorder import JackPlayer
+from tests.harness.jack_recorder import plug_in_microphone
 
 pytestmark = [pytest.mark.display, pytest.mark.audio]
 
@@ -247,13 +247,10 @@ def test_a_chosen_microphone_plugged_in_while_speaking_is_taken_after_the_speech
         assert w.engine.mic.device_name == "system"
         say(w, "While this long sentence is being read out to everyone watching the stream, "
                "somebody plugs the microphone that was chosen in the settings back in.")
-        # A JACK client with an output port is, to PortAudio, a capture device named
-        # after it: the USB microphone being plugged in.
         tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
         speech = np.concatenate([resample(s.audio, s.sample_rate, jack_server.rate)
                                  for s in tts.synthesize("Hello there. How are you today?")])
-        usb = JackPlayer(speech, destination="^$", name=USB_MIC)
-        usb.client.activate()
+        usb = plug_in_microphone(USB_MIC, speech)
         # Looking for it takes CPU from the voice, and switching re-initialises PortAudio,
         # which would cut it: neither while it speaks (longer than a probe interval).
         pump(w.engine.mic.probe_interval + 1.0)

@@ -14,7 +14,7 @@ import sounddevice
 from pipeline.audio_devices import AudioUnavailable, list_devices, reinitialize_portaudio
 from pipeline.audio_input import AudioInput
 from tests.harness import jack_recorder
-from tests.harness.jack_recorder import JackPlayer, JackRecorder
+from tests.harness.jack_recorder import JackPlayer, JackRecorder, plug_in_microphone
 from tests.harness.services import JackServer, run_in_child
 
 pytestmark = pytest.mark.audio
@@ -201,14 +201,6 @@ def test_a_stream_closed_by_reinitialising_portaudio_is_reopened(jack_server, mi
 USB_MIC = "lss-usb-mic"
 
 
-def plug_in(name, audio):
-    """A JACK client with an output port is, to PortAudio, a capture device named after
-    it: a USB microphone plugged in, silent until it plays."""
-    device = JackPlayer(audio, destination="^$", name=name)
-    device.client.activate()
-    return device
-
-
 def wait_for(events, kind, seconds=5.0):
     deadline = time.monotonic() + seconds
     while events[-1].kind != kind and time.monotonic() < deadline:
@@ -232,7 +224,7 @@ def test_a_chosen_microphone_is_stood_in_for_while_unplugged_and_announced_when_
         time.sleep(0.5)  # probes that find nothing announce nothing
         assert len(events) == 1
 
-        usb = plug_in(USB_MIC, noise)
+        usb = plug_in_microphone(USB_MIC, noise)
         assert (wait_for(events, "available").message
                 == f"Microphone '{USB_MIC}' is connected again")
 
@@ -265,7 +257,7 @@ def test_a_chosen_microphone_is_stood_in_for_while_unplugged_and_announced_when_
         assert (mic.device_name, mic.standing_in) == ("system", True)
         assert mic.read(0.5) is not None
 
-        usb = plug_in(USB_MIC, noise)  # and back
+        usb = plug_in_microphone(USB_MIC, noise)  # and back
         assert wait_for(events, "available").device == USB_MIC
     finally:
         mic.close()

@@ -6,13 +6,12 @@ import time
 from dataclasses import replace
 
 import jack
-import numpy as np
 import pytest
 
 from app.engine import Engine
 from app.settings import Settings
 from pipeline.audio_devices import STUCK_MESSAGE, list_devices, reinitialize_portaudio
-from tests.harness.jack_recorder import JackPlayer
+from tests.harness.jack_recorder import plug_in_microphone
 from tests.harness.services import JackServer, run_in_child
 
 pytestmark = pytest.mark.audio
@@ -29,8 +28,7 @@ def test_devices_plugged_in_after_start_are_opened_when_chosen(jack_server):
     # Plugged in after PortAudio started, so this process's PortAudio does not list them:
     # to PortAudio a JACK client with an output port is a microphone, one with an input
     # port a speaker.
-    usb = JackPlayer(np.zeros(16, np.float32), destination="^$", name=NEW_MIC)
-    usb.client.activate()
+    usb = plug_in_microphone(NEW_MIC)
     speaker = jack.Client(NEW_SPEAKER, no_start_server=True)
     speaker_in = speaker.inports.register("in")
     speaker.activate()

@@ -2,7 +2,6 @@
 
 from dataclasses import asdict, fields
 
-import numpy as np
 import pytest
 
 from app.settings import Settings
@@ -95,12 +94,10 @@ def test_a_bad_value_is_explained_and_nothing_is_taken(panel):
 def test_devices_plugged_in_after_start_can_be_chosen(panel, jack_server):
     import jack
 
-    from tests.harness.jack_recorder import JackPlayer
+    from tests.harness.jack_recorder import plug_in_microphone
 
-    # To PortAudio a JACK client with an output port is a capture device named after it,
-    # one with an input port a playback device.
-    usb = JackPlayer(np.zeros(16, np.float32), destination="^$", name="lss-new-mic")
-    usb.client.activate()
+    usb = plug_in_microphone("lss-new-mic")
+    # To PortAudio a JACK client with an input port is a playback device named after it.
     speaker = jack.Client("lss-new-speaker", no_start_server=True)
     speaker.inports.register("in")
     try:

@@ -238,6 +238,15 @@ class JackPlayer:
         self.client.close()
 
 
+def plug_in_microphone(name: str, audio: np.ndarray | None = None) -> JackPlayer:
+    """A JACK client with an output port is, to PortAudio, a capture device named after
+    it: a microphone plugged in, silent until its ``play()``."""
+    device = JackPlayer(np.zeros(16, np.float32) if audio is None else audio,
+                        destination="^$", name=name)
+    device.client.activate()
+    return device
+
+
 def read_wav_mono(path: Path, rate: int) -> np.ndarray:
     with wave.open(str(path), "rb") as w:
         if w.getframerate() != rate or w.getsampwidth() != 2:
