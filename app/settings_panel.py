@@ -70,8 +70,7 @@ class SettingsPanel(QDialog):
         # Both pickers list devices as a newly initialised PortAudio does, so that one
         # plugged in since the app started can be chosen (the engine then re-initialises
         # its own PortAudio to open it).
-        self.output = _device_box(_fresh("output"),
-                                  settings.audio_output_device)
+        self.output = _device_box(_fresh("output"), settings.audio_output_device)
         form.addRow("Audio output", self.output)
 
         self.mic_enabled = QCheckBox("Mouth follows the microphone")

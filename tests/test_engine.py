@@ -5,13 +5,12 @@ import logging
 import time
 from dataclasses import replace
 
-import jack
 import pytest
 
 from app.engine import Engine
 from app.settings import Settings
 from pipeline.audio_devices import STUCK_MESSAGE, list_devices, reinitialize_portaudio
-from tests.harness.jack_recorder import plug_in_microphone
+from tests.harness.jack_recorder import plug_in_microphone, plug_in_speaker
 from tests.harness.services import JackServer, run_in_child
 
 pytestmark = pytest.mark.audio
@@ -25,13 +24,9 @@ def test_devices_plugged_in_after_start_are_opened_when_chosen(jack_server):
     settings = Settings(audio_output_device="system", mic_lipsync="volume")
     engine = Engine(settings, on_event=lambda event: None, on_mic_status=messages.append)
     assert engine.start_audio() is None and engine.start_mic() is None
-    # Plugged in after PortAudio started, so this process's PortAudio does not list them:
-    # to PortAudio a JACK client with an output port is a microphone, one with an input
-    # port a speaker.
+    # Plugged in after PortAudio started, so this process's PortAudio does not list them.
     usb = plug_in_microphone(NEW_MIC)
-    speaker = jack.Client(NEW_SPEAKER, no_start_server=True)
-    speaker_in = speaker.inports.register("in")
-    speaker.activate()
+    speaker = plug_in_speaker(NEW_SPEAKER)
     try:
         assert NEW_MIC not in list_devices("input") and NEW_SPEAKER not in list_devices("output")
 
@@ -49,12 +44,11 @@ def test_devices_plugged_in_after_start_are_opened_when_chosen(jack_server):
         assert engine.apply(replace(settings, mic_device=NEW_MIC,
                                     audio_output_device=NEW_SPEAKER)) == []
         assert engine.output.device_name == NEW_SPEAKER
-        assert speaker_in.connections  # PortAudio's output feeds the new speaker
+        assert speaker.inports[0].connections  # PortAudio's output feeds the new speaker
         assert engine.mic.device_name == NEW_MIC
     finally:
         engine.close()
         usb.stop()
-        speaker.deactivate()
         speaker.close()
         reinitialize_portaudio()  # forget the devices for the tests after this one
 

@@ -92,14 +92,10 @@ def test_a_bad_value_is_explained_and_nothing_is_taken(panel):
 
 
 def test_devices_plugged_in_after_start_can_be_chosen(panel, jack_server):
-    import jack
-
-    from tests.harness.jack_recorder import plug_in_microphone
+    from tests.harness.jack_recorder import plug_in_microphone, plug_in_speaker
 
     usb = plug_in_microphone("lss-new-mic")
-    # To PortAudio a JACK client with an input port is a playback device named after it.
-    speaker = jack.Client("lss-new-speaker", no_start_server=True)
-    speaker.inports.register("in")
+    speaker = plug_in_speaker("lss-new-speaker")
     try:
         # This process's PortAudio predates them.
         assert "lss-new-mic" not in list_devices("input")

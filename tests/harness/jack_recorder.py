@@ -247,6 +247,15 @@ def plug_in_microphone(name: str, audio: np.ndarray | None = None) -> JackPlayer
     return device
 
 
+def plug_in_speaker(name: str) -> jack.Client:
+    """A JACK client with an input port ("in") is, to PortAudio, a playback device named
+    after it: a speaker plugged in. Close the client to unplug it."""
+    device = jack.Client(name, no_start_server=True)
+    device.inports.register("in")
+    device.activate()
+    return device
+
+
 def read_wav_mono(path: Path, rate: int) -> np.ndarray:
     with wave.open(str(path), "rb") as w:
         if w.getframerate() != rate or w.getsampwidth() != 2:
