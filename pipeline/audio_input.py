@@ -159,6 +159,7 @@ class AudioInput:
         # No device could be opened at the last attempt.
         self._retrying = False
         self._announced = False
+        self._unlisted = None  # a stream whose device a probe found gone
         # Serialises the watchdog's reopening with set_device(); the callback never takes it.
         self._switching = threading.Lock()
 
@@ -403,23 +404,29 @@ class AudioInput:
         delay = self.BACKOFF_FIRST
         next_try = 0.0
         next_probe = 0.0
+        prober: threading.Thread | None = None
         while not self._stop.wait(0.05):
-            gone = None
-            if not self._announced and time.monotonic() >= next_probe and self._may_probe():
-                # Outside the lock: the child process takes a tenth of a second or more.
+            if (not self._announced and time.monotonic() >= next_probe
+                    and (prober is None or not prober.is_alive()) and self._may_probe()):
+                probe, interval = None, 0.0
                 if self._missing_chosen():
-                    self._look_for_chosen()
-                    next_probe = time.monotonic() + self.probe_interval
+                    probe, interval = self._look_for_chosen, self.probe_interval
                 elif (self._outlives_device
                       and time.monotonic() - self._last_sound > self.SILENT_BEFORE_PROBE):
-                    gone = self._stream_if_unlisted()
-                    next_probe = time.monotonic() + self.presence_interval
+                    probe, interval = self._check_listed, self.presence_interval
+                if probe is not None:
+                    # On a thread of its own: the child process takes a tenth of a second
+                    # or more, and seconds while a sound server hangs (it waits for the
+                    # server too), when this loop must still notice the stall.
+                    prober = threading.Thread(target=probe, name="mic-probe", daemon=True)
+                    prober.start()
+                    next_probe = time.monotonic() + interval
             with self._switching:
                 stream = self._stream
                 now = time.monotonic()
                 if stream is not None:
                     stalled = now - self._last_callback > self.stall_timeout or not _running(stream)
-                    if stalled or stream is gone:
+                    if stalled or stream is self._unlisted:
                         lost = self.device_name
                         what = "stopped delivering sound" if stalled else "is no longer connected"
                         self._report("lost", f"Microphone '{lost}' {what} — reconnecting", lost)
@@ -445,12 +452,14 @@ class AudioInput:
         """Standing in for the chosen device, or without any device."""
         return self.standing_in or self._retrying
 
-    def _stream_if_unlisted(self):
-        """The current stream if its device is no longer listed: a stream can go on
-        calling back with silence after its device has gone (a JACK client that quit)."""
+    def _check_listed(self) -> None:
+        """Mark the current stream for the watchdog if its device is no longer listed: a
+        stream can go on calling back with silence after its device has gone (a JACK
+        client that quit)."""
         stream, name = self._stream, self.device_name
         names = list_devices_now("input")
-        return stream if names is not None and name not in names else None
+        if names is not None and name not in names:
+            self._unlisted = stream
 
     def _look_for_chosen(self) -> None:
         chosen = self.device
@@ -462,7 +471,7 @@ class AudioInput:
                          and not any(chosen.lower() in name.lower() for name in names)):
             return
         with self._switching:
-            if self._missing_chosen() and chosen == self.device:
+            if self._missing_chosen() and chosen == self.device and not self._stop.is_set():
                 self._announced = True
                 what = f"Microphone '{chosen}'" if chosen is not None else "A microphone"
                 self._report("available", f"{what} is connected again", chosen or names[0])

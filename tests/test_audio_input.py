@@ -289,8 +289,11 @@ def stall_and_resume() -> None:
     server = JackServer()
     reinitialize_portaudio()  # it enumerated before this server existed
     events = []
+    # The capture is silent, so the watchdog keeps checking that the device is listed:
+    # each check's child process hangs while the server is frozen, which must not hold
+    # up noticing the stall.
     mic = AudioInput("system", gate_db=None, on_status=events.append,
-                     rescan=reinitialize_portaudio)
+                     rescan=reinitialize_portaudio, presence_interval=0.05)
     mic.start()
     try:
         capture(mic, 0.2)
