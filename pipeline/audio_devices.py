@@ -44,7 +44,10 @@ def list_devices(kind: Kind) -> list[str]:
         sd = sounddevice_module()
     except AudioUnavailable:
         return []
-    return [d["name"] for d in sd.query_devices() if d[_CHANNELS[kind]] > 0]
+    try:
+        return [d["name"] for d in sd.query_devices() if d[_CHANNELS[kind]] > 0]
+    except sd.PortAudioError:  # not initialised: another thread is re-initialising it
+        return []
 
 
 _LIST_DEVICES = ("import json, sounddevice as sd; print(json.dumps([{k: d[k] for k in "
