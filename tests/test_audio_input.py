@@ -193,7 +193,10 @@ def test_a_stream_closed_by_reinitialising_portaudio_is_reopened(jack_server, mi
     deadline = time.monotonic() + 3
     while events[-1].kind != "recovered" and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert [e.kind for e in events] == ["started", "lost", "recovered"]
+    kinds = [e.kind for e in events]
+    # A reopen tried while PortAudio is still terminated fails and is retried.
+    assert kinds[:2] == ["started", "lost"] and kinds[-1] == "recovered"
+    assert set(kinds[2:-1]) <= {"retrying"}
     assert mic.recoveries == 1 and mic.device_name == "system"
     assert mic.read(0.5) is not None
 
