@@ -1,7 +1,6 @@
 """AudioInput through the real PortAudio and a real JACK server: a JACK client plays
 known signals into the stream's input ports, as a microphone would."""
 
-import ctypes
 import json
 import os
 import signal
@@ -13,24 +12,15 @@ import sounddevice
 
 from pipeline.audio_devices import AudioUnavailable, list_devices, reinitialize_portaudio
 from pipeline.audio_input import AudioInput
-from tests.harness import jack_recorder
-from tests.harness.jack_recorder import JackPlayer, JackRecorder, plug_in_microphone
+from tests.harness.jack_recorder import (
+    JackPlayer,
+    capture_latency_frames,
+    plug_in_microphone,
+    recorded_player,
+)
 from tests.harness.services import JackServer, run_in_child
 
 pytestmark = pytest.mark.audio
-
-_JACK_CAPTURE_LATENCY = 0
-
-
-def capture_latency_frames(client) -> int:
-    """Latency JACK reports for the physical capture ports: what PortAudio subtracts
-    from the cycle time to get the ADC time."""
-    port = client.get_ports(is_audio=True, is_output=True, is_physical=True)[0]
-    latency = jack_recorder._LatencyRange()
-    jack_recorder._lib.jack_port_get_latency_range(
-        jack_recorder._address(port._ptr), _JACK_CAPTURE_LATENCY, ctypes.byref(latency))
-    return latency.max
-
 
 def capture(mic, seconds):
     blocks = []
@@ -90,16 +80,9 @@ def test_capture_is_bit_exact_and_stamped_with_the_adc_time(jack_server, mic, ev
     noise = (0.3 * np.random.default_rng(1).standard_normal(rate // 2)).astype(np.float32)
     for _ in range(ATTEMPTS):
         overflows = mic.overflows
-        player = JackPlayer(noise)
-        # Active before the recorder connects to its port, so both see the first sample.
-        player.client.activate()
-        recorder = JackRecorder(source=r"^lss-player:out")
-        recorder.start()
-        player.start()
-        blocks = capture(mic, 0.8)
-        recorder.stop()
-        capture_latency = capture_latency_frames(player.client)
-        player.stop()
+        with recorded_player(noise) as (player, recorder):
+            blocks = capture(mic, 0.8)
+            capture_latency = capture_latency_frames(player.client)
         if mic.overflows == overflows:
             break
     assert mic.overflows == overflows, "JACK had an xrun in every playback"

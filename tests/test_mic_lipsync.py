@@ -14,8 +14,7 @@ from pipeline.speech_timeline import SpeechTimeline
 from pipeline.tts import PiperTTS
 from pipeline.viseme_track import VisemeTrack
 from pipeline.visemes import VISEME_INDEX
-from tests.harness.jack_recorder import JackPlayer, JackRecorder
-from tests.test_audio_input import capture_latency_frames
+from tests.harness.jack_recorder import capture_latency_frames, recorded_player
 
 LEAD = 0.2  # silence before the first burst
 BURST = 0.25
@@ -38,16 +37,9 @@ def live(signal: np.ndarray):
     stage = MicLipSync(mic, gate, identity)
     stage.start()
     rate = mic.sample_rate
-    player = JackPlayer(signal)
-    # Active before the recorder connects to its port, so both see the first sample.
-    player.client.activate()
-    recorder = JackRecorder(source=r"^lss-player:out")
-    recorder.start()
-    player.start()
-    time.sleep(len(signal) / rate + 0.2)
-    recorder.stop()
-    capture_latency = capture_latency_frames(player.client) / rate
-    player.stop()
+    with recorded_player(signal) as (player, recorder):
+        time.sleep(len(signal) / rate + 0.2)
+        capture_latency = capture_latency_frames(player.client) / rate
     stage.stop()
     mic.close()
     # The recorder starts with the player's silence: line the first sound up.

@@ -20,6 +20,8 @@ from __future__ import annotations
 import ctypes
 import time
 import wave
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,6 +238,36 @@ class JackPlayer:
         self._closed = True
         self.client.deactivate()
         self.client.close()
+
+
+_JACK_CAPTURE_LATENCY = 0
+
+
+def capture_latency_frames(client: jack.Client) -> int:
+    """Latency JACK reports for the physical capture ports: what PortAudio subtracts
+    from the cycle time to get the ADC time."""
+    port = client.get_ports(is_audio=True, is_output=True, is_physical=True)[0]
+    latency = _LatencyRange()
+    _lib.jack_port_get_latency_range(_address(port._ptr), _JACK_CAPTURE_LATENCY,
+                                     ctypes.byref(latency))
+    return latency.max
+
+
+@contextmanager
+def recorded_player(audio: np.ndarray) -> Iterator[tuple[JackPlayer, JackRecorder]]:
+    """`audio` played as the microphone, with a recorder on the player's own output:
+    the recording says when each sample entered JACK. Both stop on leaving."""
+    player = JackPlayer(audio)
+    # Active before the recorder connects to its port, so both see the first sample.
+    player.client.activate()
+    recorder = JackRecorder(source=rf"^{player.client.name}:out")
+    recorder.start()
+    player.start()
+    try:
+        yield player, recorder
+    finally:
+        recorder.stop()
+        player.stop()
 
 
 def plug_in_microphone(name: str, audio: np.ndarray | None = None) -> JackPlayer:
