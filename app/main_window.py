@@ -26,6 +26,7 @@ from render.avatar_rig import RigError
 from render.avatar_view import PRESENTED, AvatarView
 from render.avatars import PICTURE_SUFFIXES, AvatarRig, is_picture, load_avatar_rig
 from render.face_landmarks import PortraitError
+from render.offscreen import OffscreenError, gl_renderer, renders_on_cpu
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ class MainWindow(QMainWindow):
         self.finished: SpeechFinished | None = None
         self.mode_first_audio_ms: dict[str, float] = {}
 
-        self.view = AvatarView(fps=settings.target_fps, clear_color=_colour(settings.background))
+        self.view = AvatarView(fps=self._frame_rate(settings),
+                               clear_color=_colour(settings.background))
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
         self.view.setMinimumSize(480, 480)
         self.text = QLineEdit()
@@ -149,6 +151,25 @@ class MainWindow(QMainWindow):
         self._show_notices()
 
     # -- start-up -----------------------------------------------------------------
+
+    def _frame_rate(self, settings: Settings) -> int:
+        """The target frame rate, or the software-GL one where OpenGL draws on the CPU
+        (and then the user is told)."""
+        if settings.software_gl_fps >= settings.target_fps:
+            return settings.target_fps
+        try:
+            renderer = gl_renderer()
+        except OffscreenError as exc:
+            log.warning("could not ask OpenGL which renderer it uses: %s", exc.message)
+            return settings.target_fps
+        if not renders_on_cpu(renderer):
+            return settings.target_fps
+        message = (f"OpenGL draws on the CPU here ({renderer}): the avatar is shown at "
+                   f"{settings.software_gl_fps} fps, not {settings.target_fps}, so that the voice "
+                   "keeps its share of the CPU ('Frame rate with software OpenGL' in Settings).")
+        log.info("notice: %s", message)
+        self.notices.append(message)
+        return settings.software_gl_fps
 
     def _load_voice(self) -> None:
         try:
@@ -294,7 +315,7 @@ class MainWindow(QMainWindow):
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
         if settings.background != old.background:
             self.view.set_clear_color(_colour(settings.background))
-        if settings.target_fps != old.target_fps:
+        if (settings.target_fps, settings.software_gl_fps) != (old.target_fps, old.software_gl_fps):
             self.add_notice("The new frame rate takes effect when the app restarts.")
 
     # -- events and status ----------------------------------------------------------

@@ -38,6 +38,10 @@ class Settings:
     speech_rate: float = 1.0
     volume: float = 1.0
     target_fps: int = 60
+    # The frame rate at most when OpenGL renders on the CPU (no GPU driver: llvmpipe).
+    # There, at 60 fps, drawing took ~0.8 of 2 cores and 7 in 80 speeches fell behind
+    # playback; at 30 fps, 1 in 80 (bench/results/session6_trials.json).
+    software_gl_fps: int = 30
     blinking: bool = True
     breathing: bool = True
     background: str = "#20232a"
@@ -64,6 +68,7 @@ RULES: dict[str, FieldRule] = {
     "speech_rate": FieldRule(float, 0.5, 2.0),
     "volume": FieldRule(float, 0.0, 1.0),
     "target_fps": FieldRule(int, 24, 144),
+    "software_gl_fps": FieldRule(int, 24, 144),
     "blinking": FieldRule(bool),
     "breathing": FieldRule(bool),
     "background": FieldRule(str),

@@ -108,6 +108,12 @@ class SettingsPanel(QDialog):
         self.fps = QSpinBox(minimum=24, maximum=144)
         self.fps.setValue(settings.target_fps)
         form.addRow("Frame rate (fps)", self.fps)
+        self.software_gl_fps = QSpinBox(minimum=24, maximum=144)
+        self.software_gl_fps.setValue(settings.software_gl_fps)
+        self.software_gl_fps.setToolTip(
+            "Without a GPU driver OpenGL draws on the CPU, which the voice and the microphone "
+            "need too: there the frame rate is at most this. Both take effect at restart.")
+        form.addRow("Frame rate with software OpenGL", self.software_gl_fps)
         self.blinking = QCheckBox("Blink")
         self.blinking.setChecked(settings.blinking)
         self.breathing = QCheckBox("Breathe")
@@ -149,6 +155,7 @@ class SettingsPanel(QDialog):
             "speech_rate": self.rate.value(),
             "volume": self.volume.value(),
             "target_fps": self.fps.value(),
+            "software_gl_fps": self.software_gl_fps.value(),
             "blinking": self.blinking.isChecked(),
             "breathing": self.breathing.isChecked(),
             "background": self.background.text().strip(),

@@ -7,7 +7,10 @@ wall-clock renderer would show them — a mouth timeline started when the audio 
 to the device, ignoring output latency and the time to presentation (what simple
 text-driven lip sync does).
 
-Usage: python bench/av_sync.py [--sentences 20] [--out bench/results/FILE.json]
+Also counts the speeches that fell behind playback (a gap or an underrun): on 2 cores with
+software GL, drawing competes with the voice for the CPU.
+
+Usage: python bench/av_sync.py [--sentences 20] [--software-gl-fps N] [--out bench/results/FILE.json]
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sentences", type=int, default=20)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--software-gl-fps", type=int, default=None,
+                        help="the app's frame rate on software GL (default: the setting's default)")
     args = parser.parse_args()
 
     from tests.harness.services import JackServer, Xvfb
@@ -73,15 +78,19 @@ def main() -> int:
     from tests.harness.app_driver import open_window, pump, say, wait_until_quiet
 
     with tempfile.TemporaryDirectory() as config:
-        window = open_window(Path(config), Settings(audio_output_device="system"))
+        chosen = {} if args.software_gl_fps is None else {"software_gl_fps": args.software_gl_fps}
+        window = open_window(Path(config), Settings(audio_output_device="system", **chosen))
         engine = window.engine
+        period = window.view.period
         counters_before = window.view.slots.counters()
         log_start = len(window.view.presentation_log())
-        onset_times, onset_visemes, first_audio = [], [], []
-        for text in (SENTENCES * 2)[: args.sentences]:
+        onset_times, onset_visemes, first_audio, fell_behind = [], [], [], []
+        for i, text in enumerate((SENTENCES * 2)[: args.sentences]):
             say(window, text)
             first_audio.append(window.first_audio_ms)
             wait_until_quiet(window, margin=0.25)
+            if window.finished.gaps or window.finished.underruns:
+                fell_behind.append([i, window.finished.gaps, window.finished.underruns])
             times, visemes = engine.timeline.onsets()
             onset_times.append(times)
             onset_visemes.append(visemes)
@@ -115,10 +124,10 @@ def main() -> int:
     # it runs ahead of what is heard by the device's output latency, the scheduling
     # margin, and the time from tick to presentation.
     lead = output_latency + safety + (presented["predicted"] - presented["tick"])
-    naive_shown = _shown(times, visemes, presented["heard"] + lead + (1 / 60) / 2)
+    naive_shown = _shown(times, visemes, presented["heard"] + lead + period / 2)
     naive = viseme_change_offsets(presented["heard"], naive_shown, times, visemes, 0.2)
 
-    period_ms = 1000 / window.settings.target_fps
+    period_ms = 1000 * period
     ticks = np.diff(log["tick"]) * 1000
     result = {
         "bench": "av_sync",
@@ -140,6 +149,8 @@ def main() -> int:
         "missed_ticks": stats["missed_ticks"],
         "display_mode": stats["display_mode"],
         "first_audio_ms_p50": round(float(np.median(first_audio)), 1),
+        # [sentence, gaps, underruns] of each speech that fell behind playback.
+        "speeches_fell_behind": fell_behind,
         "audio_output_latency_ms": round(output_latency * 1000, 2),
         "baseline_wallclock": {
             "offset_median_ms": round(naive.median_abs_ms, 2),

@@ -130,6 +130,24 @@ class OffscreenTarget:
         self.close()
 
 
+# GL_RENDERER of Mesa's CPU rasterisers and of the other systems' software fallbacks.
+_CPU_RENDERERS = ("llvmpipe", "softpipe", "swrast", "software")
+
+
+def gl_renderer() -> str:
+    """GL_RENDERER of the OpenGL this process gets, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)".
+    Raises OffscreenError when no context can be made."""
+    with OffscreenTarget(1, 1):
+        return GL.glGetString(GL.GL_RENDERER).decode(errors="replace")
+
+
+def renders_on_cpu(renderer: str) -> bool:
+    """Whether a GL_RENDERER name is a software rasteriser: then every drawn pixel costs
+    the same cores the voice and the microphone need."""
+    name = renderer.lower()
+    return any(cpu in name for cpu in _CPU_RENDERERS)
+
+
 def _check_size(width: int, height: int) -> None:
     for n in (width, height):
         if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_SIZE:

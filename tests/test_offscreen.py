@@ -52,6 +52,19 @@ def test_bad_sizes_are_refused(qt_app):
             OffscreenTarget(*size)
 
 
+def test_xvfb_gl_is_named_and_known_to_render_on_the_cpu(qt_app):
+    from render.offscreen import gl_renderer, renders_on_cpu
+
+    # Xvfb has no GPU: Mesa draws on the CPU there, whatever the machine has.
+    name = gl_renderer()
+    assert "llvmpipe" in name and renders_on_cpu(name)
+    for gpu in ("NVIDIA H200/PCIe/SSE2", "AMD Radeon RX 7800 XT (radeonsi, navi32, LLVM 15.0.7)",
+                "Mesa Intel(R) UHD Graphics 620 (KBL GT2)", "Apple M2"):
+        assert not renders_on_cpu(gpu)
+    for cpu in ("softpipe", "Software Rasterizer", "Microsoft Basic Render Driver (software)"):
+        assert renders_on_cpu(cpu)
+
+
 def run_python(code: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=60, cwd=os.getcwd())

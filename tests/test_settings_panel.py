@@ -50,6 +50,7 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
     dialog.rate.setValue(1.25)
     dialog.volume.setValue(0.8)
     dialog.fps.setValue(30)
+    dialog.software_gl_fps.setValue(24)
     dialog.blinking.setChecked(False)
     dialog.breathing.setChecked(False)
     dialog.background.setText("#102030")
@@ -59,7 +60,7 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
     expected = Settings(latency_mode="premium", mic_enabled=False, mic_gain_db=6.5,
                         mic_gate_db=-42.0, mic_lipsync="volume",
                         avatar_manifest="/tmp/rig/manifest.json", speech_rate=1.25, volume=0.8,
-                        target_fps=30, blinking=False, breathing=False, background="#102030")
+                        target_fps=30, software_gl_fps=24, blinking=False, breathing=False, background="#102030")
     assert result == expected
     # Every field but the version was set to something other than its default here, or
     # is a device (next test): the panel has a widget for each knob.
