@@ -78,14 +78,17 @@ def test_capture_is_bit_exact_and_stamped_with_the_adc_time(jack_server, mic, ev
     rate = mic.sample_rate
     assert rate == jack_server.rate
     noise = (0.3 * np.random.default_rng(1).standard_normal(rate // 2)).astype(np.float32)
+    # A take in which JACK lost a cycle, or the watchdog saw the stream stall (a busy
+    # machine) and reopened it, says nothing about exactness: it is played again.
     for _ in range(ATTEMPTS):
-        overflows = mic.overflows
+        overflows, seen = mic.overflows, len(events)
         with recorded_player(noise) as (player, recorder):
             blocks = capture(mic, 0.8)
             capture_latency = capture_latency_frames(player.client)
-        if mic.overflows == overflows:
+        clean = mic.overflows == overflows and len(events) == seen
+        if clean:
             break
-    assert mic.overflows == overflows, "JACK had an xrun in every playback"
+    assert clean, f"every playback had a JACK xrun or a reopened stream: {events}"
 
     captured = np.concatenate([b[0] for b in blocks])
     first_index = blocks[0][2]
