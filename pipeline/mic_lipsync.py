@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.audio_input import AudioInput, dbfs
+from pipeline.audio_input import AudioInput, CapturedBlock, dbfs
 from pipeline.frames import MouthPose
 from pipeline.lipsync_model import LipShapeModel, VisemeSmoother
 from pipeline.speech_timeline import SpeechTimeline
@@ -145,6 +145,9 @@ class MicLipSync:
     LATENCIES = 1000
     # The delay grows in steps this coarse so the OBS offset a user types stays valid.
     DELAY_STEP = 0.005
+    # Seconds between looks at the latency: its P99 over LATENCIES hops (10 s) moves
+    # little faster.
+    REVIEW_EVERY = 1.0
 
     def __init__(
         self,
@@ -154,10 +157,14 @@ class MicLipSync:
         *,
         delay: float = 0.030,
         render_margin: float = 0.010,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock`` is the monotonic clock the mic's capture instants are on; tests pass
+        their own to replay hours of latencies without waiting for them."""
         self.mic = mic
         self.analyser = analyser
         self.monotonic_at = monotonic_at
+        self.clock = clock
         self.delay = delay
         self._initial_delay = delay
         self.render_margin = render_margin
@@ -172,6 +179,7 @@ class MicLipSync:
         self._blocks = 0
         self._fed = 0  # samples given to the analyser: its stream's clock
         self._version = 0
+        self._next_review = -math.inf
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -193,21 +201,25 @@ class MicLipSync:
         return self._version
 
     def _run(self) -> None:
-        next_review = time.monotonic() + 1.0
         while not self._stop.is_set():
             block = self.mic.read(0.1)
-            if block is None:
-                continue
-            slot = self._blocks % len(self._block_index)
-            self._block_index[slot] = self._fed
-            self._block_time[slot] = block.capture_time
-            self._blocks += 1
-            self._fed += len(block.samples)
-            for offset, pose in self.analyser(block.samples, block.sample_rate):
-                self._publish(self._capture_time(offset, block.sample_rate), pose)
-            if time.monotonic() >= next_review:
-                next_review += 1.0
-                self._review_delay()
+            if block is not None:
+                self.feed(block)
+
+    def feed(self, block: CapturedBlock) -> None:
+        """Analyse one captured block and publish its poses: the worker thread's step,
+        for consecutive blocks of one stream. Only one thread may feed."""
+        slot = self._blocks % len(self._block_index)
+        self._block_index[slot] = self._fed
+        self._block_time[slot] = block.capture_time
+        self._blocks += 1
+        self._fed += len(block.samples)
+        for offset, pose in self.analyser(block.samples, block.sample_rate):
+            self._publish(self._capture_time(offset, block.sample_rate), pose)
+        now = self.clock()
+        if now >= self._next_review:
+            self._next_review = now + self.REVIEW_EVERY
+            self._review_delay()
 
     def _capture_time(self, offset: float, rate: int) -> float:
         index = offset * rate
@@ -228,7 +240,7 @@ class MicLipSync:
         # (a silent mic would otherwise have every frame re-made 100 times a second).
         if pose != previous:
             self._version += 1
-        latency = time.monotonic() - captured
+        latency = self.clock() - captured
         self._latencies[self._latency_count % self.LATENCIES] = latency
         self._latency_count += 1
 
