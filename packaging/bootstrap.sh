@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs what `make run` / `make test` need on a Debian/Ubuntu machine, and nothing
 # that is already there. Usage: packaging/bootstrap.sh run|test
+# PYTHON (default python3) picks the interpreter and VENV (default .venv) the environment,
+# so each supported Python can have one side by side: make test PYTHON=python3.12 VENV=.venv-3.12
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${1:-run}
+python=${PYTHON:-python3}
+venv=${VENV:-.venv}
 runtime_pkgs=(libportaudio2 libgl1 libegl1 libgl1-mesa-dri libglx-mesa0 libegl-mesa0
   libxkbcommon-x11-0 libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0
   libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xkb1 libfontconfig1 libdbus-1-3)
@@ -12,7 +16,7 @@ test_pkgs=(xvfb xauth jackd2 xdotool imagemagick sox)
 
 wanted=("${runtime_pkgs[@]}")
 [ "$target" = test ] && wanted+=("${test_pkgs[@]}")
-python3 -c 'import ensurepip' 2>/dev/null || wanted+=(python3-venv)
+"$python" -c 'import ensurepip' 2>/dev/null || wanted+=(python3-venv)
 
 missing=()
 for p in "${wanted[@]}"; do
@@ -28,17 +32,38 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-python3 - <<'PY' || { echo "Lipsync Studio needs Python >= 3.11 (found $(python3 --version))"; exit 1; }
-import sys
-sys.exit(0 if sys.version_info >= (3, 11) else 1)
-PY
-
-stamp=.venv/.installed-$target
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  [ -x .venv/bin/python ] || python3 -m venv .venv
-  extra=""
-  [ "$target" = test ] && extra="[dev]"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".$extra"
-  touch "$stamp"
+# The supported versions are those with a lock file (packaging/lock.sh writes one each).
+version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])') ||
+  { echo "No Python found at '$python' (set PYTHON=...)"; exit 1; }
+lock=packaging/locks/$target-py$version.txt
+test_lock=packaging/locks/test-py$version.txt
+if [ ! -f "$lock" ]; then
+  supported=$(ls packaging/locks | sed -n 's/^run-py\(.*\)\.txt$/\1/p' | tr '\n' ' ')
+  echo "Lipsync Studio supports Python ${supported% } (found $version at '$python'; set PYTHON=...)"
+  exit 1
 fi
+
+# The stamp holds the hash of the lock the environment was built from. The run lock is the
+# test lock less the test tools at the same versions, so an environment built for tests
+# serves `make run` too, and one built for running only needs the test tools added.
+stamp=$venv/.installed-lock
+lock_hash() { sha256sum "$1" | cut -d' ' -f1; }
+have=$(cat "$stamp" 2>/dev/null || true)
+if [ "$have" = "$(lock_hash "$lock")" ] || [ "$have" = "$(lock_hash "$test_lock")" ]; then
+  exit 0
+fi
+if [ -n "$have" ] && [ "$target" = test ] && [ "$have" = "$(lock_hash "packaging/locks/run-py$version.txt")" ]; then
+  echo "Adding the test tools to $venv"
+else
+  # Anything else (an older lock, another Python, a half-finished install) is rebuilt from
+  # nothing, so the environment holds exactly the lock and no leftover of an earlier one.
+  [ -d "$venv" ] && echo "Rebuilding $venv from $lock"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+fi
+# Hash-checking mode also refuses any dependency the lock does not pin.
+"$venv/bin/python" -m pip install -q --require-hashes -r "$lock"
+# The build backend comes from the lock too, so nothing unpinned is fetched to build us.
+"$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
+"$venv/bin/python" -m pip check -q
+lock_hash "$lock" > "$stamp"
