@@ -9,13 +9,15 @@ and analysed. So the frame presented at monotonic instant P shows the voice capt
 P − ``delay``; ``frame_pose(t_start, period)`` turns the frame's media time into P with the
 media clock (``MediaClock.monotonic_at``) and answers ``pose_at_monotonic(P − delay)``.
 ``delay`` covers capture → pose ready (measured: ``latency()``) plus ``render_margin``
-(the frame producer's poll and the display taking the frame before it is presented); it
-only grows, and settles after a second or two, so the mouth trails the voice by one fixed
-amount — the value to enter as the mic's "Sync Offset" in OBS (``sync_offset_ms``).
+(the frame producer's poll and the display taking the frame before it is presented).
+The mouth trails the voice by ``delay`` — the value to enter as the mic's "Sync Offset" in
+OBS (``sync_offset_ms``) — so it moves rarely: up at once when the latency needs more, down
+only once a stall is well over, in a few steps (``MicLipSync._review_delay``).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -34,6 +36,8 @@ from pipeline.visemes import VISEME_INDEX
 # (block, sample rate) → [(instant the pose describes, seconds from the stream's first
 # sample; pose)] for every hop completed by this block. Called with consecutive blocks.
 Analyser = Callable[[np.ndarray, int], list[tuple[float, MouthPose]]]
+
+log = logging.getLogger(__name__)
 
 _SIL = VISEME_INDEX["sil"]
 _AA = VISEME_INDEX["aa"]
@@ -125,6 +129,16 @@ class LatencyStats:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class DelayChange:
+    """A move of MicLipSync's delay, for the status line: the OBS offset to enter changed."""
+
+    at: float  # on the stage's clock
+    old: float
+    new: float
+    worst_ms: float  # a raise: the worst capture → pose latency that asked for it
+
+
 class ModelAnalyser:
     """The trained lip-shape model as an Analyser: probabilities every 10 ms, smoothed
     into poses. Its lookahead (latency mode) can change while running."""
@@ -143,11 +157,27 @@ class MicLipSync:
 
     RING = 512  # poses kept: 5 s at 10 ms hops
     LATENCIES = 1000
-    # The delay grows in steps this coarse so the OBS offset a user types stays valid.
+    # The delay moves in steps this coarse so the OBS offset a user types stays valid.
     DELAY_STEP = 0.005
     # Seconds between looks at the latency: its P99 over LATENCIES hops (10 s) moves
     # little faster.
     REVIEW_EVERY = 1.0
+    # Lowering, with hysteresis: each change is a value the user must type into OBS again.
+    # - Only after SETTLE seconds in which the P99 of every review's new hops stayed
+    #   LOWER_MARGIN under the delay. SETTLE is twice the 10 s a stall stays in the
+    #   LATENCIES window: a lowering never comes while the raise rule still sees the
+    #   stall, so it is not undone at the next review. The margin is two steps, above the
+    #   few ms a healthy stage's P99 wobbles (issue 11: P50 13 ms, P99 17 ms).
+    # - Each step keeps LOWER_KEEP of the excess over what a raise would set: after a
+    #   300 ms stall, 295 → 95 → 45 → 30 ms, a minute in all; a calm that was misjudged
+    #   costs a partial step, not a drop to the floor.
+    # - A raise right after a lowering shows the calm was misleading (stalls that recur):
+    #   the next lowering waits twice as long, up to SETTLE_MAX, so the delay holds
+    #   instead of flapping.
+    SETTLE = 20.0
+    SETTLE_MAX = 320.0
+    LOWER_MARGIN = 0.010
+    LOWER_KEEP = 0.25
 
     def __init__(
         self,
@@ -173,6 +203,7 @@ class MicLipSync:
         self._count = 0
         self._latencies = np.zeros(self.LATENCIES)
         self._latency_count = 0
+        self._reviewed = 0  # latencies looked at by the last review
         # Stream sample index → capture instant, for the blocks the analyser still looks at.
         self._block_index = np.zeros(64, dtype=np.int64)
         self._block_time = np.zeros(64)
@@ -180,6 +211,10 @@ class MicLipSync:
         self._fed = 0  # samples given to the analyser: its stream's clock
         self._version = 0
         self._next_review = -math.inf
+        self._settle = self.SETTLE
+        self._calm_since = -math.inf
+        self._calm_peak = 0.0
+        self.last_change: DelayChange | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -219,7 +254,7 @@ class MicLipSync:
         now = self.clock()
         if now >= self._next_review:
             self._next_review = now + self.REVIEW_EVERY
-            self._review_delay()
+            self._review_delay(now)
 
     def _capture_time(self, offset: float, rate: int) -> float:
         index = offset * rate
@@ -244,21 +279,82 @@ class MicLipSync:
         self._latencies[self._latency_count % self.LATENCIES] = latency
         self._latency_count += 1
 
-    def _review_delay(self) -> None:
+    def _review_delay(self, now: float) -> None:
+        """Invariants: the delay is on the DELAY_STEP grid and never below the initial
+        one; after a review it covers the P99 latency of the last LATENCIES hops plus
+        render_margin; a lowering comes at least ``_settle`` seconds after the previous
+        change and keeps the delay at or above the worst per-review P99 of that calm
+        window plus render_margin."""
         stats = self.latency()
-        if stats.count < 50:
+        recent = self._latencies_since_review()
+        if stats.count < 50 or len(recent) == 0:
             return
         needed = stats.p99_ms / 1e3 + self.render_margin
+        # The hops since the last review alone: the 10 s P99 would show a stall until
+        # it leaves the window, and so keep the calm from starting for that long.
+        recent_needed = float(np.percentile(recent, 99)) + self.render_margin
         if needed > self.delay:
-            self.delay = math.ceil(needed / self.DELAY_STEP) * self.DELAY_STEP
-            self._version += 1
+            self._raise(now, needed)
+        elif recent_needed > self.delay - self.LOWER_MARGIN:
+            self._calm_since, self._calm_peak = now, 0.0
+        else:
+            if self._calm_since == -math.inf:
+                self._calm_since = now
+            self._calm_peak = max(self._calm_peak, recent_needed)
+            if now - self._calm_since >= self._settle:
+                self._lower(now)
+
+    def _latencies_since_review(self) -> np.ndarray:
+        count = self._latency_count
+        first = max(self._reviewed, count - self.LATENCIES)
+        self._reviewed = count
+        return self._latencies[np.arange(first, count) % self.LATENCIES]
+
+    def _steps(self, seconds: float) -> int:
+        """``seconds`` rounded up to whole DELAY_STEPs (a hair of float noise forgiven)."""
+        return math.ceil(seconds / self.DELAY_STEP - 1e-6)
+
+    def _raise(self, now: float, needed: float) -> None:
+        previous = self.last_change
+        if previous is not None and previous.new < previous.old:
+            self._settle = min(self.SETTLE_MAX, 2 * self._settle)
+        stats = self.latency()
+        hops = min(stats.count, self.LATENCIES)
+        worst_ms = float(self._latencies[:hops].max()) * 1e3
+        old = self._move(now, self._steps(needed), worst_ms)
+        log.warning("mic → mouth delay (the mic's OBS Sync Offset) raised from %.0f ms to "
+                    "%d ms: capture → pose latency up to %.0f ms (P99 %.0f ms) over the last "
+                    "%d hops", old * 1e3, self.sync_offset_ms, worst_ms, stats.p99_ms, hops)
+
+    def _lower(self, now: float) -> None:
+        current = self._steps(self.delay)
+        floor = max(self._steps(self._initial_delay), self._steps(self._calm_peak))
+        lowered = floor + math.floor((current - floor) * self.LOWER_KEEP)
+        if lowered >= current:
+            return
+        calm_s, p99_ms = now - self._calm_since, (self._calm_peak - self.render_margin) * 1e3
+        old = self._move(now, lowered, math.nan)
+        log.info("mic → mouth delay (the mic's OBS Sync Offset) lowered from %.0f ms to "
+                 "%d ms: capture → pose latency P99 at most %.0f ms for %.0f s",
+                 old * 1e3, self.sync_offset_ms, p99_ms, calm_s)
+
+    def _move(self, now: float, steps: int, worst_ms: float) -> float:
+        """Set the delay to ``steps`` DELAY_STEPs; returns the one it replaces."""
+        old, self.delay = self.delay, steps * self.DELAY_STEP
+        self.last_change = DelayChange(now, old, self.delay, worst_ms)
+        self._calm_since, self._calm_peak = now, 0.0
+        self._version += 1
+        return old
 
     def restart_measurement(self) -> None:
         """Forget the latencies measured so far and the delay they set: after start-up
         work (loading and warming up the voice) that slowed the stage for a while, the
         delay should fit how it runs from now on."""
-        self._latency_count = 0
+        self._latency_count = self._reviewed = 0
         self.delay = self._initial_delay
+        self._settle = self.SETTLE
+        self._calm_since, self._calm_peak = -math.inf, 0.0
+        self.last_change = None
         self._version += 1
 
     def latency(self) -> LatencyStats:
@@ -275,12 +371,20 @@ class MicLipSync:
         return round(self.delay * 1e3)
 
     def status_text(self) -> str:
-        """The status line: measured mic → mouth latency and the OBS offset to enter."""
+        """The status line: measured mic → mouth latency, the OBS offset to enter, and
+        when and why that offset last changed."""
         stats = self.latency()
         if stats.count == 0:
             return "Mic → mouth: waiting for sound"
-        return (f"Mic → mouth {stats.p50_ms:.0f} ms (P99 {stats.p99_ms:.0f} ms) · "
+        text = (f"Mic → mouth {stats.p50_ms:.0f} ms (P99 {stats.p99_ms:.0f} ms) · "
                 f"OBS audio Sync Offset for the mic: {self.sync_offset_ms} ms")
+        change = self.last_change
+        if change is None:
+            return text
+        ago = f"{change.old * 1e3:.0f} ms {self.clock() - change.at:.0f} s ago"
+        if change.new > change.old:
+            return f"{text} (raised from {ago}: latency up to {change.worst_ms:.0f} ms)"
+        return f"{text} (lowered from {ago})"
 
     def pose_at_monotonic(self, t: float) -> MouthPose:
         """The pose of the audio captured at ``t``: the latest hop at or before it (the
