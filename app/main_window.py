@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 from app.engine import Engine
 from app.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
 from app.settings import Settings, SettingsStore
-from app.settings_panel import SettingsPanel
+from app.settings_panel import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO, SettingsPanel
 from pipeline.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.speaker import SpeechEvent, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
 from pipeline.sync_metrics import viseme_change_offsets
@@ -37,6 +37,10 @@ METER_FLOOR_DB = -60
 # errors but something else (a held fallback, a cut): they are counted, not averaged.
 MATCH_WINDOW_S = 0.1
 PICTURE_FILTER = "Pictures ({})".format(" ".join("*" + suffix for suffix in PICTURE_SUFFIXES))
+STATUS_FIRST_AUDIO_NOTE = (
+    f"{HEARD_FIRST_AUDIO.capitalize()}: from Enter to the first sample at the sound card. "
+    f"{SYNTHESIS_FIRST_AUDIO.capitalize()}: from Enter to the first sound synthesized, the "
+    "figure that Settings shows for each latency mode.")
 
 
 class _Bridge(QObject):
@@ -69,7 +73,13 @@ class MainWindow(QMainWindow):
         self._bridge.mic_status.connect(self.add_notice)
         self.engine = Engine(settings, self._bridge.speech.emit, self._bridge.mic_status.emit)
         self.notices: list[str] = list(store.problems)
+        # The last speech's heard and synthesis first audio, and the mode it was said in
+        # (None: the mode was switched while it started, so either could have made it).
         self.first_audio_ms: float | None = None
+        self.first_audio_synthesis_ms: float | None = None
+        self.first_audio_mode: str | None = None
+        # The latency mode of each request said and not started yet.
+        self._request_modes: dict[int, str | None] = {}
         # The last finished request and the media time its sound ends at.
         self.finished: SpeechFinished | None = None
         self.mode_first_audio_ms: dict[str, float] = {}
@@ -111,6 +121,7 @@ class MainWindow(QMainWindow):
         # Wrapped so changing figures never widen the window and shift the avatar.
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status.setToolTip(STATUS_FIRST_AUDIO_NOTE)
         self.notice = QLabel()
         self.notice.setWordWrap(True)
         self.notice.setStyleSheet("color: #b36b00")
@@ -289,7 +300,7 @@ class MainWindow(QMainWindow):
         if not text.strip():
             self.add_notice("Nothing to speak: type some text first.")
             return
-        self.engine.say(text)
+        self._request_modes[self.engine.say(text)] = self.settings.latency_mode
 
     def stop(self) -> None:
         self.engine.stop()
@@ -303,6 +314,10 @@ class MainWindow(QMainWindow):
         old = self.settings
         self.settings = settings
         self.store.save(settings)
+        if settings.latency_mode != old.latency_mode:
+            # The speaker reads the mode at every chunk: a request that has not started
+            # may have its first chunk made in either.
+            self._request_modes = dict.fromkeys(self._request_modes)
         if settings.avatar_manifest != old.avatar_manifest:
             self._load_avatar(settings.avatar_manifest)
         sources = (self.engine.mouth, self.engine.clock)
@@ -323,10 +338,14 @@ class MainWindow(QMainWindow):
     def _on_speech_event(self, event: SpeechEvent) -> None:
         if isinstance(event, SpeechStarted):
             self.first_audio_ms = event.first_audio_s * 1000
+            self.first_audio_synthesis_ms = event.synthesis_s * 1000
+            self.first_audio_mode = self._request_modes.pop(event.request, None)
         elif isinstance(event, SpeechFinished):
             self.finished = event
         elif isinstance(event, (SpeechNotice, SpeechFailed)):
             self.add_notice(event.message)
+        if isinstance(event, (SpeechFinished, SpeechFailed)):  # either ends a request
+            self._request_modes.pop(event.request, None)
         if isinstance(event, SpeechFinished) and (event.gaps or event.underruns):
             self.add_notice(
                 f"Synthesis fell behind playback: {event.gaps} longer pause(s) between "
@@ -361,8 +380,7 @@ class MainWindow(QMainWindow):
     def refresh_status(self) -> None:
         stats = self.view.stats()
         parts = []
-        parts.append(f"first audio {self.first_audio_ms:.0f} ms ({self.settings.latency_mode})"
-                     if self.first_audio_ms is not None else "first audio –")
+        parts.append(self._first_audio_text())
         report = self.sync_offsets()
         parts.append(f"A/V offset {report.median_ms:+.1f} ms" if len(report.offsets_ms)
                      else "A/V offset –")
@@ -375,6 +393,14 @@ class MainWindow(QMainWindow):
         if self.engine.mic_stage is not None:
             parts.append(self.engine.mic_stage.status_text())
         self.status.setText(" · ".join(parts))
+
+    def _first_audio_text(self) -> str:
+        if self.first_audio_ms is None:
+            return f"{HEARD_FIRST_AUDIO} –"
+        mode = (f"{self.first_audio_mode} mode" if self.first_audio_mode is not None
+                else "latency mode switched as it started")
+        return (f"{HEARD_FIRST_AUDIO} {self.first_audio_ms:.0f} ms ({mode}; "
+                f"{SYNTHESIS_FIRST_AUDIO} {self.first_audio_synthesis_ms:.0f} ms)")
 
     def closeEvent(self, event) -> None:
         self._closed.set()

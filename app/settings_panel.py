@@ -17,6 +17,15 @@ from pipeline.streaming_tts import LATENCY_MODES
 
 SYSTEM_DEFAULT = "System default"
 BUNDLED_AVATAR = ""
+# Two different times to first audio, named apart wherever they are shown (here and in
+# the window's status line).
+SYNTHESIS_FIRST_AUDIO = "synthesis first audio"
+HEARD_FIRST_AUDIO = "heard first audio"
+FIRST_AUDIO_NOTE = (
+    f"{SYNTHESIS_FIRST_AUDIO.capitalize()}: from the request to the first sound synthesized, "
+    "measured for each mode on this computer at start-up. Sound is heard later, after the "
+    "start-up buffer and the audio output's latency: the status line's "
+    f"{HEARD_FIRST_AUDIO}, from Enter to the first sample at the sound card.")
 
 
 def mode_text(name: str) -> str:
@@ -55,7 +64,7 @@ class SettingsPanel(QDialog):
         self.mode = QComboBox()
         measured = mode_first_audio_ms or {}
         for name in LATENCY_MODES:
-            figure = (f"first audio {measured[name]:.0f} ms here" if name in measured
+            figure = (f"{SYNTHESIS_FIRST_AUDIO} {measured[name]:.0f} ms here" if name in measured
                       else "not measured yet")
             self.mode.addItem(f"{name} ({figure})", name)
             self.mode.setItemData(self.mode.count() - 1, mode_text(name), Qt.ItemDataRole.ToolTipRole)
@@ -66,6 +75,9 @@ class SettingsPanel(QDialog):
             lambda _: self.mode_description.setText(mode_text(self.mode.currentData())))
         form.addRow("Latency mode", self.mode)
         form.addRow("", self.mode_description)
+        self.first_audio_note = QLabel(FIRST_AUDIO_NOTE)
+        self.first_audio_note.setWordWrap(True)
+        form.addRow("", self.first_audio_note)
 
         # Both pickers list devices as a newly initialised PortAudio does, so that one
         # plugged in since the app started can be chosen (the engine then re-initialises

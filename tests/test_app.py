@@ -157,6 +157,27 @@ def test_status_line_shows_live_figures(window):
     assert "fallback" in status and "audio system" in status
 
 
+def test_first_audio_is_labelled_with_the_mode_it_was_measured_in_and_what_it_measures(window):
+    assert window.settings.latency_mode == "balanced"
+    say(window, "Status check.")
+    heard = window.first_audio_ms
+    wait_until_quiet(window)
+    window.apply_settings(Settings(**{**QUIET.__dict__, "latency_mode": "ultra"}))
+    try:
+        window.refresh_status()
+        status = window.status.text()
+        # The figure is balanced's until something is said in ultra.
+        assert "ultra" not in status, status
+        assert f"heard first audio {heard:.0f} ms (balanced mode; synthesis first audio " \
+               f"{window.first_audio_synthesis_ms:.0f} ms)" in status, status
+        say(window, "Status check.")
+        window.refresh_status()
+        assert f"heard first audio {window.first_audio_ms:.0f} ms (ultra mode;" in window.status.text()
+    finally:
+        wait_until_quiet(window)
+        window.apply_settings(QUIET)
+
+
 def test_on_software_gl_the_avatar_is_drawn_at_its_own_frame_rate_and_the_user_told(
         qt_app, jack_server, tmp_path):
     w = open_window(tmp_path, Settings(audio_output_device="system", mic_enabled=False))

@@ -30,8 +30,11 @@ def test_every_mode_states_its_trades_for_voice_and_microphone(panel):
     assert set(MIC_TRADES) == set(MODES_MS) == set(LATENCY_MODES)
     dialog = panel(Settings(latency_mode="balanced"), {"ultra": 26.4, "balanced": 27.1})
     labels = [dialog.mode.itemText(i) for i in range(dialog.mode.count())]
-    assert labels == ["ultra (first audio 26 ms here)", "balanced (first audio 27 ms here)",
-                      "premium (not measured yet)"]
+    assert labels == ["ultra (synthesis first audio 26 ms here)",
+                      "balanced (synthesis first audio 27 ms here)", "premium (not measured yet)"]
+    # And which first audio that is: not the one heard, which the status line shows.
+    assert "synthesis first audio" in dialog.first_audio_note.text().lower()
+    assert "heard first audio" in dialog.first_audio_note.text()
     assert dialog.mode_description.text() == (
         f"{LATENCY_MODES['balanced'].description} {MIC_TRADES['balanced']}")
     dialog.mode.setCurrentIndex(dialog.mode.findData("ultra"))
