@@ -56,6 +56,20 @@ _PUNCTUATION_MAP = str.maketrans({
     "《": '"', "》": '"', "〈": '"', "〉": '"', "・": " ", "〜": "-",
 })
 
+# Terminal escape sequences (ECMA-48), as in pasted coloured terminal output: CSI
+# (colours, cursor moves; ESC [ or 8-bit CSI), the string sequences OSC, DCS, SOS, PM and
+# APC (titles, hyperlinks) up to BEL or ST (an unterminated one ends at the next ESC or
+# the end of the text), and ESC with one final character (after any intermediates). They
+# style text rather than separate it, so they go whole and leave no gap.
+_ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]"
+    r"|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]"
+)
+
+# Control characters that are ordinary whitespace: word gaps, nothing to report.
+_WHITESPACE_CONTROLS = frozenset("\t\n\v\f\r")
+
 # Pieces that join or modify an emoji without being one themselves: ZWJ, variation
 # selectors, skin tones, keycap, tag characters.
 _EMOJI_JOINERS = frozenset({0x200D, 0xFE0E, 0xFE0F, 0x20E3})
@@ -99,10 +113,11 @@ def prepare_text(raw: str) -> PreparedText:
     if not raw.strip():
         raise TextInputError("Nothing to speak: the text is empty.")
 
-    text = unicodedata.normalize("NFKC", raw.translate(_PUNCTUATION_MAP))
+    text, escapes = _ESCAPE_SEQUENCE.subn("", raw)
+    text = unicodedata.normalize("NFKC", text.translate(_PUNCTUATION_MAP))
     out: list[str] = []
     skipped: Counter[str] = Counter()
-    emoji = 0
+    emoji = controls = 0
     after_joiner = False
     previous_regional = False
     for ch in text:
@@ -135,7 +150,9 @@ def prepare_text(raw: str) -> PreparedText:
             # Invisible format characters (soft hyphen, bidi marks) sit inside words.
             continue
         if category[0] in "CZ":
-            # Newlines, tabs and other controls/separators become word gaps, not noise.
+            # Newlines, tabs, separators and controls become word gaps, not noise.
+            if category == "Cc" and ch not in _WHITESPACE_CONTROLS:
+                controls += 1
             out.append(" ")
             continue
         script = _script_of(ch)
@@ -154,9 +171,13 @@ def prepare_text(raw: str) -> PreparedText:
         # Kanji next to kana are Japanese, not Chinese.
         skipped["Japanese"] += skipped.pop("Chinese")
 
-    notices: list[str] = []
-    if emoji:
-        notices.append(f"Skipped {emoji} emoji")
+    # What was left out that is no language: (how many, one, more than one).
+    left_out = [kind for kind in (
+        (emoji, "emoji", "emoji"),
+        (escapes, "terminal escape sequence", "terminal escape sequences"),
+        (controls, "control character", "control characters"),
+    ) if kind[0]]
+    notices = [f"Skipped {n} {one if n == 1 else many}" for n, one, many in left_out]
     for script, count in skipped.most_common():
         notices.append(
             f"Skipped {_plural(count, script + ' character')}: "
@@ -169,8 +190,9 @@ def prepare_text(raw: str) -> PreparedText:
                 f"Nothing to speak: the bundled voice speaks {_VOICE_LANGUAGE}, and the text "
                 f"has only {', '.join(skipped)} characters."
             )
-        if emoji:
-            raise TextInputError("Nothing to speak: the text has only emoji.")
+        if left_out:
+            kinds = " and ".join(many for _, _, many in left_out)
+            raise TextInputError(f"Nothing to speak: the text has only {kinds}.")
         raise TextInputError("Nothing to speak: the text has no letters or digits.")
     # Last, so numbers, units and codes are read as a person would say them on every path.
     return PreparedText(normalize(cleaned), notices)

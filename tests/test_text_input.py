@@ -11,6 +11,7 @@ from pipeline.text_input import (
     prepare_text,
     split_sentences,
 )
+from pipeline.tts import PiperTTS
 
 
 @pytest.mark.parametrize("raw", ["", "   ", "\n\t \r\n"])
@@ -34,10 +35,49 @@ def test_only_chinese_is_refused_naming_the_script():
         prepare_text("你好，世界。")
 
 
-def test_control_characters_become_spaces():
-    prepared = prepare_text("one\ntwo\tthree\r\nfour\x00five\x1b")
-    assert prepared.text == "one two three four five"
+def test_whitespace_controls_become_word_gaps_without_a_notice():
+    prepared = prepare_text("one\ntwo\tthree\r\nfour\x0bfive\x0csix")
+    assert prepared.text == "one two three four five six"
     assert prepared.notices == []
+
+
+def test_other_control_characters_are_skipped_and_said_so():
+    # C0 (NUL, BEL, a lone ESC), DEL and C1 (NEL, SCI): word gaps, counted.
+    prepared = prepare_text("one\x00two\x07three\x7ffour\x85five\x9asix\x1b")
+    assert prepared.text == "one two three four five six"
+    assert prepared.notices == ["Skipped 6 control characters"]
+
+
+@pytest.mark.parametrize("raw, text, count", [
+    # CSI: colours (SGR), cursor moves and erases, private modes, 8-bit CSI.
+    ("\x1b[31mhello\x1b[0m", "hello", 2),
+    ("\x1b[1;38;5;196mError:\x1b[0m disk \x1b[2Kfull\x1b[?25h", "Error: disk full", 4),
+    ("\x9b1mbold\x9b0m text", "bold text", 2),
+    # OSC: a window title ended by BEL, a hyperlink ended by ST (ESC \\).
+    ("\x1b]0;build log\x07Build \x1b]8;;https://ci.example/1\x1b\\passed\x1b]8;;\x1b\\ today",
+     "Build passed today", 3),
+    # Single-character ESC sequences: save/restore cursor, a charset, reset.
+    ("\x1b7saved\x1b8 \x1b(Bcharset\x1bc", "saved charset", 4),
+])
+def test_terminal_escape_sequences_are_skipped_whole_and_said_so(raw, text, count):
+    prepared = prepare_text(raw)
+    assert prepared.text == text
+    assert prepared.notices == [f"Skipped {count} terminal escape sequences"]
+
+
+def test_only_escape_sequences_and_controls_is_refused_naming_them():
+    with pytest.raises(TextInputError, match="only terminal escape sequences and control"):
+        prepare_text("\x1b[0m\x00\x1b[2J")
+
+
+def test_coloured_terminal_text_sounds_like_the_plain_text():
+    """Through the real voice: the escapes leave no sound of their own."""
+    tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+    coloured = list(tts.synthesize("\x1b[1;31mError:\x1b[0m the disk is \x1b[4mfull\x1b[0m."))
+    plain = list(tts.synthesize("Error: the disk is full."))
+    assert [p.phoneme for s in coloured for p in s.phonemes] == [
+        p.phoneme for s in plain for p in s.phonemes]
+    assert coloured[0].notices == ["Skipped 4 terminal escape sequences"]
 
 
 def test_invisible_format_characters_do_not_split_words():
