@@ -1,5 +1,11 @@
 """`lipsync-studio` entry point: the desktop app, `say` for speech and cues and `render`
-for talking-avatar videos, without a window."""
+for talking-avatar videos, without a window.
+
+Every error is one line on stderr, never a traceback; exit status 2 for a command line
+argparse cannot parse, 1 for anything else the user must fix (see EXIT_STATUS). File
+paths are checked before any slow work, so a typo costs no synthesis and leaves no
+half-written output.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import time
 import wave
 from pathlib import Path
@@ -23,11 +30,24 @@ MODE_NAMES = ("ultra", "balanced", "premium")
 
 log = logging.getLogger("lipsync_studio")
 
+EXIT_STATUS = (
+    "exit status: 0 done; 1 the work could not be done, and the message says why: a file "
+    "that cannot be read or written (I/O errors: a missing input, a folder, a missing "
+    "folder, no permission), an input that is not what it should be, text with nothing "
+    "to speak, no sound device; 2 a command line that cannot be parsed."
+)
+
+
+class CliError(Exception):
+    """Something the user must fix, said in one line that names the path (if any) and
+    what is wrong with it."""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lipsync-studio",
         description="Real-time lip-synced avatar: type text, the avatar speaks it.",
+        epilog=EXIT_STATUS,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
     commands = parser.add_subparsers(dest="command")
@@ -84,12 +104,15 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if args.command == "say":
-        return _say(args)
-    if args.command == "lipsync":
-        return _lipsync(args)
-    if args.command == "render":
-        return _export(args)
+    try:
+        if args.command == "say":
+            return _say(args)
+        if args.command == "lipsync":
+            return _lipsync(args)
+        if args.command == "render":
+            return _export(args)
+    except CliError as exc:
+        return _fail(str(exc))
     return _run_app()
 
 
@@ -113,18 +136,14 @@ def _lipsync(args: argparse.Namespace) -> int:
     from pipeline.cues import cues_document
     from pipeline.lipsync_model import infer_file
 
-    if not args.audio.is_file():
-        return _fail(f"{args.audio}: no such file")
-    if not args.out.resolve().parent.is_dir():
-        return _fail(f"cannot write {args.out}: folder {args.out.resolve().parent} does not exist")
+    duration = _check_wav(args.audio)
+    _check_output(args.out)
     try:
-        with wave.open(str(args.audio)) as f:
-            duration = f.getnframes() / f.getframerate()
         cues = infer_file(args.audio)
     except (wave.Error, EOFError, ValueError) as exc:
-        return _fail(f"{args.audio} is not a readable WAV file ({exc})")
+        raise CliError(f"{args.audio} is not a readable PCM WAV file ({exc})") from None
     document = cues_document(cues, str(args.audio), duration, args.format)
-    args.out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    _write_json(args.out, document)
     print(f"{len(document['mouthCues'])} cues for {duration:.2f} s of audio, wrote {args.out}")
     return 0
 
@@ -152,6 +171,9 @@ def _export(args: argparse.Namespace) -> int:
     background = QColor(args.background)
     if not background.isValid():
         return _fail(f"--background {args.background!r} is not a colour (use e.g. #20232a)")
+    _check_output(args.out)
+    if args.audio is not None:
+        _check_wav(args.audio)
     platform = _headless_platform()
     if platform is None:
         return _fail("no display found (DISPLAY and WAYLAND_DISPLAY are unset); rendering "
@@ -198,6 +220,70 @@ def _fail(message: str) -> int:
     return 1
 
 
+def _check_output(path: Path) -> None:
+    """CliError unless a file can be written at ``path``: it is no folder, its folder
+    exists, and a file can be created there (checked by creating one: as root
+    os.access says yes to /proc, where nothing can be made)."""
+    if path.is_dir():
+        raise CliError(f"cannot write {path}: it is a folder")
+    folder = path.resolve().parent
+    if not folder.exists():
+        raise CliError(f"cannot write {path}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise CliError(f"cannot write {path}: {folder} is not a folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise CliError(f"cannot write {path}: permission denied")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}."):
+            pass
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: no file can be created in {folder} "
+                       f"({exc.strerror})") from None
+
+
+def _check_wav(path: Path) -> float:
+    """The duration of the PCM WAV file at ``path`` in seconds; CliError if it is missing,
+    unreadable, not a WAV file or holds no audio."""
+    if not path.exists():
+        raise CliError(f"Audio file not found: {path}")
+    if path.is_dir():
+        raise CliError(f"{path} is a folder, not a WAV file")
+    try:
+        if path.stat().st_size == 0:
+            raise CliError(f"{path} is empty, not a WAV file")
+        with wave.open(str(path), "rb") as f:
+            frames, rate = f.getnframes(), f.getframerate()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    except (wave.Error, EOFError) as exc:
+        raise CliError(f"{path} is not a readable PCM WAV file ({exc})") from None
+    if rate <= 0:
+        raise CliError(f"{path} is not a readable PCM WAV file (sample rate {rate} Hz)")
+    if frames == 0:
+        raise CliError(f"{path} holds no audio")
+    return frames / rate
+
+
+def _write_json(path: Path, document: dict) -> None:
+    try:
+        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _write_wav(path: Path, audio: np.ndarray, sample_rate: int) -> None:
+    # The file is opened here, not by wave.open: a Wave_write whose own open failed
+    # prints a traceback from its __del__ ("Exception ignored in"), past any handler.
+    try:
+        with open(path, "wb") as file, wave.open(file, "wb") as out:
+            out.setnchannels(1)
+            out.setsampwidth(2)
+            out.setframerate(sample_rate)
+            out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}") from None
+
+
 def _say(args: argparse.Namespace) -> int:
     from pipeline.audio_devices import AudioUnavailable
     from pipeline.cues import concat_tracks, cues_document
@@ -207,8 +293,8 @@ def _say(args: argparse.Namespace) -> int:
     if not 0.5 <= args.rate <= 2.0:
         return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
     for path in (args.wav, args.cues):
-        if path is not None and not path.resolve().parent.is_dir():
-            return _fail(f"cannot write {path}: folder {path.resolve().parent} does not exist")
+        if path is not None:
+            _check_output(path)
     tts = StreamingTTS()
     tts.warm_up()
     mode = LATENCY_MODES[args.mode]
@@ -224,15 +310,10 @@ def _say(args: argparse.Namespace) -> int:
     except AudioUnavailable as exc:
         return _fail(f"cannot play the speech: {exc} (--wav FILE writes it to a file instead)")
     if args.wav is not None:
-        with wave.open(str(args.wav), "wb") as out:
-            out.setnchannels(1)
-            out.setsampwidth(2)
-            out.setframerate(tts.sample_rate)
-            out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+        _write_wav(args.wav, audio, tts.sample_rate)
     if args.cues is not None:
         sound_file = str(args.wav) if args.wav is not None else ""
-        document = cues_document(cues, sound_file, duration, args.format)
-        args.cues.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        _write_json(args.cues, cues_document(cues, sound_file, duration, args.format))
     print(f"time to first audio {first_audio_s * 1000:.0f} ms ({args.mode}), {duration:.2f} s of speech"
           + (f", wrote {args.wav}" if args.wav else "") + (f", wrote {args.cues}" if args.cues else ""))
     return 0
