@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import Hashable
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,9 +17,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine import Engine
+from app.message_view import MessageArea, MessageHistory
+from app.messages import EVENT_SECONDS, MessageBoard, Severity
 from app.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
 from app.settings import Settings, SettingsStore
 from app.settings_panel import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO, SettingsPanel
+from pipeline.audio_devices import STUCK_MESSAGE
 from pipeline.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.speaker import SpeechEvent, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
 from pipeline.sync_metrics import viseme_change_offsets
@@ -41,6 +45,18 @@ STATUS_FIRST_AUDIO_NOTE = (
     f"{HEARD_FIRST_AUDIO.capitalize()}: from Enter to the first sample at the sound card. "
     f"{SYNTHESIS_FIRST_AUDIO.capitalize()}: from Enter to the first sound synthesized, the "
     "figure that Settings shows for each latency mode.")
+
+# What the window's messages about a condition are about (see app.messages).
+AUDIO = "audio"
+MIC = "microphone"
+SOUND_SERVER = "sound server"
+VOICE = "voice"
+AVATAR = "avatar"
+PORTRAIT = "portrait"
+FELL_BEHIND = "fell behind"
+SETTINGS_FILE = "settings file"
+# Microphone statuses that are good news: shown for a while, not until the next status.
+MIC_GOOD_NEWS = ("started", "recovered", "available")
 
 
 class _Bridge(QObject):
@@ -70,9 +86,17 @@ class MainWindow(QMainWindow):
         self._bridge.voice_progress.connect(self._on_voice_progress)
         self._bridge.voice_loaded.connect(self._on_voice_loaded)
         self._bridge.voice_failed.connect(self._on_voice_failed)
-        self._bridge.mic_status.connect(self.add_notice)
+        self._bridge.mic_status.connect(self._on_engine_message)
         self.engine = Engine(settings, self._bridge.speech.emit, self._bridge.mic_status.emit)
-        self.notices: list[str] = list(store.problems)
+        self.messages = MessageBoard()
+        self._messages_shown = -1  # the board's version on screen
+        self.message_area = MessageArea()
+        self.history = MessageHistory(self)
+        self.history_button = QPushButton()
+        self.history_button.setToolTip("Every message since the app started, with its time")
+        self.history_button.clicked.connect(self.open_history)
+        for number, problem in enumerate(store.problems):
+            self.tell(f"In {store.path}: {problem}", key=(SETTINGS_FILE, number))
         # The last speech's heard and synthesis first audio, and the mode it was said in
         # (None: the mode was switched while it started, so either could have made it).
         self.first_audio_ms: float | None = None
@@ -107,7 +131,8 @@ class MainWindow(QMainWindow):
         self.importer.imported.connect(self._on_portrait_imported)
         self.importer.saved.connect(self._on_portrait_saved)
         self.importer.several_faces.connect(self._on_several_faces)
-        self.importer.failed.connect(self.add_notice)
+        self.importer.failed.connect(
+            lambda message: self.tell(message, key=PORTRAIT, seconds=EVENT_SECONDS))
         self.setAcceptDrops(True)
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
@@ -122,14 +147,9 @@ class MainWindow(QMainWindow):
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status.setToolTip(STATUS_FIRST_AUDIO_NOTE)
-        self.notice = QLabel()
-        self.notice.setWordWrap(True)
-        self.notice.setStyleSheet("color: #b36b00")
-
-        # Fixed heights: messages coming and going must never resize (and move) the avatar.
-        line = self.fontMetrics().lineSpacing()
-        self.notice.setFixedHeight(3 * line + 4)
-        self.status.setFixedHeight(3 * line + 4)
+        # Fixed heights: messages and figures coming and going must never resize (and
+        # move) the avatar.
+        self.status.setFixedHeight(3 * self.fontMetrics().lineSpacing() + 4)
 
         controls = QHBoxLayout()
         controls.addWidget(self.text, 1)
@@ -142,7 +162,10 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.view, 1)
         layout.addLayout(controls)
         layout.addWidget(self.progress)
-        layout.addWidget(self.notice)
+        messages = QHBoxLayout()
+        messages.addWidget(self.message_area, 1)
+        messages.addWidget(self.history_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(messages)
         layout.addWidget(self.status)
         central = QWidget()
         central.setLayout(layout)
@@ -153,13 +176,14 @@ class MainWindow(QMainWindow):
         self._status_timer = QTimer(self)
         self._status_timer.timeout.connect(self._follow_returned_mic)
         self._status_timer.timeout.connect(self.refresh_status)
+        self._status_timer.timeout.connect(self._show_messages)  # let expired ones go
         self._status_timer.start(STATUS_INTERVAL_MS)
         self._meter_timer = QTimer(self)
         self._meter_timer.timeout.connect(self.refresh_meter)
         self._meter_timer.start(METER_INTERVAL_MS)
         self._set_ready(False)
         threading.Thread(target=self._load_voice, name="voice-loader", daemon=True).start()
-        self._show_notices()
+        self._show_messages()
 
     # -- start-up -----------------------------------------------------------------
 
@@ -178,8 +202,7 @@ class MainWindow(QMainWindow):
         message = (f"OpenGL draws on the CPU here ({renderer}): the avatar is shown at "
                    f"{settings.software_gl_fps} fps, not {settings.target_fps}, so that the voice "
                    "keeps its share of the CPU ('Frame rate with software OpenGL' in Settings).")
-        log.info("notice: %s", message)
-        self.notices.append(message)
+        self.tell(message, Severity.INFO)
         return settings.software_gl_fps
 
     def _load_voice(self) -> None:
@@ -202,27 +225,65 @@ class MainWindow(QMainWindow):
 
     def _on_voice_failed(self, message: str) -> None:
         self.progress.hide()
-        self.add_notice(message)
+        self.tell(message, Severity.ERROR, key=VOICE)
 
     def _set_ready(self, ready: bool) -> None:
         self.progress.setVisible(not ready)
         self.speak_button.setEnabled(ready)
 
     def _start_audio(self) -> None:
-        for problem in (self.engine.start_audio(), self.engine.start_mic()):
-            if problem:
-                self.add_notice(problem)
+        self.engine.start_audio()
+        self._show_audio_state()
+        problem = self.engine.start_mic()
+        if problem:
+            self.tell(problem, key=MIC)
+        self._show_mic_state()
         self._connect_view()
 
     def _follow_returned_mic(self) -> None:
         if self.engine.switch_to_returned_mic():
             self._connect_view()
+            self._show_audio_state()
+            self._show_mic_state()
+
+    def _show_audio_state(self) -> None:
+        """'Audio is off' while it is, and gone once audio is back."""
+        problem = self.engine.audio_problem
+        if problem is None:
+            self.forget(AUDIO)
+        else:
+            self.tell(problem, Severity.ERROR, key=AUDIO)
+
+    def _on_engine_message(self, message: str) -> None:
+        """The engine's messages as things happen: the microphone's statuses, what the
+        lip-shape model could not do, and from a switch to a returned microphone, what
+        reopening the devices found."""
+        if message == STUCK_MESSAGE:
+            self.tell(message, Severity.ERROR, key=SOUND_SERVER)
+            return
+        if message == self.engine.audio_problem:
+            self._show_audio_state()
+            return
+        self.tell(message, key=MIC)
+        self._show_mic_state()
+
+    def _show_mic_state(self) -> None:
+        """Good news about the microphone ("... is on", "... is back") is shown for a
+        while, the rest until the next status. The engine reports a microphone's status
+        before it holds that microphone, so this also runs after each engine call that
+        may open one."""
+        status = self.engine.mic.status if self.engine.mic is not None else None
+        shown = next((m for m in self.messages.shown() if m.key == MIC), None)
+        if (status is not None and shown is not None and shown.text == status.message
+                and status.kind in MIC_GOOD_NEWS):
+            self.tell(status.message, Severity.INFO, key=MIC, seconds=EVENT_SECONDS)
 
     def _connect_view(self) -> None:
         source, version = self.engine.mouth_source()
         self.view.set_sources(source, self.engine.clock.media_time_at, version)
 
     def _load_avatar(self, manifest: str | None) -> None:
+        self.forget(AVATAR)  # a new choice: what was said of the last one is over
         rig = self._read_rig(manifest)
         if rig is not None:
             self.view.set_rig(rig)
@@ -233,9 +294,9 @@ class MainWindow(QMainWindow):
             return load_avatar_rig(path)
         except (RigError, PortraitError) as exc:
             if not manifest:
-                self.add_notice(f"The bundled avatar is broken: {exc}")
+                self.tell(f"The bundled avatar is broken: {exc}", Severity.ERROR, key=AVATAR)
                 return None
-            self.add_notice(f"Avatar not loaded: {exc} Showing the bundled avatar instead.")
+            self.tell(f"Avatar not loaded: {exc} Showing the bundled avatar instead.", key=AVATAR)
             return self._read_rig(None)
 
     # -- portraits ------------------------------------------------------------------
@@ -249,11 +310,14 @@ class MainWindow(QMainWindow):
     def import_portrait(self, path: str | Path, face_index: int | None = None) -> None:
         """Make the face in the picture at `path` the avatar (in the background)."""
         if not self.importer.start(path, face_index):
-            self.add_notice("A portrait is already being imported; try again in a moment.")
+            self.tell("A portrait is already being imported; try again in a moment.",
+                      Severity.INFO)
             return
-        self.add_notice(f"Finding the face in {Path(path).name}…")
+        self.tell(f"Finding the face in {Path(path).name}…", Severity.INFO, key=PORTRAIT)
 
     def _on_several_faces(self, path: str, image, boxes) -> None:
+        self.tell(f"{Path(path).name} shows {len(boxes)} faces: choose the one that talks.",
+                  Severity.INFO, key=PORTRAIT, seconds=EVENT_SECONDS)
         self.face_picker = FacePicker(Path(path).name, image, boxes, self)
         self.face_picker.chosen.connect(lambda index: self.import_portrait(path, index))
         self.face_picker.open()
@@ -261,12 +325,14 @@ class MainWindow(QMainWindow):
     def _on_portrait_imported(self, rig, seconds: float) -> None:
         self.view.set_rig(rig)
         self.landmarks.show_for(rig)
-        self.add_notice(f"{rig.name} is the avatar now (face found and rigged in {seconds:.2f} s).")
+        self.forget(AVATAR)
+        self.tell(f"{rig.name} is the avatar now (face found and rigged in {seconds:.2f} s).",
+                  Severity.INFO, key=PORTRAIT, seconds=EVENT_SECONDS)
 
     def _on_portrait_saved(self, rig, manifest: str) -> None:
         # Straight into the settings (not through apply_settings): the rig is on screen.
         self.settings = replace(self.settings, avatar_manifest=manifest)
-        self.store.save(self.settings)
+        self._save_settings()
         log.info("photo avatar %s saved as %s", rig.name, manifest)
 
     def dragEnterEvent(self, event) -> None:
@@ -283,8 +349,8 @@ class MainWindow(QMainWindow):
         if pictures:
             self.import_portrait(pictures[0])
         else:
-            self.add_notice(f"{Path(files[0]).name} is not a picture: drop a PNG or JPEG "
-                            "portrait to make it the avatar.")
+            self.tell(f"{Path(files[0]).name} is not a picture: drop a PNG or JPEG portrait to "
+                      "make it the avatar.")
 
     @staticmethod
     def _dropped_files(event) -> list[str]:
@@ -295,10 +361,10 @@ class MainWindow(QMainWindow):
     def speak(self) -> None:
         text = self.text.text()
         if not self.engine.voice_ready_for_speech():
-            self.add_notice("The voice is still loading; try again in a moment.")
+            self.tell("The voice is still loading; try again in a moment.", Severity.INFO)
             return
         if not text.strip():
-            self.add_notice("Nothing to speak: type some text first.")
+            self.tell("Nothing to speak: type some text first.")
             return
         self._request_modes[self.engine.say(text)] = self.settings.latency_mode
 
@@ -313,7 +379,7 @@ class MainWindow(QMainWindow):
     def apply_settings(self, settings: Settings) -> None:
         old = self.settings
         self.settings = settings
-        self.store.save(settings)
+        self._save_settings()
         if settings.latency_mode != old.latency_mode:
             # The speaker reads the mode at every chunk: a request that has not started
             # may have its first chunk made in either.
@@ -322,7 +388,14 @@ class MainWindow(QMainWindow):
             self._load_avatar(settings.avatar_manifest)
         sources = (self.engine.mouth, self.engine.clock)
         for problem in self.engine.apply(settings):
-            self.add_notice(problem)
+            # A message for each device that is off: the output's is the engine's audio
+            # problem, shown below, so any other is the microphone's.
+            if problem != self.engine.audio_problem:
+                self.tell(problem, key=MIC)
+        self._show_audio_state()
+        if not settings.mic_enabled:
+            self.forget(MIC)
+        self._show_mic_state()
         # Reconnecting drops the frames made ahead: only when a device change gave the
         # mouth a new source or clock, not for every setting.
         if (self.engine.mouth, self.engine.clock) != sources:
@@ -331,7 +404,7 @@ class MainWindow(QMainWindow):
         if settings.background != old.background:
             self.view.set_clear_color(_colour(settings.background))
         if (settings.target_fps, settings.software_gl_fps) != (old.target_fps, old.software_gl_fps):
-            self.add_notice("The new frame rate takes effect when the app restarts.")
+            self.tell("The new frame rate takes effect when the app restarts.", Severity.INFO)
 
     # -- events and status ----------------------------------------------------------
 
@@ -343,22 +416,55 @@ class MainWindow(QMainWindow):
         elif isinstance(event, SpeechFinished):
             self.finished = event
         elif isinstance(event, (SpeechNotice, SpeechFailed)):
-            self.add_notice(event.message)
+            self.tell(event.message)
         if isinstance(event, (SpeechFinished, SpeechFailed)):  # either ends a request
             self._request_modes.pop(event.request, None)
         if isinstance(event, SpeechFinished) and (event.gaps or event.underruns):
-            self.add_notice(
+            self.tell(
                 f"Synthesis fell behind playback: {event.gaps} longer pause(s) between "
                 f"sentences, {event.underruns} chunk(s) too late to play in full. A faster "
-                "latency mode or a less busy computer helps.")
+                "latency mode or a less busy computer helps.",
+                key=FELL_BEHIND, seconds=EVENT_SECONDS)
 
-    def add_notice(self, message: str) -> None:
-        log.info("notice: %s", message)
-        self.notices.append(message)
-        self._show_notices()
+    # -- messages -------------------------------------------------------------------
 
-    def _show_notices(self) -> None:
-        self.notice.setText("\n".join(self.notices[-3:]))
+    def tell(self, message: str, severity: Severity = Severity.WARNING, *,
+             key: Hashable | None = None, seconds: float | None = None) -> None:
+        """Show the user `message` (see MessageBoard.post for `key` and `seconds`)."""
+        log.info("message (%s): %s", severity.value, message)
+        self.messages.post(message, severity, key=key, seconds=seconds)
+        self._show_messages()
+
+    def forget(self, key: Hashable) -> None:
+        """The condition `key` is over: its message goes."""
+        if self.messages.clear(key):
+            self._show_messages()
+
+    @property
+    def notices(self) -> list[str]:
+        """Every message told since start, oldest first."""
+        return [message.text for message in self.messages.history()]
+
+    def _save_settings(self) -> None:
+        self.store.save(self.settings)
+        for number in range(len(self.store.problems)):
+            self.forget((SETTINGS_FILE, number))  # the file holds good values only now
+
+    def _show_messages(self) -> None:
+        self.messages.expire()
+        if self.messages.version == self._messages_shown:
+            return
+        self._messages_shown = self.messages.version
+        self.message_area.show_messages(self.messages.shown())
+        history = self.messages.history()
+        self.history_button.setText(f"History ({len(history)})…")
+        if self.history.isVisible():
+            self.history.show_history(history)
+
+    def open_history(self) -> None:
+        self.history.show_history(self.messages.history())
+        self.history.show()
+        self.history.raise_()
 
     def sync_offsets(self):
         """Live A/V sync: viseme changes on screen against their onsets in the audio."""

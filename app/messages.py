@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 # Long enough to read a long message (~50 words) at a slow 150 words per minute, and
@@ -37,7 +37,7 @@ class Ended(enum.Enum):
 class Message:
     text: str
     severity: Severity
-    key: str | None
+    key: Hashable | None
     posted_at: float  # wall-clock time, to be shown
     # On the board's monotonic clock; None: until replaced or cleared.
     expires_at: float | None
@@ -63,18 +63,23 @@ class MessageBoard:
         # Bumped on every change, so a view redraws only when there is something new.
         self.version = 0
 
-    def post(self, text: str, severity: Severity = Severity.WARNING, *, key: str | None = None,
-             seconds: float | None = None) -> Message:
+    def post(self, text: str, severity: Severity = Severity.WARNING, *,
+             key: Hashable | None = None, seconds: float | None = None) -> Message:
         """Show `text`. With a `key` it is about a condition and replaces that condition's
         message, and stays until replaced or cleared unless `seconds` is given; without
-        one it is an event and goes after `seconds` (default: EVENT_SECONDS). The same
-        message posted again while shown is the same message: it only lives longer."""
+        one it is an event and goes after `seconds` (default: EVENT_SECONDS). A condition
+        reported again in the same words is the same message, with the severity and
+        lifetime of the latest report; an event that happens again is a new message,
+        replacing its copy."""
         if seconds is None and key is None:
             seconds = self.event_seconds
         expires_at = None if seconds is None else self._clock() + seconds
-        same = next((m for m in self._shown if m.key == key and m.text == text
-                     and m.severity == severity), None)
+        same = next((m for m in self._shown if key is not None and m.key == key
+                     and m.text == text), None)
         if same is not None:
+            if same.severity != severity:
+                same.severity = severity
+                self.version += 1
             same.expires_at = expires_at
             return same
         for old in [m for m in self._shown if (key is not None and m.key == key)
@@ -86,7 +91,7 @@ class MessageBoard:
         self.version += 1
         return message
 
-    def clear(self, key: str) -> bool:
+    def clear(self, key: Hashable) -> bool:
         """The condition `key` is over: its message goes. True if one was shown."""
         message = next((m for m in self._shown if m.key == key), None)
         if message is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.settings import Settings
+from app.messages import Severity
+from app.settings import Settings, validate
 from pipeline.resample import StreamResampler
 from pipeline.sync_metrics import viseme_change_offsets
 from pipeline.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS
@@ -172,7 +174,8 @@ def test_first_audio_is_labelled_with_the_mode_it_was_measured_in_and_what_it_me
                f"{window.first_audio_synthesis_ms:.0f} ms)" in status, status
         say(window, "Status check.")
         window.refresh_status()
-        assert f"heard first audio {window.first_audio_ms:.0f} ms (ultra mode;" in window.status.text()
+        status = window.status.text()
+        assert f"heard first audio {window.first_audio_ms:.0f} ms (ultra mode;" in status, status
     finally:
         wait_until_quiet(window)
         window.apply_settings(QUIET)
@@ -202,10 +205,11 @@ def test_on_software_gl_the_avatar_is_drawn_at_its_own_frame_rate_and_the_user_t
     ("\x00\x07\x1b", "Nothing to speak"),
 ])
 def test_bad_text_gets_a_message_and_the_app_keeps_running(window, text, expected):
-    window.notices.clear()
+    told = len(window.notices)
     window.text.setText(text)
     window.speak()
-    pump_until(lambda: any(expected in n for n in window.notices), 10, f"a notice for {text!r}")
+    pump_until(lambda: any(expected in n for n in window.notices[told:]), 10,
+               f"a message for {text!r}")
     assert window.isVisible()
     window.stop()
 
@@ -231,10 +235,10 @@ def test_20000_characters_stream_without_freezing_the_window(window):
 def test_a_malformed_avatar_manifest_is_explained_and_the_bundled_one_shown(window, tmp_path):
     bad = tmp_path / "manifest.json"
     bad.write_text('{"format": "lipsync-studio.sprite-rig", "version": 1,')
-    window.notices.clear()
+    told = len(window.notices)
     window.apply_settings(Settings(**{**QUIET.__dict__, "avatar_manifest": str(bad)}))
     pump(0.3)
-    assert any("Avatar not loaded" in n and "bundled avatar" in n for n in window.notices)
+    assert any("Avatar not loaded" in n and "bundled avatar" in n for n in window.notices[told:])
     assert _grab(window).std() > 20
     window.apply_settings(QUIET)
 
@@ -267,3 +271,107 @@ print(json.dumps({{"notices": w.notices, "stats": w.view.stats()["presented"],
     assert report["audio"] is True
     assert any("Audio is off" in n for n in report["notices"])
     assert report["stats"] > 30
+
+
+# -- messages ---------------------------------------------------------------------------
+
+def _labels_showing(window, text: str):
+    from PySide6.QtWidgets import QLabel
+
+    return [label for label in window.findChildren(QLabel)
+            if text in label.text() and label.isVisible()]
+
+
+def _assert_readable(window, text: str) -> None:
+    """`text` is on screen in full: in a visible label, wrapped, as tall as its wrapped
+    text needs, and not hidden by the window's edge or a scroll area (once scrolled to)."""
+    from PySide6.QtWidgets import QScrollArea
+
+    labels = _labels_showing(window, text)
+    assert labels, f"no visible label shows {text!r}"
+    label = labels[0]
+    parent = label.parentWidget()
+    while parent is not None and not isinstance(parent, QScrollArea):
+        parent = parent.parentWidget()
+    if parent is not None:
+        parent.ensureWidgetVisible(label, 0, 0)
+        pump(0.05)
+    assert label.wordWrap(), f"{text!r} is not wrapped"
+    needed = label.heightForWidth(label.width())
+    assert label.height() >= needed, (
+        f"{text!r} is cut: its label is {label.height()} px tall, its text needs {needed}")
+    assert label.visibleRegion().boundingRect() == label.rect(), f"{text!r} is partly hidden"
+
+
+def test_a_long_message_is_shown_in_full(window, tmp_path):
+    folder = tmp_path / ("a folder with a rather long name, as people give them " * 4).strip()
+    folder.mkdir()
+    bad = folder / "manifest.json"
+    bad.write_text('{"format": "lipsync-studio.sprite-rig", "version": 1,')
+    try:
+        window.apply_settings(Settings(**{**QUIET.__dict__, "avatar_manifest": str(bad)}))
+        pump(0.3)
+        message = next(n for n in reversed(window.notices) if "Avatar not loaded" in n)
+        assert len(message) > 300  # wraps to several lines in this window
+        _assert_readable(window, message)
+    finally:
+        window.apply_settings(QUIET)
+
+
+FIVE_BAD_VALUES = {"speech_rate": 9.0, "volume": "loud", "blinking": "yes", "background": "red",
+                   "target_fps": 1000}
+MISSING_OUTPUT = "lss-no-such-output"
+MISSING_MIC = "lss-no-such-mic"
+
+
+@pytest.fixture
+def troubled_window(qt_app, jack_server, tmp_path):
+    """A window started with five bad values in its settings file, and an audio output
+    and a microphone that are not there."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({**FIVE_BAD_VALUES, "audio_output_device": MISSING_OUTPUT,
+                                "mic_device": MISSING_MIC}))
+    w = open_window(tmp_path)
+    yield w
+    w.close()
+
+
+def test_every_start_up_problem_is_readable_and_in_the_history(troubled_window):
+    w = troubled_window
+    _, problems = validate(json.loads(w.store.path.read_text()))
+    assert len(problems) == 5
+    audio_off = next(n for n in w.notices if n.startswith("Audio is off"))
+    standing_in = f"Microphone '{MISSING_MIC}' is not connected — using 'system' until it is"
+    for text in (*problems, audio_off, standing_in):
+        _assert_readable(w, text)
+
+    w.history_button.click()
+    pump(0.1)
+    table = w.history.table
+    assert w.history.isVisible()
+    rows = [[table.item(r, c).text() for c in range(table.columnCount())]
+            for r in range(table.rowCount())]
+    for text in (*problems, audio_off, standing_in):
+        row = next(row for row in rows if text in row[2])
+        assert re.fullmatch(r"\d\d:\d\d:\d\d", row[0]), row
+        assert row[1] in ("info", "warning", "error") and row[3] == "shown now", row
+    assert next(row for row in rows if audio_off in row[2])[1] == "error"
+    w.history.close()
+
+
+def test_messages_about_a_condition_go_when_it_ends(troubled_window):
+    w = troubled_window
+    standing_in = f"Microphone '{MISSING_MIC}' is not connected — using 'system' until it is"
+    assert _labels_showing(w, "Audio is off") and _labels_showing(w, standing_in)
+    w.apply_settings(Settings(**{**QUIET.__dict__, "mic_enabled": True, "mic_device": "system"}))
+    pump(0.3)
+    assert w.engine.output is not None
+    assert not _labels_showing(w, "Audio is off"), "audio is back, the message stayed"
+    assert not _labels_showing(w, standing_in), "the microphone is there, the message stayed"
+    _assert_readable(w, "Microphone 'system' is on")
+    on = next(m for m in w.messages.shown() if m.text == "Microphone 'system' is on")
+    assert on.severity is Severity.INFO and on.expires_at is not None  # good news goes
+    # Saving the settings replaced the bad values in the file.
+    assert not _labels_showing(w, FIVE_BAD_VALUES["volume"])
+    # All of it is still in the history.
+    assert any(n.startswith("Audio is off") for n in w.notices) and standing_in in w.notices

@@ -77,17 +77,29 @@ def test_an_event_expires_after_its_time(board, clock):
     assert board.history()[0].ended is Ended.EXPIRED
 
 
-def test_the_same_message_again_is_one_message_living_longer(board, clock):
-    first = board.post("Nothing to speak: type some text first.")
-    clock.t += EVENT_SECONDS - 1
-    again = board.post("Nothing to speak: type some text first.")
+def test_a_condition_reported_again_is_one_message_living_longer(board, clock):
+    first = board.post("Microphone 'usb' is on", Severity.INFO, key="mic", seconds=5)
+    clock.t += 4
+    again = board.post("Microphone 'usb' is on", Severity.INFO, key="mic", seconds=5)
     assert again is first and len(board.history()) == 1
     clock.t += 2
     board.expire()
     assert board.shown() == [first]
-    # A condition reported again, unchanged, is not a new message either.
-    audio = board.post("Audio is off", Severity.ERROR, key="audio")
-    assert board.post("Audio is off", Severity.ERROR, key="audio") is audio
+    # Found out to be worse (or better) than first said: still the one message.
+    v = board.version
+    assert board.post("Microphone 'usb' is on", Severity.WARNING, key="mic") is first
+    assert first.severity is Severity.WARNING and board.version > v
+    clock.t += 100
+    board.expire()
+    assert board.shown() == [first]
+
+
+def test_an_event_that_happens_again_is_a_new_message_replacing_its_copy(board, clock):
+    first = board.post("Nothing to speak: type some text first.")
+    clock.t += 1
+    again = board.post("Nothing to speak: type some text first.")
+    assert again is not first and board.shown() == [again]
+    assert first.ended is Ended.REPLACED and len(board.history()) == 2
 
 
 def test_events_with_other_texts_are_all_shown_newest_first(board, clock):
