@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import time
 import wave
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from app.settings import Settings
+from pipeline.output_paths import OutputPathError, check_output_path
 from pipeline.resources import DEFAULT_AVATAR_MANIFEST
 
 # The keys of pipeline.streaming_tts.LATENCY_MODES, spelled out so that `--help` does not
@@ -171,7 +171,10 @@ def _export(args: argparse.Namespace) -> int:
     background = QColor(args.background)
     if not background.isValid():
         return _fail(f"--background {args.background!r} is not a colour (use e.g. #20232a)")
-    _check_output(args.out)
+    try:
+        check_output(args.out)
+    except ExportError as exc:
+        return _fail(str(exc))
     if args.audio is not None:
         _check_wav(args.audio)
     platform = _headless_platform()
@@ -180,7 +183,6 @@ def _export(args: argparse.Namespace) -> int:
                      "needs one for OpenGL. On a headless machine use: "
                      "xvfb-run -a lipsync-studio render ...")
     try:
-        check_output(args.out)
         check_fps(args.fps)
         size = parse_size(args.size) if args.size else None
         # Qt must exist before any rig loads (SVG rasterising, GL context).
@@ -221,24 +223,11 @@ def _fail(message: str) -> int:
 
 
 def _check_output(path: Path) -> None:
-    """CliError unless a file can be written at ``path``: it is no folder, its folder
-    exists, and a file can be created there (checked by creating one: as root
-    os.access says yes to /proc, where nothing can be made)."""
-    if path.is_dir():
-        raise CliError(f"cannot write {path}: it is a folder")
-    folder = path.resolve().parent
-    if not folder.exists():
-        raise CliError(f"cannot write {path}: folder {folder} does not exist")
-    if not folder.is_dir():
-        raise CliError(f"cannot write {path}: {folder} is not a folder")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise CliError(f"cannot write {path}: permission denied")
+    """CliError unless a file can be written at ``path`` (pipeline.output_paths)."""
     try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}."):
-            pass
-    except OSError as exc:
-        raise CliError(f"cannot write {path}: no file can be created in {folder} "
-                       f"({exc.strerror})") from None
+        check_output_path(path)
+    except OutputPathError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _check_wav(path: Path) -> float:

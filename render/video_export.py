@@ -24,6 +24,7 @@ import numpy as np
 
 from pipeline.frames import MouthPose, PhonemeTiming, SpeechSegment
 from pipeline.lipsync_model import infer_file, read_wav_blocks
+from pipeline.output_paths import OutputPathError, check_output_path
 from pipeline.speech_timeline import SpeechTimeline
 from pipeline.viseme_track import VisemeTrack
 from render import idle_motion
@@ -165,18 +166,14 @@ def fit_size(canvas: tuple[int, int], height: int | None = None,
 
 
 def check_output(path: Path) -> None:
-    """Refuse an output the export could not write, before any work is done."""
+    """Refuse an output the export could not write, before any work is done: the check
+    every output of the app goes through (pipeline.output_paths), and an .mp4 name."""
+    try:
+        check_output_path(path)
+    except OutputPathError as exc:
+        raise ExportError(str(exc)) from None
     if path.suffix.lower() != ".mp4":
-        raise ExportError(f"Cannot write {path}: the output must be an .mp4 file.")
-    if path.is_dir():
-        raise ExportError(f"Cannot write {path}: it is a folder.")
-    folder = path.resolve().parent
-    if not folder.exists():
-        raise ExportError(f"Cannot write {path}: folder {folder} does not exist.")
-    if not folder.is_dir():
-        raise ExportError(f"Cannot write {path}: {folder} is not a folder.")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ExportError(f"Cannot write {path}: permission denied.")
+        raise ExportError(f"cannot write {path}: the output must be an .mp4 file")
 
 
 def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: VideoSettings,
@@ -208,7 +205,7 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
                 renderer.release()
         os.replace(partial, out)
     except OSError as exc:
-        raise ExportError(f"Cannot write {out}: {exc.strerror or exc}.") from None
+        raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
     finally:
         partial.unlink(missing_ok=True)
     return ExportResult(out, soundtrack.duration, frames, (w, h), float(fps))

@@ -287,6 +287,19 @@ def test_bad_input_gets_a_clear_message(qt_app, bad_inputs, speech_wav, capsys, 
     assert sorted(p.name for p in bad_inputs.glob("*mp4*")) == ["folder.mp4"]
 
 
+def test_the_export_checks_its_output_as_the_command_line_does(tmp_path):
+    """export_video's own check is the command line's (pipeline.output_paths): it also
+    refuses a place where no file can be created though os.access allows it (/proc, as
+    root), and a check that passes leaves nothing behind."""
+    from render.video_export import ExportError, check_output
+
+    with pytest.raises(ExportError, match=r"^cannot write /proc/x\.mp4: no file can be created "
+                       r"in /proc \(No such file or directory\)$"):
+        check_output(Path("/proc/x.mp4"))
+    check_output(tmp_path / "fine.mp4")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture(scope="module")
 def astronaut_png(tmp_path_factory):
     from PIL import Image
