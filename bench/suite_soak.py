@@ -1,0 +1,86 @@
+"""The whole suite, many times over, and every test module alone: failures and crashes.
+
+Each `make test` and each module runs as a fresh process tree (its own Xvfb and JACK server,
+as CI starts them). A crash is a run killed by a signal (a segfault in PortAudio's
+re-initialisation was the one seen), or one whose output shows a fatal error, whatever its
+exit code. `python bench/suite_soak.py --runs 10 --out bench/results/suite_soak.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.machine import describe, publish  # noqa: E402
+
+CRASH_MARKS = ("Fatal Python error", "Segmentation fault", "core dumped", "Aborted",
+               "terminate called")
+SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
+
+
+def run(cmd: list[str], log: Path) -> dict:
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace")
+    wall = time.monotonic() - started
+    log.write_text(proc.stdout)
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    tail = proc.stdout.strip().splitlines()[-1:] or [""]
+    for n, kind in SUMMARY.findall(tail[0]):
+        counts["errors" if kind.startswith("error") else kind] = counts.get(kind, 0) + int(n)
+    # make reports a child killed by a signal as "Error 139" (128 + SIGSEGV) and exits 2.
+    signalled = proc.returncode < 0 or re.search(r"Error 1(3[4-9]|[45]\d)\b", proc.stdout)
+    crashed = bool(signalled) or any(m in proc.stdout for m in CRASH_MARKS)
+    return {"cmd": " ".join(cmd[-1:]), "rc": proc.returncode, "wall_s": round(wall, 1),
+            "crashed": crashed, **counts, "log": str(log.relative_to(ROOT))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--logs", type=Path, default=ROOT / "test-output" / "soak")
+    args = parser.parse_args()
+    args.logs.mkdir(parents=True, exist_ok=True)
+    python = str(ROOT / ".venv" / "bin" / "python")
+
+    suites = []
+    for i in range(args.runs):
+        suites.append(run(["make", "-s", "test"], args.logs / f"suite-{i}.log"))
+        print(f"suite {i}: {suites[-1]}", file=sys.stderr)
+    modules = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        rel = str(path.relative_to(ROOT))
+        modules.append(run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", rel],
+                           args.logs / f"{path.stem}.log"))
+        print(f"{rel}: {modules[-1]}", file=sys.stderr)
+
+    everything = suites + modules
+    bad = [r for r in everything if r["rc"] != 0 or r["crashed"]]
+    result = {
+        "machine": describe(),
+        "suite_runs": len(suites),
+        "suite_failures": sum(r["failed"] + r["errors"] for r in suites),
+        "suite_crashes": sum(r["crashed"] for r in suites),
+        "suite_wall_s": [r["wall_s"] for r in suites],
+        "module_runs": len(modules),
+        "module_failures": sum(r["failed"] + r["errors"] for r in modules),
+        "module_crashes": sum(r["crashed"] for r in modules),
+        "runs_not_clean": [{k: r[k] for k in ("cmd", "rc", "crashed", "failed", "errors", "log")}
+                           for r in bad],
+        "suites": suites,
+        "modules": modules,
+    }
+    publish(result, args.out)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
