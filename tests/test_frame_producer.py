@@ -126,6 +126,24 @@ def test_overrun_switches_to_degraded_mode_without_stalling(caplog):
     assert slots.take(7) == slots.take(6)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "render/frame_producer.py: fill() returns before _note_cost when the slots re-phased "
+    "while the frame was being made, so a slow source is never degraded; on a busy machine "
+    "(a late swap re-phases the slots during the stall) this fails test_avatar_view's "
+    "test_a_frame_missing_at_its_tick_is_counted_late_and_held about 1 run in 7"))
+def test_a_slow_frame_discarded_by_a_rephase_still_counts_as_an_overrun():
+    clock, voice, slots, producer = make()
+
+    def slow_while_the_display_rephases(t_start, period):
+        clock.t += 3 * P                                # 3 ticks to make this frame...
+        slots.align(slots.phase + P / 3)                # ...while the display re-phased
+        return MouthPose(1, 1, 0.0, 0.5)
+
+    producer.pose_source = slow_while_the_display_rephases
+    producer.fill()
+    assert producer.overruns == 1 and producer.degraded
+
+
 def test_degraded_mode_ends_after_the_hold():
     clock, voice, slots, producer = make(cost=3 * P)
     producer.fill()
@@ -142,19 +160,28 @@ def test_runs_on_its_own_thread_and_stops():
     origin = time.monotonic()
     producer = FrameProducer(slots, lambda t, p: MouthPose(1, 2, 0.5, 0.5),
                              lambda t: t - origin, lookahead=0.1)
+
+    def ahead() -> bool:
+        now = slots.frame_index(time.monotonic() - origin)
+        return all(slots.take(k) is not None for k in range(now, now + 5))
+
     producer.start()
     try:
         with pytest.raises(RuntimeError, match="already started"):
             producer.start()
-        time.sleep(0.08)
+        # Its first pass makes the 7 frames of the 0.1 s look-ahead; 10 made and the next 5
+        # frames ready means it went on filling as time moved. Waited for, not slept for: it
+        # polls every 4 ms, but a busy 2-core machine may not run it for longer than that (a
+        # fixed 80 ms sleep found 11 made, one to spare, at load 4.4).
+        deadline = time.monotonic() + 5.0
+        while not (producer.produced >= 10 and ahead()) and time.monotonic() < deadline:
+            time.sleep(0.005)
         assert producer.running
-        now = slots.frame_index(time.monotonic() - origin)
-        assert all(slots.take(k) is not None for k in range(now, now + 5))
+        assert producer.produced >= 10 and ahead()
     finally:
         producer.stop()
     assert not producer.running
     made = producer.produced
-    assert made >= 10
     time.sleep(0.03)
     assert producer.produced == made                    # stopped means stopped
 
