@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -175,24 +174,6 @@ def test_rig_with_wrong_image_size_is_refused(gl_target):
     with pytest.raises(ValueError, match="eyes_closed"):
         r.set_rig(rig)
     r.release()
-
-
-def test_draw_time(renderer, record_property):
-    from OpenGL import GL
-
-    p = pose("aa", "ou", 0.3)
-    render(renderer, p)
-    times = []
-    for _ in range(200):
-        t0 = time.perf_counter()
-        renderer.draw(p, 0.5, 0.1)
-        GL.glFinish()
-        times.append(time.perf_counter() - t0)
-    p50, p99 = np.percentile(np.array(times) * 1e3, (50, 99))
-    record_property("draw_ms_p50", p50)
-    record_property("draw_ms_p99", p99)
-    print(f"draw+finish {W}x{H}: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
-    assert p50 < 5.0
 
 
 def test_draws_the_default_avatar_rig(gl_target):
