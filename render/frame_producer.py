@@ -141,13 +141,16 @@ class FrameProducer:
             else:
                 pose = self.degraded_source(phase + k * period, period)
                 held = pose
+            finished = self.clock()
+            # Counted before the re-phase check: a source too slow for the tick must be
+            # degraded even when the slots re-phased under it and its frame is thrown away
+            # (on a busy machine a late swap re-phases them during just such a stall).
+            self._note_cost(finished - started, finished, started < self.degraded_until)
             if slots.timebase != timebase:
                 return written
             slots.write(k, pose, timebase)
             written += 1
             self.produced += 1
-            finished = self.clock()
-            self._note_cost(finished - started, finished, started < self.degraded_until)
             self._next = k + 1
             if phase + (self._next + 1) * period <= self.media_time_at(finished):
                 # Too slow to stay ahead: skip to the present instead of filling the past.
