@@ -60,13 +60,14 @@ def test_a_portrait_becomes_the_talking_avatar_and_is_kept(window, pictures, qt_
     window.import_portrait(pictures / "astronaut.png")
     pump_until(lambda: isinstance(window.view._rig, PhotoRig), 15, "the photo avatar")
     took = time.monotonic() - started
+    # The landmarks are shown over the new avatar for a moment (1.5 s), then go. Looked at
+    # as the avatar appears and waited for, not at fixed times: saving the rig meanwhile
+    # took 0.09-0.18 s here (4 runs, load 4.2), on a slower machine more.
+    assert window.landmarks.isVisible()
     _wait_for_import(window)
     rig = window.view._rig
     print(f"portrait on screen {took:.2f} s after the request")
-    # The landmarks are shown over the new avatar for a moment, then go.
-    assert window.landmarks.isVisible()
-    pump(2.0)
-    assert not window.landmarks.isVisible()
+    pump_until(lambda: not window.landmarks.isVisible(), 10, "the landmarks to go")
 
     manifest = window.settings.avatar_manifest
     assert manifest and load_photo_rig(manifest).name == "astronaut"
