@@ -147,9 +147,10 @@ class MainWindow(QMainWindow):
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status.setToolTip(STATUS_FIRST_AUDIO_NOTE)
-        # Fixed heights: messages and figures coming and going must never resize (and
-        # move) the avatar.
-        self.status.setFixedHeight(3 * self.fontMetrics().lineSpacing() + 4)
+        # A fixed height: figures coming and going must never resize (and move) the
+        # avatar. The longest status (the mic's figures with an offset change) wraps to
+        # four lines in a window 640 px wide.
+        self.status.setFixedHeight(4 * self.fontMetrics().lineSpacing() + 4)
 
         controls = QHBoxLayout()
         controls.addWidget(self.text, 1)
