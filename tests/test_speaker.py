@@ -202,7 +202,7 @@ def test_stop_silences_within_20_ms_with_a_fade_not_a_click(tts, output):
     # the fade starts in the next block the device takes (one JACK period, 10.7 ms, at most)
     # and lasts 4 ms; the rest is the wait for the speaker's lock (held while a chunk is
     # placed) and the recorder's and PortAudio's latency figures disagreeing. Measured
-    # 8.6-16.6 ms (6 runs, load 4.2), also in takes where JACK lost cycles elsewhere.
+    # 6.8-16.6 ms (14 runs, load 2.5-4.2), also in takes where JACK lost cycles elsewhere.
     assert last_sound - pressed - output.output_latency <= 0.020
     # The cut is a fade: no step at the end bigger than the speech's own typical steps.
     tail = audio[max(0, loud[-1] - 240):loud[-1] + 1]
@@ -234,8 +234,8 @@ def test_rapid_stop_and_speak_neither_stalls_nor_leaks(tts, output):
         assert _rss_mb() - rss < 40, "memory grew during 100 stop/speak cycles"
         # Neither stalls: 100 x 25 ms of sleep is 2.5 s, and say() and stop() each wait for
         # the next audio block to take the fade (one JACK period, 10.7 ms, at most; 0.1 s if
-        # no callback comes): 4.6 s if every wait were a whole period. Measured 4.29-4.72 s
-        # (6 runs, load 4.5-4.8; stop() median 6.7 ms, worst 121 ms). A stop that waited
+        # no callback comes): 4.6 s if every wait were a whole period. Measured 4.26-4.72 s
+        # (14 runs, load 2.2-4.8; stop() median 6.6-6.8 ms, worst 121 ms). A stop that waited
         # for the chunk being synthesized (a first chunk takes 37-242 ms here) would take
         # over 6 s.
         assert storm_s < 6
