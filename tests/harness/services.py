@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,6 @@ def _die_with_parent() -> None:
     """Runs in the child before exec: a test run that crashes or is killed must not leave
     X or JACK servers behind (PR_SET_PDEATHSIG)."""
     import ctypes
-    import signal
 
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
@@ -112,11 +112,17 @@ class JackServer:
 def run_in_child(target: str, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
     """Run ``target`` ("tests.module:function", which prints JSON on its last line) in a
     Python process of its own: for tests that stop or restart a sound server, which
-    would upset the tests sharing this process's. Returns the finished child and its JSON."""
+    would upset the tests sharing this process's, and for those that could crash it (a
+    crash then fails the test, saying which signal, with the child's Python tracebacks).
+    Returns the finished child and its JSON."""
     module, function = target.split(":")
     child = subprocess.run(
-        [sys.executable, "-c", f"from {module} import {function}; {function}()"],
+        [sys.executable, "-X", "faulthandler", "-c", f"from {module} import {function}; {function}()"],
         capture_output=True, text=True, timeout=timeout,
         cwd=Path(__file__).resolve().parent.parent.parent)
-    assert child.returncode == 0, child.stderr[-2000:]
+    if child.returncode < 0:
+        ended = f"was killed by {signal.Signals(-child.returncode).name}"
+    else:
+        ended = f"exited with {child.returncode}"
+    assert child.returncode == 0, f"{target} {ended}:\n{child.stderr[-3000:]}"
     return child, json.loads(child.stdout.strip().splitlines()[-1])
