@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,6 +58,103 @@ class Xvfb:
         self.proc.wait(5)
 
 
+# jack2 registers each running server in shared memory, eight at most. A server whose
+# client process crashed can stay registered after it exits (here after 1 in 3 aborts of
+# a test process with a PortAudio stream, and after every run killed by a timeout), and
+# with eight such entries no server starts ("Too many servers already active"), for every
+# user of the machine until it reboots. jack2
+# frees an entry when a server of the same name starts and finds the registered process
+# gone, so that is how the harness frees them.
+_JACK_REGISTRY = Path("/dev/shm/jack-shm-registry")
+TEST_SERVER_PREFIX = "lsstest"
+
+
+def _registered() -> dict[str, int]:
+    """Server name -> process id, from jack2 1.9.21's registry, whose entries are a pid_t
+    followed by the name "jack-UID:NAME:"."""
+    try:
+        registry = _JACK_REGISTRY.read_bytes()
+    except OSError:
+        return {}
+    return {entry.group(1).decode():
+            int.from_bytes(registry[entry.start() - 4:entry.start()], "little", signed=True)
+            for entry in re.finditer(rb"jack-\d+:([^:\0]+):", registry)}
+
+
+def stale_test_servers() -> list[str]:
+    """Names of the harness's servers still registered for a process that is gone."""
+    return [name for name, pid in _registered().items()
+            if name.startswith(TEST_SERVER_PREFIX) and pid > 0 and not Path(f"/proc/{pid}").exists()]
+
+
+def _run_jackd(name: str, rate: int, period: int) -> subprocess.Popen:
+    env = dict(os.environ, JACK_NO_AUDIO_RESERVATION="1")
+    return subprocess.Popen(
+        ["jackd", "-n", name, "-R", "-d", "dummy", "-r", str(rate), "-p", str(period),
+         "-C", "2", "-P", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=_die_with_parent,
+    )
+
+
+def _exited(proc: subprocess.Popen) -> RuntimeError:
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    return RuntimeError(f"jackd exited: {err}")
+
+
+def _start_jackd(name: str, rate: int = JACK_RATE, period: int = JACK_PERIOD) -> subprocess.Popen:
+    """A jackd with the dummy driver under server name ``name``, accepting clients."""
+    import jack
+
+    proc = _run_jackd(name, rate, period)
+    deadline = time.monotonic() + 15
+    while True:
+        if proc.poll() is not None:
+            raise _exited(proc)
+        try:
+            client = jack.Client("lss-probe", servername=name, no_start_server=True)
+            client.close()
+            return proc
+        except jack.JackError:
+            if time.monotonic() > deadline:
+                stop_jackd(proc)
+                raise RuntimeError("jackd did not accept clients within 15 s")
+            time.sleep(0.1)
+
+
+def registered_jackd(name: str) -> subprocess.Popen:
+    """A jackd under server name ``name``, once jack2 has registered it. Without opening a
+    client: libjack keeps one server's state per process, and a client of this process on
+    another server segfaulted when this one was killed."""
+    proc = _run_jackd(name, JACK_RATE, JACK_PERIOD)
+    deadline = time.monotonic() + 15
+    while _registered().get(name) != proc.pid:
+        if proc.poll() is not None:
+            raise _exited(proc)
+        if time.monotonic() > deadline:
+            stop_jackd(proc)
+            raise RuntimeError("jackd did not register within 15 s")
+        time.sleep(0.01)
+    return proc
+
+
+def stop_jackd(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def free_stale_test_servers() -> None:
+    """Start and stop a server under each stale name: jack2 then drops its entry."""
+    for name in stale_test_servers():
+        try:
+            stop_jackd(registered_jackd(name))
+        except RuntimeError:
+            pass  # taken again meanwhile, by a run restarting its server under that name
+
+
 class JackServer:
     """jackd with the dummy driver: exact pacing, no sound card needed.
 
@@ -67,46 +164,23 @@ class JackServer:
     def __init__(self, rate: int = JACK_RATE, period: int = JACK_PERIOD) -> None:
         if shutil.which("jackd") is None:
             raise RuntimeError("jackd is not installed (make test installs jackd2)")
-        self.name = f"lsstest{os.getpid()}"
+        self.name = f"{TEST_SERVER_PREFIX}{os.getpid()}"
         self.rate = rate
         self.period = period
-        self._tmp = tempfile.mkdtemp(prefix="lss-jack-")
-        env = dict(os.environ, JACK_NO_AUDIO_RESERVATION="1")
-        self.proc = subprocess.Popen(
-            ["jackd", "-n", self.name, "-R", "-d", "dummy", "-r", str(rate), "-p", str(period),
-             "-C", "2", "-P", "2"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=_die_with_parent,
-        )
-        self._wait_ready()
+        try:
+            self.proc = _start_jackd(self.name, rate, period)
+        except RuntimeError as exc:
+            if "Too many servers" not in str(exc):
+                raise
+            free_stale_test_servers()
+            self.proc = _start_jackd(self.name, rate, period)
         # PortAudio's JACK host API and JACK-Client both connect to the server named here.
         os.environ["JACK_DEFAULT_SERVER"] = self.name
         os.environ["JACK_NO_START_SERVER"] = "1"
 
-    def _wait_ready(self) -> None:
-        import jack
-
-        deadline = time.monotonic() + 15
-        while True:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                raise RuntimeError(f"jackd exited: {err}")
-            try:
-                client = jack.Client("lss-probe", servername=self.name, no_start_server=True)
-                client.close()
-                return
-            except jack.JackError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("jackd did not accept clients within 15 s")
-                time.sleep(0.1)
-
     def stop(self) -> None:
         os.environ.pop("JACK_DEFAULT_SERVER", None)
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        stop_jackd(self.proc)
 
 
 def run_in_child(target: str, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
