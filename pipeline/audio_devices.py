@@ -1,7 +1,19 @@
 """The sound devices as PortAudio (through sounddevice) knows them: listing them, also as
-a newly started PortAudio would (it lists them once, at initialisation), starting
-PortAudio again to open devices connected since, and closing streams whose device or
-sound server may be gone without ever blocking the app.
+a newly started PortAudio would (it lists them once, at initialisation), opening and
+closing streams, and starting PortAudio again to open devices connected since.
+
+PortAudio is not thread-safe, its JACK host API least of all: opening, starting,
+stopping and closing a stream each wait on one condition variable that all streams
+share, signalled once per change, and terminating destroys it. Terminating PortAudio
+while another thread closed one of its streams (the mic's watchdog, seeing its stream
+stop) aborted the process in pa_jack.c (Terminate: the mutex that thread waited on was
+destroyed; UpdateQueue: the stream was removed twice), segfaulted later in Pa_Terminate
+on a stream already freed, or left the JACK thread failing every cycle and the close
+waiting for good. So every such call goes through one lock here, and PortAudio is only
+terminated with that lock held, after our streams are closed through sounddevice (which
+then forgets their pointers, so that no stream of ours is left pointing at memory that
+PortAudio freed). A close that never returns (its sound server died) keeps the lock;
+whoever waits for it is told so (AudioUnavailable) instead of blocking.
 """
 
 from __future__ import annotations
@@ -12,6 +24,9 @@ import logging
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 log = logging.getLogger(__name__)
@@ -24,6 +39,30 @@ class AudioUnavailable(RuntimeError):
     """No usable sound device; the message is meant for the user."""
 
 
+STUCK_MESSAGE = ("A sound device went away without letting go (its sound server stopped or "
+                 "restarted): restart Lipsync Studio to use sound again.")
+
+# Measured on the 2-core VM at load 4.5 (other test runs beside it), 20 rounds under JACK:
+# opening a stream took up to 0.54 s, closing one 0.26 s, terminating PortAudio (with a
+# stream open) 1.4 s and initialising it 1.2 s (medians 29, 68, 102 and 101 ms).
+# A close still running after this long is taken to hang (its sound server is gone).
+CLOSE_WAIT = 1.0
+# The longest anyone waits for PortAudio while another thread uses it: above the longest
+# use that ends, re-initialising with two streams open (2 x 0.26 + 1.4 + 1.2 s).
+LOCK_WAIT = 5.0
+
+# Held by whoever is in a PortAudio call that opens, starts, closes, lists or
+# (re)initialises; a plain Lock rather than an RLock, so that a close that outlives its
+# caller's wait can be left holding it (see _Closer).
+_lock = threading.Lock()
+# Our open streams: terminating closes them first. Holding them here also keeps each
+# stream's CFFI callback alive for as long as PortAudio may call it.
+_open: set = set()
+# Closes that outlived CLOSE_WAIT (or wait behind one that did).
+_stuck: list[threading.Thread] = []
+_exit_handler_installed = False
+
+
 def sounddevice_module():
     try:
         import sounddevice
@@ -33,20 +72,54 @@ def sounddevice_module():
             "(on Debian/Ubuntu: sudo apt install libportaudio2). "
             "The avatar will still animate without sound."
         ) from exc
+    global _exit_handler_installed
+    if not _exit_handler_installed:
+        # sounddevice's own handler terminates PortAudio at exit whatever other threads
+        # are doing with it (daemon threads still run while exit handlers do).
+        atexit.unregister(sounddevice._exit_handler)
+        atexit.register(_terminate_at_exit)
+        _exit_handler_installed = True
     return sounddevice
+
+
+def streams_stuck() -> bool:
+    """Whether a stream is still closing after CLOSE_WAIT: until it is closed, PortAudio
+    cannot be re-initialised (or used at all), for ever if its sound server has died."""
+    return any(closer.is_alive() for closer in _stuck)
+
+
+def _acquire() -> bool:
+    """Take the lock, waiting at most LOCK_WAIT, and no longer once a close is known to
+    hang: the lock stays with that close."""
+    deadline = time.monotonic() + LOCK_WAIT
+    while not _lock.acquire(timeout=0.05):
+        if streams_stuck() or time.monotonic() > deadline:
+            return False
+    return True
+
+
+@contextmanager
+def _portaudio() -> Iterator[None]:
+    if not _acquire():
+        raise AudioUnavailable(STUCK_MESSAGE)
+    try:
+        yield
+    finally:
+        _lock.release()
 
 
 def list_devices(kind: Kind) -> list[str]:
     """Names of the devices that can capture ("input") or play ("output") sound, as
     AudioInput / AudioOutput take them: as this process's PortAudio listed them when
-    it was initialised."""
+    it was initialised. Empty while PortAudio cannot be reached."""
     try:
         sd = sounddevice_module()
     except AudioUnavailable:
         return []
     try:
-        return [d["name"] for d in sd.query_devices() if d[_CHANNELS[kind]] > 0]
-    except sd.PortAudioError:  # not initialised: another thread is re-initialising it
+        with _portaudio():
+            return [d["name"] for d in sd.query_devices() if d[_CHANNELS[kind]] > 0]
+    except (AudioUnavailable, sd.PortAudioError):  # held up, or not initialised again
         return []
 
 
@@ -72,57 +145,184 @@ def list_devices_now(kind: Kind, timeout: float = 5.0) -> list[str] | None:
         return None
 
 
-STUCK_MESSAGE = ("A sound device went away without letting go (its sound server stopped or "
-                 "restarted): restart Lipsync Studio to use sound again.")
+def device_info(device: str | int | None, kind: Kind) -> dict:
+    """sounddevice's description of ``device`` (None: the default), with its host API's
+    name as "host_api". Raises ValueError or PortAudioError as sounddevice does when there
+    is no such device, and AudioUnavailable when PortAudio cannot be reached."""
+    sd = sounddevice_module()
+    with _portaudio():
+        info = dict(sd.query_devices(device, kind))
+        info["host_api"] = sd.query_hostapis(info["hostapi"])["name"]
+    return info
+
+
+def open_stream(kind: Kind, **settings):
+    """A new sounddevice stream, not started; raises as sounddevice does, or
+    AudioUnavailable when PortAudio cannot be reached. Close it with close_stream()."""
+    sd = sounddevice_module()
+    with _portaudio():
+        stream = (sd.InputStream if kind == "input" else sd.OutputStream)(**settings)
+        _open.add(stream)
+    return stream
+
+
+def start_stream(stream) -> None:
+    """Raises PortAudioError as sounddevice does (a stream closed by a re-initialisation
+    in the meantime cannot start either), or AudioUnavailable; the stream is closed then."""
+    try:
+        with _portaudio():
+            stream.start()
+    except Exception:
+        close_stream(stream, "start-failed-closer")
+        raise
+
+
+def stream_running(stream) -> bool:
+    """Whether ``stream`` is open and running: not once it is closed, by its owner or by
+    PortAudio being re-initialised, nor while PortAudio cannot be reached."""
+    if stream not in _open or not _acquire():
+        return False
+    try:
+        return stream in _open and stream.active
+    except sounddevice_module().PortAudioError:
+        return False
+    finally:
+        _lock.release()
+
+
+class _Closer:
+    """Aborts and closes one stream on a daemon thread, since closing a stream whose device
+    is gone can block for good (PortAudio 19.6's JACK host waits for a process cycle that
+    never comes once the server has died), and the app must still be able to go on, or
+    quit. The lock is held for the close throughout: by the caller while it waits, at most
+    CLOSE_WAIT; by the closer thread itself once the caller stops waiting (it releases
+    the lock when the close returns, if ever)."""
+
+    def __init__(self, stream, name: str, *, caller_holds_lock: bool) -> None:
+        self._stream = stream
+        self._waits_for_lock = not caller_holds_lock
+        self._state = threading.Lock()
+        self._done = False
+        self._owns_lock = False
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        if self._waits_for_lock:
+            _lock.acquire()
+            self._owns_lock = True
+        try:
+            self._stream.abort()
+            self._stream.close()
+        except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
+            pass
+        _open.discard(self._stream)
+        with self._state:
+            self._done = True
+            release = self._owns_lock
+        if release:
+            _lock.release()
+
+    def close(self) -> bool:
+        """True when the stream closed within CLOSE_WAIT. A caller holding the lock still
+        holds it then; otherwise the lock has passed to the closer thread."""
+        try:
+            self.thread.start()
+        except RuntimeError:
+            # Exit handlers can start no thread from Python 3.12 on: closed here, then,
+            # unless that would wait behind a close that hangs.
+            if self._waits_for_lock:
+                return False
+            self._run()
+            return True
+        if self._waits_for_lock:
+            _stuck.append(self.thread)
+            return False
+        self.thread.join(CLOSE_WAIT)
+        with self._state:
+            if not self._done:
+                self._owns_lock = True
+                _stuck.append(self.thread)
+            return self._done
+
+
+def close_stream(stream, name: str) -> None:
+    """Abort and close a stream from open_stream(), waiting at most LOCK_WAIT for
+    PortAudio and CLOSE_WAIT for the close; one that takes longer goes on closing on a
+    thread of its own (see _Closer). Never raises."""
+    if stream not in _open:
+        return  # closed already, by re-initialising PortAudio
+    if not _acquire():
+        # PortAudio is held by a close that hangs: this one waits behind it.
+        _Closer(stream, name, caller_holds_lock=False).close()
+        return
+    if _Closer(stream, name, caller_holds_lock=True).close():
+        _lock.release()
+        return
+    log.warning("an audio stream did not close (its sound server is gone); PortAudio "
+                "is left as it is at exit")
+
+
+def _close_all_holding_lock() -> bool:
+    """With the lock held: close every stream of ours. False when one does not close, and
+    the lock has then passed to its closer."""
+    for stream in list(_open):
+        if not _Closer(stream, "portaudio-closer", caller_holds_lock=True).close():
+            log.warning("an audio stream did not close (its sound server is gone); PortAudio "
+                        "is left as it is")
+            return False
+    return True
+
+
+@contextmanager
+def portaudio_released() -> Iterator[None]:
+    """PortAudio terminated for the duration of the block, every stream of ours closed
+    first (their owners find them closed: stream_running() says False), and initialised
+    again after it: for whoever stops a sound server PortAudio is connected to (its JACK
+    host API asserts when the server goes first), and to re-initialise. Raises
+    AudioUnavailable, for the user, while a stream cannot be closed (PortAudio is then
+    left as it is) or when PortAudio cannot be initialised again."""
+    sd = sounddevice_module()
+    if not _acquire():
+        raise AudioUnavailable(STUCK_MESSAGE)
+    if not _close_all_holding_lock():
+        raise AudioUnavailable(STUCK_MESSAGE)
+    try:
+        if sd._initialized:  # not after a failed initialisation
+            sd._terminate()
+        try:
+            yield
+        finally:
+            try:
+                sd._initialize()
+            except sd.PortAudioError as exc:
+                raise AudioUnavailable(
+                    f"Sound is unavailable: PortAudio could not be started again ({exc}). "
+                    "Restart Lipsync Studio to use sound again.") from exc
+    finally:
+        _lock.release()
 
 
 def reinitialize_portaudio() -> None:
     """Make PortAudio enumerate devices again (it lists them once, at initialisation).
 
-    This closes every PortAudio stream of the process, so the owner of other streams
-    (the audio output) must reopen them afterwards. Raises AudioUnavailable, for the
-    user, while a stream of a vanished sound server cannot be closed.
+    This closes every stream of ours, so the owner of other streams (the audio output)
+    must reopen them afterwards. Raises AudioUnavailable, for the user, while a stream of
+    a vanished sound server cannot be closed.
     """
-    if streams_stuck():
-        raise AudioUnavailable(STUCK_MESSAGE)
+    with portaudio_released():
+        pass
+
+
+def _terminate_at_exit() -> None:
     sd = sounddevice_module()
-    sd._terminate()
-    sd._initialize()
-
-
-# A healthy stream closes in ~20 ms.
-CLOSE_WAIT = 1.0
-# Closers still waiting on their stream (see close_stream).
-_stuck: list[threading.Thread] = []
-
-
-def close_stream(stream, name: str) -> None:
-    """Abort and close a PortAudio stream on a daemon thread, waiting at most CLOSE_WAIT:
-    closing a stream whose device is gone can block for good (PortAudio 19.6's JACK host
-    waits for a process cycle that never comes once the server has died), and the app
-    must still be able to go on, or quit."""
-    closer = threading.Thread(target=_close_quietly, args=(stream,), name=name, daemon=True)
-    closer.start()
-    closer.join(CLOSE_WAIT)
-    if closer.is_alive():
-        _stuck.append(closer)
-        # sounddevice's exit handler terminates PortAudio, which would wait for this
-        # stream for ever: the app could not quit.
+    if not _acquire():
         log.warning("an audio stream did not close (its sound server is gone); PortAudio "
                     "is left as it is at exit")
-        atexit.unregister(sounddevice_module()._exit_handler)
-
-
-def streams_stuck() -> bool:
-    """Whether a stream is still closing: until it is, terminating (or re-initialising)
-    PortAudio would wait for it, for ever if its sound server has died."""
-    _stuck[:] = [closer for closer in _stuck if closer.is_alive()]
-    return bool(_stuck)
-
-
-def _close_quietly(stream) -> None:
+        return
+    if not _close_all_holding_lock():
+        return
     try:
-        stream.abort()
-        stream.close()
-    except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
-        pass
+        while sd._initialized > 0:
+            sd._terminate()
+    finally:
+        _lock.release()

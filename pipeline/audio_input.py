@@ -43,8 +43,9 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.audio_devices import (AudioUnavailable, close_stream, list_devices, list_devices_now,
-                                    sounddevice_module, streams_stuck)
+from pipeline.audio_devices import (AudioUnavailable, close_stream, device_info, list_devices,
+                                    list_devices_now, open_stream, sounddevice_module,
+                                    start_stream, stream_running, streams_stuck)
 from pipeline.clock import MediaClock
 
 
@@ -197,7 +198,7 @@ class AudioInput:
     def _find(self, device: str | int | None) -> dict:
         sd = sounddevice_module()
         try:
-            return sd.query_devices(device, "input")
+            return device_info(device, "input")
         except (ValueError, sd.PortAudioError) as exc:
             raise AudioUnavailable(self._missing_device_message(device, str(exc))) from exc
 
@@ -238,8 +239,8 @@ class AudioInput:
             self._callback(generation, indata, frames, time_info, status)
 
         try:
-            stream = sd.InputStream(
-                device=info["index"], samplerate=rate, channels=self._channels,
+            stream = open_stream(
+                "input", device=info["index"], samplerate=rate, channels=self._channels,
                 dtype="float32", latency="low", callback=callback,
             )
         except (sd.PortAudioError, ValueError) as exc:
@@ -248,9 +249,8 @@ class AudioInput:
                 "using it. Choose another microphone in Settings."
             ) from exc
         try:
-            stream.start()
+            start_stream(stream)
         except sd.PortAudioError as exc:
-            close_stream(stream, "mic-closer")
             raise AudioUnavailable(f"The microphone '{name}' could not be started: {exc}.") from exc
         self._stream = stream
         self.device_name = name
@@ -258,7 +258,7 @@ class AudioInput:
         # silence); an ALSA device's stream fails when unplugged, and a device this
         # process holds open may be left out of a fresh listing, so looking for it
         # there would call it gone while it works.
-        self._outlives_device = "JACK" in sd.query_hostapis(info["hostapi"])["name"]
+        self._outlives_device = "JACK" in info["host_api"]
         self.standing_in = False
         self._retrying = False
         self._announced = False
@@ -425,7 +425,8 @@ class AudioInput:
                 stream = self._stream
                 now = time.monotonic()
                 if stream is not None:
-                    stalled = now - self._last_callback > self.stall_timeout or not _running(stream)
+                    stalled = (now - self._last_callback > self.stall_timeout
+                               or not stream_running(stream))
                     if stalled or stream is self._unlisted:
                         lost = self.device_name
                         what = "stopped delivering sound" if stalled else "is no longer connected"
@@ -480,7 +481,10 @@ class AudioInput:
         """One attempt: the chosen device, else the default; after a rescan when possible."""
         # The first attempt skips the rescan, so other streams survive a short stall.
         if self._rescan is not None and self._tried and not streams_stuck():
-            self._rescan()
+            try:
+                self._rescan()
+            except AudioUnavailable:
+                pass  # the attempt below fails too, and is retried
         self._tried = True
         for device in dict.fromkeys((self.device, None)):
             try:
@@ -538,10 +542,3 @@ class AudioInput:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _running(stream) -> bool:
-    try:
-        return stream.active
-    except sounddevice_module().PortAudioError:  # closed under us: PortAudio was re-initialised
-        return False

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pipeline.audio_devices import AudioUnavailable, close_stream, list_devices, sounddevice_module
+from pipeline.audio_devices import (AudioUnavailable, close_stream, device_info, list_devices,
+                                    open_stream, sounddevice_module, start_stream)
 from pipeline.audio_timeline import AudioTimeline
 from pipeline.clock import MediaClock
 
@@ -63,7 +64,7 @@ class AudioOutput:
         """Open and start the stream; raises AudioUnavailable with a message for the user."""
         sd = sounddevice_module()
         try:
-            info = sd.query_devices(self._device, "output")
+            info = device_info(self._device, "output")
         except (ValueError, sd.PortAudioError) as exc:
             raise AudioUnavailable(self._missing_device_message(str(exc))) from exc
         rate = int(info["default_samplerate"])
@@ -74,9 +75,9 @@ class AudioOutput:
         self._fade_ramp = (1.0 - np.arange(1, count + 1, dtype=np.float32) / count)
         self._clock = MediaClock(rate, now=self._now)
         try:
-            self._stream = sd.OutputStream(
-                device=info["index"], samplerate=rate, channels=self._channels, dtype="float32",
-                latency=self._latency, callback=self._callback,
+            self._stream = open_stream(
+                "output", device=info["index"], samplerate=rate, channels=self._channels,
+                dtype="float32", latency=self._latency, callback=self._callback,
             )
         except (sd.PortAudioError, ValueError) as exc:
             raise AudioUnavailable(
@@ -89,7 +90,7 @@ class AudioOutput:
         # whole 5.3 ms JACK period; measured: hundreds of xruns in 3 s, none at 1 ms.
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         try:
-            self._stream.start()
+            start_stream(self._stream)
         except sd.PortAudioError as exc:
             self.close()
             raise AudioUnavailable(

@@ -27,17 +27,21 @@ def x_display():
 @pytest.fixture(scope="session")
 def jack_server():
     """A real JACK server (dummy driver, 48 kHz, 512-frame periods)."""
-    import sounddevice as sd
+    from pipeline.audio_devices import AudioUnavailable, portaudio_released, reinitialize_portaudio
 
     server = JackServer()
     # PortAudio enumerates host APIs once: re-initialise so it sees the new server, and
     # let go of it before the server stops (PortAudio's JACK layer asserts otherwise).
-    sd._terminate()
-    sd._initialize()
+    # Both through audio_devices, which closes every stream first, after any close in
+    # flight: terminating PortAudio under a stream still closing crashed the process.
+    reinitialize_portaudio()
     yield server
-    sd._terminate()
-    server.stop()
-    sd._initialize()
+    try:
+        with portaudio_released():
+            server.stop()
+    except AudioUnavailable:
+        server.stop()  # a stream that cannot close keeps PortAudio as it is
+        raise
 
 
 @pytest.fixture(scope="session")

@@ -1,15 +1,18 @@
 """AudioOutput through the real PortAudio and a real JACK server, recorded back by a
 JACK client connected to the stream's output ports."""
 
+import json
 import time
 
 import numpy as np
 import pytest
 
-from pipeline.audio_devices import AudioUnavailable, list_devices
+from pipeline.audio_devices import AudioUnavailable, list_devices, reinitialize_portaudio
+from pipeline.audio_input import AudioInput
 from pipeline.audio_output import AudioOutput
 from pipeline.resample import resample
 from tests.harness.jack_recorder import JackRecorder, measure_jack_clock
+from tests.harness.services import JackServer, run_in_child
 
 pytestmark = pytest.mark.audio
 
@@ -181,3 +184,33 @@ def test_audio_that_comes_too_late_is_dropped_not_shifted(output):
     # What is still ahead of the read head keeps its place, so sound and mouth stay in step.
     assert 100 <= dropped < 1000
     assert output.scheduled_end == pos + 1000
+
+
+EXITS = 3
+# Three watchdogs: with one, half the exits of the old code failed; with three, 10 of 10.
+MICROPHONES = 3
+# A child took 1.4 s (twice, at load 0.4) on the 2-core VM.
+EXIT_TIMEOUT = 30
+
+
+def test_a_process_exits_cleanly_with_its_streams_still_open():
+    # Each in a process of its own, which ends with microphones (their watchdogs running)
+    # and an output still open. sounddevice's own exit handler terminated PortAudio while
+    # a watchdog, seeing its stream stop, closed it on another thread: the process then
+    # aborted in PortAudio (pa_jack.c Terminate or UpdateQueue) or hung.
+    for _ in range(EXITS):
+        _, result = run_in_child("tests.test_audio_output:exit_with_streams_open",
+                                 timeout=EXIT_TIMEOUT)
+        assert result == {"open": ["system"] * (MICROPHONES + 1)}
+
+
+def exit_with_streams_open() -> None:
+    JackServer()  # its jackd ends with this process
+    reinitialize_portaudio()  # it enumerated before this server existed
+    mics = [AudioInput("system", gate_db=None) for _ in range(MICROPHONES)]
+    for mic in mics:
+        mic.start()
+    out = AudioOutput("system")
+    out.start()
+    time.sleep(0.2)
+    print(json.dumps({"open": [mic.device_name for mic in mics] + [out.device_name]}))
