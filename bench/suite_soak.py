@@ -47,12 +47,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--logs", type=Path, default=ROOT / "test-output" / "soak")
+    parser.add_argument("--budget-s", type=float, default=float("inf"),
+                        help="start no further suite run once it would end past this many "
+                             "seconds, by the longest run so far (the modules still run)")
     args = parser.parse_args()
     args.logs.mkdir(parents=True, exist_ok=True)
     python = str(ROOT / ".venv" / "bin" / "python")
 
+    started = time.monotonic()
     suites = []
     for i in range(args.runs):
+        longest = max((r["wall_s"] for r in suites), default=0.0)
+        if time.monotonic() - started + longest > args.budget_s:
+            print(f"budget: stopping after {i} suite runs", file=sys.stderr)
+            break
         suites.append(run(["make", "-s", "test"], args.logs / f"suite-{i}.log"))
         print(f"suite {i}: {suites[-1]}", file=sys.stderr)
     modules = []
@@ -67,6 +75,7 @@ def main() -> None:
     result = {
         "machine": describe(),
         "suite_runs": len(suites),
+        "suite_runs_asked": args.runs,
         "suite_failures": sum(r["failed"] + r["errors"] for r in suites),
         "suite_crashes": sum(r["crashed"] for r in suites),
         "suite_wall_s": [r["wall_s"] for r in suites],
