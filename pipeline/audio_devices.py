@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -33,10 +34,15 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["input", "output"]
 _CHANNELS = {"input": "max_input_channels", "output": "max_output_channels"}
+_WHAT = {"input": "a microphone", "output": "an audio output"}
 
 
 class AudioUnavailable(RuntimeError):
     """No usable sound device; the message is meant for the user."""
+
+
+class NotADevice(AudioUnavailable):
+    """The device chosen is a program's JACK connection, not a sound device."""
 
 
 STUCK_MESSAGE = ("A sound device went away without letting go (its sound server stopped or "
@@ -108,6 +114,23 @@ def _portaudio() -> Iterator[None]:
         _lock.release()
 
 
+# PortAudio's JACK host API lists every JACK client with ports as a device, the JACK
+# connections of PortAudio programs too: this process's own once a stream is open (as a
+# newly initialised PortAudio, or another program, sees it), named "PortAudio", or
+# "PortAudio-01" and on when that name is taken. Sound sent there is heard by no one, and
+# nothing is captured from there.
+_PORTAUDIO_CLIENT = re.compile(r"PortAudio(-\d+)?")
+
+
+def _is_portaudio_client(name: str, host_api: str) -> bool:
+    return "JACK" in host_api and _PORTAUDIO_CLIENT.fullmatch(name) is not None
+
+
+def _names(devices: list[dict], host_apis: list[str], kind: Kind) -> list[str]:
+    return [d["name"] for d in devices
+            if d[_CHANNELS[kind]] > 0 and not _is_portaudio_client(d["name"], host_apis[d["hostapi"]])]
+
+
 def list_devices(kind: Kind) -> list[str]:
     """Names of the devices that can capture ("input") or play ("output") sound, as
     AudioInput / AudioOutput take them: as this process's PortAudio listed them when
@@ -118,13 +141,15 @@ def list_devices(kind: Kind) -> list[str]:
         return []
     try:
         with _portaudio():
-            return [d["name"] for d in sd.query_devices() if d[_CHANNELS[kind]] > 0]
+            return _names(list(sd.query_devices()), [a["name"] for a in sd.query_hostapis()], kind)
     except (AudioUnavailable, sd.PortAudioError):  # held up, or not initialised again
         return []
 
 
-_LIST_DEVICES = ("import json, sounddevice as sd; print(json.dumps([{k: d[k] for k in "
-                 "('name', 'max_input_channels', 'max_output_channels')} for d in sd.query_devices()]))")
+_LIST_DEVICES = ("import json, sounddevice as sd; print(json.dumps({"
+                 "'devices': [{k: d[k] for k in ('name', 'hostapi', 'max_input_channels', "
+                 "'max_output_channels')} for d in sd.query_devices()], "
+                 "'host_apis': [a['name'] for a in sd.query_hostapis()]}))")
 
 
 def list_devices_now(kind: Kind, timeout: float = 5.0) -> list[str] | None:
@@ -139,8 +164,8 @@ def list_devices_now(kind: Kind, timeout: float = 5.0) -> list[str] | None:
     try:
         child = subprocess.run(["nice", "-n", "19", sys.executable, "-c", _LIST_DEVICES],
                                capture_output=True, text=True, timeout=timeout, check=True)
-        devices = json.loads(child.stdout.strip().splitlines()[-1])
-        return [str(d["name"]) for d in devices if d[_CHANNELS[kind]] > 0]
+        listing = json.loads(child.stdout.strip().splitlines()[-1])
+        return [str(name) for name in _names(listing["devices"], listing["host_apis"], kind)]
     except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError, KeyError):
         return None
 
@@ -148,12 +173,26 @@ def list_devices_now(kind: Kind, timeout: float = 5.0) -> list[str] | None:
 def device_info(device: str | int | None, kind: Kind) -> dict:
     """sounddevice's description of ``device`` (None: the default), with its host API's
     name as "host_api". Raises ValueError or PortAudioError as sounddevice does when there
-    is no such device, and AudioUnavailable when PortAudio cannot be reached."""
+    is no such device, and AudioUnavailable with a message for the user when ``device``
+    is a PortAudio program's JACK connection (NotADevice) or PortAudio cannot be reached."""
     sd = sounddevice_module()
+    # By name too, before PortAudio is asked: this process's own connection is listed
+    # only by other processes, such as the settings panel's fresh listing.
+    if isinstance(device, str) and _PORTAUDIO_CLIENT.fullmatch(device.strip()):
+        raise NotADevice(_not_a_device_message(device.strip(), kind))
     with _portaudio():
         info = dict(sd.query_devices(device, kind))
         info["host_api"] = sd.query_hostapis(info["hostapi"])["name"]
+    if _is_portaudio_client(info["name"], info["host_api"]):
+        raise NotADevice(_not_a_device_message(info["name"], kind))
     return info
+
+
+def _not_a_device_message(name: str, kind: Kind) -> str:
+    choices = list_devices(kind)
+    return (f"'{name}' is not {_WHAT[kind]}: it is the JACK connection of a program that "
+            "uses PortAudio (Lipsync Studio's own, or another's). Choose "
+            + ("one of: " + ", ".join(choices) if choices else "another device") + " in Settings.")
 
 
 def open_stream(kind: Kind, **settings):

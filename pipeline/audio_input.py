@@ -43,9 +43,10 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.audio_devices import (AudioUnavailable, close_stream, device_info, list_devices,
-                                    list_devices_now, open_stream, sounddevice_module,
-                                    start_stream, stream_running, streams_stuck)
+from pipeline.audio_devices import (AudioUnavailable, NotADevice, close_stream, device_info,
+                                    list_devices, list_devices_now, open_stream,
+                                    sounddevice_module, start_stream, stream_running,
+                                    streams_stuck)
 from pipeline.clock import MediaClock
 
 
@@ -170,23 +171,28 @@ class AudioInput:
         """Open the device and start capturing. A chosen device that is not connected is
         stood in for by the default one; raises AudioUnavailable (for the user) when
         neither can be used."""
-        standing_in = False
+        missing: AudioUnavailable | None = None  # why the chosen device is stood in for
         try:
             info = self._find(self.device)
-        except AudioUnavailable:
+        except AudioUnavailable as exc:
             if self.device is None:
                 raise
             try:
                 info = self._find(None)
             except AudioUnavailable:
+                if isinstance(exc, NotADevice):
+                    raise
                 raise AudioUnavailable(self._missing_device_message(self.device, "")) from None
-            standing_in = True
+            missing = exc
         # At Python's default 5 ms switch interval a busy thread can hold the GIL past a
         # whole JACK period (measured on the output side); capture needs the same.
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         self._open(info)
-        self.standing_in = standing_in
-        if standing_in:
+        self.standing_in = missing is not None
+        if isinstance(missing, NotADevice):
+            self._report("switched", f"{missing} Using '{self.device_name}' until then.",
+                         self.device_name)
+        elif missing is not None:
             self._report("switched", f"Microphone '{self.device}' is not connected — using "
                          f"'{self.device_name}' until it is", self.device_name)
         else:

@@ -259,6 +259,23 @@ def reinitialise_while_a_microphone_reopens() -> None:
             server.stop()
 
 
+def test_a_microphone_setting_naming_portaudios_jack_connection_is_explained(jack_server,
+                                                                               events):
+    mic = AudioInput("PortAudio", gate_db=None, on_status=events.append)
+    mic.start()
+    try:
+        assert (mic.device_name, mic.standing_in) == ("system", True)
+        assert [(e.kind, e.message) for e in events] == [(
+            "switched", "'PortAudio' is not a microphone: it is the JACK connection of a program "
+            "that uses PortAudio (Lipsync Studio's own, or another's). Choose one of: system in "
+            "Settings. Using 'system' until then.")]
+        with pytest.raises(AudioUnavailable, match="'PortAudio-01' is not a microphone"):
+            mic.set_device("PortAudio-01")
+        assert mic.device_name == "system" and mic.read(0.5) is not None
+    finally:
+        mic.close()
+
+
 USB_MIC = "lss-usb-mic"
 
 

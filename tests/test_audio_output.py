@@ -2,12 +2,16 @@
 JACK client connected to the stream's output ports."""
 
 import json
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
+import sounddevice
 
-from pipeline.audio_devices import AudioUnavailable, list_devices, reinitialize_portaudio
+from pipeline.audio_devices import (AudioUnavailable, list_devices, list_devices_now,
+                                    reinitialize_portaudio)
 from pipeline.audio_input import AudioInput
 from pipeline.audio_output import AudioOutput
 from pipeline.resample import resample
@@ -184,6 +188,56 @@ def test_audio_that_comes_too_late_is_dropped_not_shifted(output):
     # What is still ahead of the read head keeps its place, so sound and mouth stay in step.
     assert 100 <= dropped < 1000
     assert output.scheduled_end == pos + 1000
+
+
+FRESH_LISTING = ("import json, sounddevice as sd; print(json.dumps([[d['name'], "
+                 "d['max_input_channels'], d['max_output_channels']] for d in sd.query_devices()]))")
+
+
+def test_this_processs_jack_connection_is_not_offered_as_a_device(jack_server, output):
+    mic = AudioInput("system", gate_db=None)
+    mic.start()
+    try:
+        # With a stream each way, PortAudio's JACK client here has ports both ways, and a
+        # newly initialised PortAudio (the settings panel's listing) lists it as a device.
+        fresh = subprocess.run([sys.executable, "-c", FRESH_LISTING], capture_output=True,
+                               text=True, check=True)
+        assert ["PortAudio", 2, 2] in json.loads(fresh.stdout.splitlines()[-1])
+        assert list_devices_now("output") == ["system"]
+        assert list_devices_now("input") == ["system"]
+    finally:
+        mic.close()
+
+
+HOLD_STREAMS = ("import sys, sounddevice as sd; s = sd.Stream(device='system', channels=1, "
+                "callback=lambda indata, outdata, frames, time, status: outdata.fill(0)); "
+                "s.start(); print('open', flush=True); sys.stdin.read()")
+
+
+def test_another_programs_jack_connection_is_not_listed_and_choosing_it_is_explained(jack_server):
+    # Its stream each way makes it a capture and a playback device to PortAudio. Before,
+    # it was listed as both, and chosen, it was opened: the voice played into that
+    # program, heard by no one and nothing said, and the microphone captured its sound.
+    other = subprocess.Popen([sys.executable, "-c", HOLD_STREAMS], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline() == "open\n"
+        reinitialize_portaudio()  # so that this process's PortAudio lists it
+        listed = [d["name"] for d in sounddevice.query_devices() if d["name"].startswith("PortAudio")]
+        assert len(listed) == 1, listed  # "PortAudio", or "PortAudio-01" while ours has that name
+        assert list_devices("input") == ["system"] and list_devices("output") == ["system"]
+        # By its name, and by a part of it, which sounddevice matches to it.
+        for name in (listed[0], "portaudio"):
+            with pytest.raises(AudioUnavailable) as err:
+                AudioOutput(name).start()
+            assert str(err.value) == (
+                f"'{listed[0]}' is not an audio output: it is the JACK connection of a program "
+                "that uses PortAudio (Lipsync Studio's own, or another's). Choose one of: system "
+                "in Settings.")
+    finally:
+        other.stdin.close()
+        other.wait(10)
+        reinitialize_portaudio()  # forget it for the tests after this one
 
 
 EXITS = 3

@@ -53,6 +53,23 @@ def test_devices_plugged_in_after_start_are_opened_when_chosen(jack_server):
         reinitialize_portaudio()  # forget the devices for the tests after this one
 
 
+def test_choosing_portaudios_own_jack_connection_is_explained_not_silent(jack_server):
+    # The settings panel's listing offered "PortAudio": a newly initialised PortAudio
+    # sees this process's own JACK client as a device. Chosen, audio went off as "not
+    # found", just after the panel had listed it.
+    settings = Settings(audio_output_device="system", mic_device="system", mic_lipsync="volume")
+    engine = Engine(settings, on_event=lambda event: None)
+    assert engine.start_audio() is None and engine.start_mic() is None
+    try:
+        assert engine.apply(replace(settings, audio_output_device="PortAudio")) == [
+            "Audio is off: 'PortAudio' is not an audio output: it is the JACK connection of a "
+            "program that uses PortAudio (Lipsync Studio's own, or another's). Choose one of: "
+            "system in Settings."]
+        assert engine.output is None and engine.mic.device_name == "system"
+    finally:
+        engine.close()
+
+
 def test_after_the_sound_server_restarted_the_user_is_told_and_the_app_still_quits():
     # In a child process with a JACK server of its own: PortAudio 19.6's JACK host never
     # returns from aborting a stream whose server died, and its exit handler would wait
