@@ -31,11 +31,14 @@ def test_a_chosen_microphone_plugged_in_while_speaking_is_taken_after_the_speech
         assert (f"Microphone '{USB_MIC}' is not connected — using 'system' until it is"
                 in w.notices)
         assert w.engine.mic.device_name == "system"
-        say(w, "While this long sentence is being read out to everyone watching the stream, "
-               "somebody plugs the microphone that was chosen in the settings back in.")
+        # Made before the long sentence starts: loading a voice and synthesising took 3 s
+        # (2.6 + 0.4 s, at load 3.5), and with it the 8.2 s sentence had ended before the
+        # check below that the voice is still speaking (2 of 8 runs).
         tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
         speech = np.concatenate([resample(s.audio, s.sample_rate, jack_server.rate)
                                  for s in tts.synthesize("Hello there. How are you today?")])
+        say(w, "While this long sentence is being read out to everyone watching the stream, "
+               "somebody plugs the microphone that was chosen in the settings back in.")
         usb = plug_in_microphone(USB_MIC, speech)
         # Looking for it takes CPU from the voice, and switching re-initialises PortAudio,
         # which would cut it: neither while it speaks (longer than a probe interval).
