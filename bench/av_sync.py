@@ -104,12 +104,14 @@ def main() -> int:
     app.processEvents()
     # Free Qt's X connection before the X server goes (Qt aborts the process otherwise).
     import shiboken6
-    import sounddevice
+
+    from pipeline.audio_devices import portaudio_released
 
     shiboken6.delete(app)
 
-    sounddevice._terminate()
-    jack_server.stop()
+    # PortAudio lets go of the server before it stops, every stream closed first.
+    with portaudio_released():
+        jack_server.stop()
     xvfb.stop()
 
     times = np.concatenate(onset_times)

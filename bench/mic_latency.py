@@ -121,10 +121,9 @@ def main() -> int:
     from tests.harness.services import JackServer
 
     jack_server = JackServer(period=256)
-    import sounddevice
+    from pipeline.audio_devices import portaudio_released, reinitialize_portaudio
 
-    sounddevice._terminate()
-    sounddevice._initialize()
+    reinitialize_portaudio()  # PortAudio lists host APIs once: now it sees the new server
     from pipeline.lipsync_model import MODES_MS, LipShapeModel
     from pipeline.mic_lipsync import ModelAnalyser, VolumeGate
 
@@ -142,8 +141,8 @@ def main() -> int:
         result["hop_p99_within_1ms"] = result["hop_p99_ms"] <= 1.0
         modes[mode] = result
     gate = _run(VolumeGate(), speech, args.seconds)
-    sounddevice._terminate()
-    jack_server.stop()
+    with portaudio_released():
+        jack_server.stop()
 
     evaluation = Path(__file__).parent / "results" / "lipsync_eval.json"
     result = {
