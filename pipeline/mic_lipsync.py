@@ -215,6 +215,9 @@ class MicLipSync:
         self._calm_since = -math.inf
         self._calm_peak = 0.0
         self.last_change: DelayChange | None = None
+        # The latencies the last review judged the delay by; those measured since wait
+        # for the next one (REVIEW_EVERY later, at the next captured block).
+        self.last_review: LatencyStats | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -289,6 +292,7 @@ class MicLipSync:
         recent = self._latencies_since_review()
         if stats.count < 50 or len(recent) == 0:
             return
+        self.last_review = stats
         needed = stats.p99_ms / 1e3 + self.render_margin
         # The hops since the last review alone: the 10 s P99 would show a stall until
         # it leaves the window, and so keep the calm from starting for that long.
@@ -354,7 +358,7 @@ class MicLipSync:
         self.delay = self._initial_delay
         self._settle = self.SETTLE
         self._calm_since, self._calm_peak = -math.inf, 0.0
-        self.last_change = None
+        self.last_change = self.last_review = None
         self._version += 1
 
     def latency(self) -> LatencyStats:
