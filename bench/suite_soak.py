@@ -38,7 +38,7 @@ def run(cmd: list[str], log: Path) -> dict:
     # make reports a child killed by a signal as "Error 139" (128 + SIGSEGV) and exits 2.
     signalled = proc.returncode < 0 or re.search(r"Error 1(3[4-9]|[45]\d)\b", proc.stdout)
     crashed = bool(signalled) or any(m in proc.stdout for m in CRASH_MARKS)
-    return {"cmd": " ".join(cmd[-1:]), "rc": proc.returncode, "wall_s": round(wall, 1),
+    return {"cmd": " ".join(cmd[2:]), "rc": proc.returncode, "wall_s": round(wall, 1),
             "crashed": crashed, **counts, "log": str(log.relative_to(ROOT))}
 
 
@@ -47,6 +47,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--logs", type=Path, default=ROOT / "test-output" / "soak")
+    parser.add_argument("--also-python", action="append", default=[], metavar="PATH",
+                        help="first run the suite once on this interpreter too, in a venv of "
+                             "its own (make test PYTHON=PATH VENV=.venv-X.Y); repeatable")
     parser.add_argument("--budget-s", type=float, default=float("inf"),
                         help="start no further suite run once it would end past this many "
                              "seconds, by the longest run so far (the modules still run)")
@@ -55,6 +58,13 @@ def main() -> None:
     python = str(ROOT / ".venv" / "bin" / "python")
 
     started = time.monotonic()
+    others = []
+    for interpreter in args.also_python:
+        version = subprocess.run([interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        others.append(run(["make", "-s", "test", f"PYTHON={interpreter}", f"VENV=.venv-{version}"],
+                          args.logs / f"suite-py{version}.log") | {"python": version})
+        print(f"python {version}: {others[-1]}", file=sys.stderr)
     suites = []
     for i in range(args.runs):
         longest = max((r["wall_s"] for r in suites), default=0.0)
@@ -70,7 +80,7 @@ def main() -> None:
                            args.logs / f"{path.stem}.log"))
         print(f"{rel}: {modules[-1]}", file=sys.stderr)
 
-    everything = suites + modules
+    everything = others + suites + modules
     bad = [r for r in everything if r["rc"] != 0 or r["crashed"]]
     result = {
         "machine": describe(),
@@ -79,6 +89,8 @@ def main() -> None:
         "suite_failures": sum(r["failed"] + r["errors"] for r in suites),
         "suite_crashes": sum(r["crashed"] for r in suites),
         "suite_wall_s": [r["wall_s"] for r in suites],
+        "other_pythons": [{k: r[k] for k in ("python", "rc", "crashed", "passed", "failed",
+                                             "errors", "skipped", "wall_s")} for r in others],
         "module_runs": len(modules),
         "module_failures": sum(r["failed"] + r["errors"] for r in modules),
         "module_crashes": sum(r["crashed"] for r in modules),
