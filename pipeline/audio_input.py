@@ -478,7 +478,11 @@ class AudioInput:
                          and not any(chosen.lower() in name.lower() for name in names)):
             return
         with self._switching:
-            if self._missing_chosen() and chosen == self.device and not self._stop.is_set():
+            # A probe that began while the voice was silent may end after it has started
+            # (listing takes seconds on a busy machine): it announces nothing then, and the
+            # first probe after the speech does, so nothing switches or says so mid-speech.
+            if (self._missing_chosen() and chosen == self.device and not self._stop.is_set()
+                    and self._may_probe()):
                 self._announced = True
                 what = f"Microphone '{chosen}'" if chosen is not None else "A microphone"
                 self._report("available", f"{what} is connected again", chosen or names[0])
