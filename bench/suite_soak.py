@@ -9,6 +9,7 @@ exit code. `python bench/suite_soak.py --runs 10 --out bench/results/suite_soak.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -22,7 +23,18 @@ from bench.machine import describe, publish  # noqa: E402
 
 CRASH_MARKS = ("Fatal Python error", "Segmentation fault", "core dumped", "Aborted",
                "terminate called")
+CLOSING = re.compile(r"\d+ (passed|failed|errors?)\b.* in [\d.]+s")
 SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
+
+
+def summary_counts(output: str) -> dict[str, int]:
+    """pytest's closing counts: its last line that ends "in N.NNs" (make may print after it)."""
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    closing = [line for line in output.splitlines() if CLOSING.search(line)]
+    for n, kind in SUMMARY.findall(closing[-1] if closing else ""):
+        key = "errors" if kind.startswith("error") else kind
+        counts[key] = counts.get(key, 0) + int(n)
+    return counts
 
 
 def run(cmd: list[str], log: Path) -> dict:
@@ -31,10 +43,7 @@ def run(cmd: list[str], log: Path) -> dict:
                           text=True, errors="replace")
     wall = time.monotonic() - started
     log.write_text(proc.stdout)
-    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    tail = proc.stdout.strip().splitlines()[-1:] or [""]
-    for n, kind in SUMMARY.findall(tail[0]):
-        counts["errors" if kind.startswith("error") else kind] = counts.get(kind, 0) + int(n)
+    counts = summary_counts(proc.stdout)
     # make reports a child killed by a signal as "Error 139" (128 + SIGSEGV) and exits 2.
     signalled = proc.returncode < 0 or re.search(r"Error 1(3[4-9]|[45]\d)\b", proc.stdout)
     crashed = bool(signalled) or any(m in proc.stdout for m in CRASH_MARKS)
@@ -52,55 +61,63 @@ def main() -> None:
                              "its own (make test PYTHON=PATH VENV=.venv-X.Y); repeatable")
     parser.add_argument("--budget-s", type=float, default=float("inf"),
                         help="start no further suite run once it would end past this many "
-                             "seconds, by the longest run so far (the modules still run)")
+                             "seconds from the start, by the longest run so far")
     args = parser.parse_args()
     args.logs.mkdir(parents=True, exist_ok=True)
     python = str(ROOT / ".venv" / "bin" / "python")
 
     started = time.monotonic()
-    others = []
+    others: list[dict] = []
+    suites: list[dict] = []
+    modules: list[dict] = []
+
+    def result() -> dict:
+        bad = [r for r in others + suites + modules if r["rc"] != 0 or r["crashed"]]
+        return {
+            "machine": describe(),
+            "module_runs": len(modules),
+            "module_failures": sum(r["failed"] + r["errors"] for r in modules),
+            "module_crashes": sum(r["crashed"] for r in modules),
+            "suite_runs": len(suites),
+            "suite_runs_asked": args.runs,
+            "suite_failures": sum(r["failed"] + r["errors"] for r in suites),
+            "suite_crashes": sum(r["crashed"] for r in suites),
+            "suite_wall_s": [r["wall_s"] for r in suites],
+            "other_pythons": [{k: r[k] for k in ("python", "rc", "crashed", "passed", "failed",
+                                                 "errors", "skipped", "wall_s")} for r in others],
+            "runs_not_clean": [{k: r[k] for k in ("cmd", "rc", "crashed", "failed", "errors", "log")}
+                               for r in bad],
+            "modules": modules,
+            "suites": suites,
+        }
+
+    def record(where: list[dict], entry: dict) -> None:
+        where.append(entry)
+        print(entry, file=sys.stderr)
+        if args.out is not None:  # after every run, so a soak cut short still has its figures
+            args.out.write_text(json.dumps(result(), indent=2) + "\n")
+
+    # Every module alone first: a module that crashes only on its own is what a user's
+    # single command (or CI's first test) would meet.
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        rel = str(path.relative_to(ROOT))
+        record(modules, run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", rel],
+                            args.logs / f"{path.stem}.log"))
     for interpreter in args.also_python:
         version = subprocess.run([interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                                  capture_output=True, text=True, check=True).stdout.strip()
-        others.append(run(["make", "-s", "test", f"PYTHON={interpreter}", f"VENV=.venv-{version}"],
-                          args.logs / f"suite-py{version}.log") | {"python": version})
-        print(f"python {version}: {others[-1]}", file=sys.stderr)
-    suites = []
+        record(others, run(["make", "-s", "test", f"PYTHON={interpreter}", f"VENV=.venv-{version}"],
+                           args.logs / f"suite-py{version}.log") | {"python": version})
     for i in range(args.runs):
         longest = max((r["wall_s"] for r in suites), default=0.0)
         if time.monotonic() - started + longest > args.budget_s:
             print(f"budget: stopping after {i} suite runs", file=sys.stderr)
             break
-        suites.append(run(["make", "-s", "test"], args.logs / f"suite-{i}.log"))
-        print(f"suite {i}: {suites[-1]}", file=sys.stderr)
-    modules = []
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
-        rel = str(path.relative_to(ROOT))
-        modules.append(run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", rel],
-                           args.logs / f"{path.stem}.log"))
-        print(f"{rel}: {modules[-1]}", file=sys.stderr)
+        record(suites, run(["make", "-s", "test"], args.logs / f"suite-{i}.log"))
 
-    everything = others + suites + modules
-    bad = [r for r in everything if r["rc"] != 0 or r["crashed"]]
-    result = {
-        "machine": describe(),
-        "suite_runs": len(suites),
-        "suite_runs_asked": args.runs,
-        "suite_failures": sum(r["failed"] + r["errors"] for r in suites),
-        "suite_crashes": sum(r["crashed"] for r in suites),
-        "suite_wall_s": [r["wall_s"] for r in suites],
-        "other_pythons": [{k: r[k] for k in ("python", "rc", "crashed", "passed", "failed",
-                                             "errors", "skipped", "wall_s")} for r in others],
-        "module_runs": len(modules),
-        "module_failures": sum(r["failed"] + r["errors"] for r in modules),
-        "module_crashes": sum(r["crashed"] for r in modules),
-        "runs_not_clean": [{k: r[k] for k in ("cmd", "rc", "crashed", "failed", "errors", "log")}
-                           for r in bad],
-        "suites": suites,
-        "modules": modules,
-    }
-    publish(result, args.out)
-    sys.exit(1 if bad else 0)
+    final = result()
+    publish(final, args.out)
+    sys.exit(1 if final["runs_not_clean"] else 0)
 
 
 if __name__ == "__main__":
