@@ -48,6 +48,7 @@ from pipeline.audio_devices import (AudioUnavailable, NotADevice, close_stream, 
                                     sounddevice_module, start_stream, stream_running,
                                     streams_stuck)
 from pipeline.clock import MediaClock
+from pipeline.lipsync_features import MAX_ABS_SAMPLE
 
 
 def dbfs(amplitude: float) -> float:
@@ -58,7 +59,7 @@ def dbfs(amplitude: float) -> float:
 class InputStatus:
     """What happened to the microphone, with a message for the user's status line."""
 
-    kind: Literal["started", "lost", "recovered", "switched", "retrying", "available"]
+    kind: Literal["started", "lost", "recovered", "switched", "retrying", "available", "invalid"]
     message: str
     device: str
 
@@ -132,6 +133,8 @@ class AudioInput:
         self.overflows = 0
         self.dropped = 0
         self.recoveries = 0
+        self.invalid_hops = 0  # hops with NaN or infinite samples, delivered as silence
+        self._invalid_told = False  # said once per stream: it would repeat 100 times a second
         self._stream = None
         self._generation = 0
         self._channels = 1
@@ -268,6 +271,7 @@ class AudioInput:
         self.standing_in = False
         self._retrying = False
         self._announced = False
+        self._invalid_told = False
         self._last_callback = time.monotonic()
         # Polled rather than signalled: the callback takes no locks.
         deadline = time.monotonic() + self.stall_timeout * 2
@@ -371,8 +375,32 @@ class AudioInput:
         capture = self._capture_time(self._read)
         block = CapturedBlock(self._hop, capture, self._read, self.sample_rate)
         self._read += hop
+        self._bound()
         self._gate(capture)
         return block
+
+    def _bound(self) -> None:
+        """Invariant: a hop read holds finite samples within ±MAX_ABS_SAMPLE, what the
+        lip-shape model accepts (it refuses anything else). Float audio keeps its headroom
+        past 1.0 as captured (sound servers pass it on); beyond the bound (a float device
+        or driver gone wrong) it is clipped. NaN or infinity (a broken driver) becomes
+        silence, told once per stream."""
+        hop = self._hop
+        # max/min make no temporary array and propagate NaN.
+        peak = max(float(np.max(hop)), -float(np.min(hop)))
+        if peak <= MAX_ABS_SAMPLE:
+            return
+        if math.isfinite(peak):
+            np.clip(hop, -MAX_ABS_SAMPLE, MAX_ABS_SAMPLE, out=hop)
+            return
+        hop[:] = 0.0
+        self.invalid_hops += 1
+        if not self._invalid_told:
+            self._invalid_told = True
+            self._report("invalid", f"Microphone '{self.device_name}' delivers invalid samples "
+                         "(not a number or infinite): they are replaced by silence. Its "
+                         "driver may be broken; try another microphone in Settings.",
+                         self.device_name)
 
     def _capture_time(self, index: int) -> float:
         """Monotonic ADC instant of sample ``index``, from the block that holds it."""

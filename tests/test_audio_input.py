@@ -14,6 +14,9 @@ from pipeline.audio_devices import (AudioUnavailable, list_devices, portaudio_re
                                     reinitialize_portaudio)
 from pipeline.audio_input import AudioInput
 from pipeline.audio_output import AudioOutput
+from pipeline.lipsync_features import MAX_ABS_SAMPLE
+from pipeline.lipsync_model import LipShapeModel
+from pipeline.mic_lipsync import MicLipSync, ModelAnalyser
 from tests.harness.jack_recorder import (
     JackPlayer,
     capture_latency_frames,
@@ -135,6 +138,61 @@ def test_level_meter_reads_a_known_tone_after_gain(jack_server, events):
         mic.close()
     assert level.peak_db == pytest.approx(-12.04 + 6.0, abs=0.3)
     assert level.rms_db == pytest.approx(-15.05 + 6.0, abs=0.3)
+
+
+class PeakReader:
+    """The mic as a reader sees it, keeping the largest magnitude read (NaN if any)."""
+
+    def __init__(self, mic: AudioInput):
+        self.mic = mic
+        self.peak = 0.0
+        self.hops = 0
+
+    def read(self, timeout):
+        block = self.mic.read(timeout)
+        if block is not None:
+            self.hops += 1
+            self.peak = max(self.peak, float(np.max(np.abs(block.samples))))
+            if np.isnan(block.samples).any():
+                self.peak = float("nan")
+        return block
+
+
+def test_a_driver_delivering_nan_or_overdriven_samples_does_not_stop_the_mouth(jack_server,
+                                                                               events):
+    """A broken driver's NaN/inf samples and audio far past full scale reach the microphone
+    through JACK unchanged (float32 end to end); the lip-shape model refuses both
+    (check_finite), which once stopped the mic stage's thread for good."""
+    mic = AudioInput("system", gain_db=0.0, gate_db=None, on_status=events.append)
+    mic.start()
+    rate = mic.sample_rate
+    noise = (0.2 * np.random.default_rng(3).standard_normal(rate // 2)).astype(np.float32)
+    broken = np.full(rate // 20, np.nan, np.float32)
+    broken[::7] = np.inf
+    signal_ = np.concatenate([noise, broken, tone(rate, 0.3, 100.0), noise])
+    reader = PeakReader(mic)
+    stage = MicLipSync(reader, ModelAnalyser(LipShapeModel()), lambda t: t)
+    stage.start()
+    try:
+        player = play(signal_)
+        deadline = time.monotonic() + len(signal_) / rate + 10.0
+        while not player.done and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the last hops reach the stage
+        player.stop()
+        alive = stage._thread.is_alive()
+    finally:
+        stage.stop()
+        mic.close()
+    assert player.done and alive
+    assert reader.peak == MAX_ABS_SAMPLE  # the 100.0 tone clipped, no NaN left
+    assert mic.invalid_hops >= rate // 20 // (rate // 100)  # the 50 ms of NaN, 10 ms hops
+    # Every hop read was analysed, the NaN ones as silence.
+    assert stage.latency().count >= reader.hops - 2
+    told = [e.message for e in events if e.kind == "invalid"]
+    assert told == ["Microphone 'system' delivers invalid samples (not a number or infinite): "
+                    "they are replaced by silence. Its driver may be broken; try another "
+                    "microphone in Settings."]
 
 
 def test_gate_silences_low_noise_and_keeps_speech_whole(jack_server):
@@ -316,11 +374,14 @@ def test_a_chosen_microphone_is_stood_in_for_while_unplugged_and_announced_when_
         assert (mic.device_name, mic.standing_in) == (USB_MIC, False)
         assert (events[-1].kind, events[-1].message) == ("started", f"Microphone '{USB_MIC}' is on")
         for _ in range(ATTEMPTS):
-            overflows = mic.overflows
+            # Either side may lose a cycle: PortAudio flags the mic's, JACK the player's
+            # (seen once in 13 suite runs: the capture not bit-exact from sample 6144 with
+            # no overflow flagged, a period of the played noise missing).
+            overflows, xruns = mic.overflows, usb.xruns
             capture(mic, 0.1)
             usb.play()
             captured = np.concatenate([b[0] for b in capture(mic, 0.5)])
-            if mic.overflows == overflows:
+            if (mic.overflows, usb.xruns) == (overflows, xruns):
                 break
         start = int(np.flatnonzero(captured)[0])
         np.testing.assert_array_equal(captured[start:start + len(noise)], noise)
