@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from app.settings import Settings
-from pipeline.output_paths import OutputPathError, check_output_path
-from pipeline.resources import DEFAULT_AVATAR_MANIFEST
+from pipeline.core.output_paths import OutputPathError, check_output_path
+from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 
-# The keys of pipeline.streaming_tts.LATENCY_MODES, spelled out so that `--help` does not
+# The keys of pipeline.voice.streaming_tts.LATENCY_MODES, spelled out so that `--help` does not
 # load the voice's libraries; tests/test_cli.py checks that the two agree.
 MODE_NAMES = ("ultra", "balanced", "premium")
 
@@ -127,14 +127,14 @@ def _run_app() -> int:
             file=sys.stderr,
         )
         return 2
-    from app.main_window import run_app
+    from app.ui.main_window import run_app
 
     return run_app()
 
 
 def _lipsync(args: argparse.Namespace) -> int:
-    from pipeline.cues import cues_document
-    from pipeline.lipsync_model import infer_file
+    from pipeline.lipsync.model import infer_file
+    from pipeline.voice.cues import cues_document
 
     duration = _check_wav(args.audio)
     _check_output(args.out)
@@ -153,16 +153,24 @@ def _export(args: argparse.Namespace) -> int:
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
     from PySide6.QtGui import QColor, QGuiApplication
 
-    from pipeline.streaming_tts import LATENCY_MODES, StreamingTTS
-    from pipeline.text_input import TextInputError
-    from render.avatar_rig import RigError
-    from render.face_landmarks import PortraitError
-    from render.avatars import load_avatar_rig
-    from render.offscreen import OffscreenError
-    from render.video_export import (ExportError, ProgressLine, VideoSettings,
-                                     audio_file_soundtrack, check_fps, check_output,
-                                     export_video, fit_size, parse_size,
-                                     speech_soundtrack)
+    from pipeline.face.landmarks import PortraitError
+    from pipeline.text.input import TextInputError
+    from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
+    from render.gl.offscreen import OffscreenError
+    from render.outputs.video_export import (
+        ExportError,
+        ProgressLine,
+        VideoSettings,
+        audio_file_soundtrack,
+        check_fps,
+        check_output,
+        export_video,
+        fit_size,
+        parse_size,
+        speech_soundtrack,
+    )
+    from render.rigs.loader import load_avatar_rig
+    from render.rigs.sprite import RigError
 
     if (args.text is None) == (args.audio is None):
         return _fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")
@@ -223,7 +231,7 @@ def _fail(message: str) -> int:
 
 
 def _check_output(path: Path) -> None:
-    """CliError unless a file can be written at ``path`` (pipeline.output_paths)."""
+    """CliError unless a file can be written at ``path`` (pipeline.core.output_paths)."""
     try:
         check_output_path(path)
     except OutputPathError as exc:
@@ -274,10 +282,10 @@ def _write_wav(path: Path, audio: np.ndarray, sample_rate: int) -> None:
 
 
 def _say(args: argparse.Namespace) -> int:
-    from pipeline.audio_devices import AudioUnavailable
-    from pipeline.cues import concat_tracks, cues_document
-    from pipeline.streaming_tts import LATENCY_MODES, StreamingTTS
-    from pipeline.text_input import TextInputError
+    from pipeline.audio.devices import AudioUnavailable
+    from pipeline.text.input import TextInputError
+    from pipeline.voice.cues import concat_tracks, cues_document
+    from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 
     if not 0.5 <= args.rate <= 2.0:
         return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
@@ -310,8 +318,8 @@ def _say(args: argparse.Namespace) -> int:
 
 def _render(tts, text: str, mode, rate: float):
     """Synthesize to memory: (time to first audio chunk, one SpeechSegment per plan)."""
-    from pipeline.frames import SpeechSegment
-    from pipeline.streaming_tts import SentencePlan
+    from pipeline.core.frames import SpeechSegment
+    from pipeline.voice.streaming_tts import SentencePlan
 
     started = time.monotonic()
     first_audio_s = None
@@ -339,10 +347,16 @@ def _play(tts, text: str, mode, rate: float):
     duration."""
     import queue
 
-    from pipeline.audio_output import AudioOutput
-    from pipeline.speaker import Speaker, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
-    from pipeline.speech_timeline import SpeechTimeline
-    from pipeline.text_input import TextInputError, prepare_text
+    from pipeline.audio.output import AudioOutput
+    from pipeline.text.input import TextInputError, prepare_text
+    from pipeline.voice.speaker import (
+        Speaker,
+        SpeechFailed,
+        SpeechFinished,
+        SpeechNotice,
+        SpeechStarted,
+    )
+    from pipeline.voice.speech_timeline import SpeechTimeline
 
     prepare_text(text)  # refuses text with nothing to speak before a device is opened
     output = AudioOutput()

@@ -12,16 +12,22 @@ import time
 from collections.abc import Callable
 
 from app.settings import Settings
-from pipeline.audio_devices import (STUCK_MESSAGE, AudioUnavailable, Kind, list_devices,
-                                    reinitialize_portaudio, streams_stuck)
-from pipeline.audio_input import AudioInput, InputStatus
-from pipeline.audio_output import AudioOutput
-from pipeline.clock import MediaClock
-from pipeline.lipsync_model import MODES_MS, LipShapeModel
-from pipeline.mic_lipsync import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
-from pipeline.speaker import Speaker, SpeechEvent
-from pipeline.speech_timeline import SpeechTimeline
-from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS
+from pipeline.audio.devices import (
+    STUCK_MESSAGE,
+    AudioUnavailable,
+    Kind,
+    list_devices,
+    reinitialize_portaudio,
+    streams_stuck,
+)
+from pipeline.audio.input import AudioInput, InputStatus
+from pipeline.audio.output import AudioOutput
+from pipeline.core.clock import MediaClock
+from pipeline.lipsync.mic import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
+from pipeline.lipsync.model import MODES_MS, LipShapeModel
+from pipeline.voice.speaker import Speaker, SpeechEvent
+from pipeline.voice.speech_timeline import SpeechTimeline
+from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ class Settings:
     mic_lipsync: str = "model"
     # None = the bundled avatar.
     avatar_manifest: str | None = None
-    # Streaming trade-off between time to first audio and quality (see pipeline.streaming_tts).
+    # Streaming trade-off between time to first audio and quality (see pipeline.voice.streaming_tts).
     latency_mode: str = "balanced"
     # Speaking rate as a multiple of the voice's natural rate (piper length_scale = 1/rate).
     speech_rate: float = 1.0

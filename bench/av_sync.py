@@ -73,8 +73,8 @@ def main() -> int:
 
     app = QApplication(["av-sync-bench"])
     from app.settings import Settings
-    from pipeline.sync_metrics import viseme_change_offsets
-    from render.avatar_view import PRESENTED
+    from pipeline.core.sync_metrics import viseme_change_offsets
+    from render.outputs.avatar_view import PRESENTED
     from tests.harness.app_driver import open_window, pump, say, wait_until_quiet
 
     with tempfile.TemporaryDirectory() as config:
@@ -105,7 +105,7 @@ def main() -> int:
     # Free Qt's X connection before the X server goes (Qt aborts the process otherwise).
     import shiboken6
 
-    from pipeline.audio_devices import portaudio_released
+    from pipeline.audio.devices import portaudio_released
 
     shiboken6.delete(app)
 

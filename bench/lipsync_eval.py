@@ -14,7 +14,7 @@ the models recipe), ARPAbet phones mapped to the 15 OVR visemes with the design
 brief's table, on pocketsphinx's 10 ms frames. Predictions are compared at each
 reference frame's centre.
 
-Coarse groups (what a viewer tells apart at a glance; pipeline.lipsync_model.COARSE):
+Coarse groups (what a viewer tells apart at a glance; pipeline.lipsync.model.COARSE):
     sil: sil | PP: PP | FF: FF | aa: aa | round: oh ou |
     narrow/spread: TH DD kk CH SS nn RR E ih (teeth close, lips unrounded)
 Balanced accuracy = mean over the 6 groups of the recall of that group.
@@ -47,10 +47,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe, publish  # noqa: E402
-from pipeline.lipsync_features import as_mono_float  # noqa: E402
-from pipeline.lipsync_model import COARSE, COARSE_GROUPS, DEFAULT_MODEL, LipShapeModel, VisemeSmoother  # noqa: E402,E501
-from pipeline.resample import resample  # noqa: E402
-from pipeline.visemes import VISEME_INDEX  # noqa: E402
+from pipeline.audio.resample import resample  # noqa: E402
+from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
+from pipeline.lipsync.features import as_mono_float  # noqa: E402
+from pipeline.lipsync.model import (  # noqa: E402,E501
+    COARSE,
+    COARSE_GROUPS,
+    DEFAULT_MODEL,
+    LipShapeModel,
+    VisemeSmoother,
+)
 
 CACHE = ROOT / ".cache" / "lipsync_eval"
 SDIST = "pocketsphinx==5.1.1"

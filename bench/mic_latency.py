@@ -64,8 +64,8 @@ class TimedAnalyser:
 
 
 def _speech(rate: int) -> np.ndarray:
-    from pipeline.resample import resample
-    from pipeline.tts import PiperTTS
+    from pipeline.audio.resample import resample
+    from pipeline.voice.tts import PiperTTS
 
     tts = PiperTTS()
     audio = np.concatenate([s.audio for s in tts.synthesize(SPEECH)])
@@ -73,8 +73,8 @@ def _speech(rate: int) -> np.ndarray:
 
 
 def _run(analyser, speech: np.ndarray, seconds: float) -> dict:
-    from pipeline.audio_input import AudioInput
-    from pipeline.mic_lipsync import MicLipSync
+    from pipeline.audio.input import AudioInput
+    from pipeline.lipsync.mic import MicLipSync
     from tests.harness.jack_recorder import JackPlayer
 
     timed = TimedAnalyser(analyser)
@@ -121,11 +121,11 @@ def main() -> int:
     from tests.harness.services import JackServer
 
     jack_server = JackServer(period=256)
-    from pipeline.audio_devices import portaudio_released, reinitialize_portaudio
+    from pipeline.audio.devices import portaudio_released, reinitialize_portaudio
 
     reinitialize_portaudio()  # PortAudio lists host APIs once: now it sees the new server
-    from pipeline.lipsync_model import MODES_MS, LipShapeModel
-    from pipeline.mic_lipsync import ModelAnalyser, VolumeGate
+    from pipeline.lipsync.mic import ModelAnalyser, VolumeGate
+    from pipeline.lipsync.model import MODES_MS, LipShapeModel
 
     speech = _speech(jack_server.rate)
     modes = {}

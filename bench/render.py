@@ -65,8 +65,8 @@ def percentiles(samples_s: list[float]) -> dict:
 def poses(n: int):
     """A pose per frame walking through every viseme pair with changing blends, so no
     frame repeats the one before it."""
-    from pipeline.frames import MouthPose
-    from pipeline.visemes import OVR_VISEMES, OPENNESS
+    from pipeline.core.frames import MouthPose
+    from pipeline.core.visemes import OPENNESS, OVR_VISEMES
 
     out = []
     for k in range(n):
@@ -109,7 +109,7 @@ def time_gl_interleaved(draws: dict[str, Callable[[int], None]], frames: int, wa
 
 def full_frame(renderer, seq) -> Callable[[int], None]:
     """A frame as the app's tick draws it: mouth, blink and breathing all moving."""
-    from render import idle_motion
+    from render.timing import idle_motion
 
     def draw(k: int) -> None:
         t = k / 60
@@ -121,7 +121,7 @@ def full_frame(renderer, seq) -> Callable[[int], None]:
 def time_full_frames(makers: dict[str, Callable[[], object]], rig, frames: int) -> dict[str, dict]:
     """The rig drawn by each renderer (taking turns) at every FULL_FRAMES size, and
     read back at READBACK_FRAME."""
-    from render.offscreen import OffscreenTarget
+    from render.gl.offscreen import OffscreenTarget
 
     seq = poses(frames + 20)
     out: dict[str, dict] = {name: {} for name in makers}
@@ -164,9 +164,9 @@ class MouthOnlyRig:
     def __post_init__(self) -> None:
         from PIL import Image
 
-        from pipeline.resources import DEFAULT_AVATAR_MANIFEST
-        from render.avatar_rig import load_rig
-        from render.gl_renderer import coverage_rect
+        from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+        from render.gl.sprite_renderer import coverage_rect
+        from render.rigs.sprite import load_rig
 
         rig = load_rig(DEFAULT_AVATAR_MANIFEST, 1024)
         x0, y0, x1, y1 = coverage_rect(*rig.mouths.values())
@@ -180,10 +180,10 @@ class MouthOnlyRig:
 
 
 def bench_sprite(frames: int) -> dict:
-    from pipeline.resources import DEFAULT_AVATAR_MANIFEST
-    from render.avatar_rig import load_rig
-    from render.gl_renderer import GLRenderer
-    from render.offscreen import OffscreenTarget
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.gl.offscreen import OffscreenTarget
+    from render.gl.sprite_renderer import GLRenderer
+    from render.rigs.sprite import load_rig
 
     seq = poses(frames + 20)
     out: dict = {"mouth_frame": {}}
@@ -208,8 +208,8 @@ def astronaut_rigs() -> dict:
     from PIL import Image
     from skimage import data
 
-    from render.face_landmarks import FaceLandmarker
-    from render.photo_rig import build_photo_rig
+    from pipeline.face.landmarks import FaceLandmarker
+    from render.rigs.photo import build_photo_rig
 
     photo = data.astronaut()
     rgba = np.dstack([photo, np.full(photo.shape[:2], 255, np.uint8)])
@@ -234,7 +234,7 @@ def astronaut_rigs() -> dict:
 def bench_photo(makers: dict[str, Callable[[], object]], rigs: dict, frames: int) -> dict[str, dict]:
     """Each photo renderer's mouth frame and full frames for every rig, the renderers
     taking turns case by case."""
-    from render.offscreen import OffscreenTarget
+    from render.gl.offscreen import OffscreenTarget
 
     seq = poses(frames + 20)
     out = {name: {"mouth_frame": {}, "full_frame": {}} for name in makers}
@@ -266,12 +266,22 @@ def bench_photo(makers: dict[str, Callable[[], object]], rigs: dict, frames: int
     return out
 
 
+# The photo renderer's imports under their names before the move into subpackages.
+MODULES_BEFORE_SUBPACKAGES = {
+    "pipeline.frames": "pipeline.core.frames", "pipeline.resources": "pipeline.core.resources",
+    "render.gl_renderer": "render.gl.sprite_renderer", "render.idle_motion": "render.timing.idle_motion",
+    "render.photo_rig": "render.rigs.photo",
+}
+
+
 def photo_renderer_at(revision: str) -> type:
     """PhotoRenderer and its shaders as committed at `revision` (against today's rig
     and GL helpers), loaded from a scratch folder."""
     folder = Path(tempfile.mkdtemp(prefix="photo_renderer_"))
     git = lambda *a: subprocess.run(["git", *a], cwd=REPO, check=True, capture_output=True).stdout  # noqa: E731
-    (folder / "photo_renderer.py").write_bytes(git("show", f"{revision}:render/photo_renderer.py"))
+    files = git("ls-tree", "-r", "--name-only", revision, "render/").decode().split()
+    source = "render/gl/photo_renderer.py" if "render/gl/photo_renderer.py" in files else "render/photo_renderer.py"
+    (folder / "photo_renderer.py").write_bytes(git("show", f"{revision}:{source}"))
     shaders = folder / "shaders"
     shaders.mkdir()
     for name in git("ls-tree", "--name-only", revision, "shaders/").decode().split():
@@ -280,6 +290,8 @@ def photo_renderer_at(revision: str) -> type:
     module = importlib.util.module_from_spec(spec)
     # Registered first: dataclasses look their module up while the module runs.
     sys.modules[spec.name] = module
+    for old, new in MODULES_BEFORE_SUBPACKAGES.items():  # what a revision before them imports
+        sys.modules.setdefault(old, importlib.import_module(new))
     spec.loader.exec_module(module)
     return lambda **kw: module.PhotoRenderer(shaders_dir=shaders, **kw)
 
@@ -289,7 +301,7 @@ def bench_clear_floor(frames: int) -> dict:
     this driver, which no renderer can beat."""
     from OpenGL import GL
 
-    from render.offscreen import OffscreenTarget
+    from render.gl.offscreen import OffscreenTarget
 
     out = {}
     for w, h in [(n, n) for n in REGIONS] + [s for s in FULL_FRAMES if s[0] != s[1] or s[0] not in REGIONS]:
@@ -379,8 +391,8 @@ def main() -> int:
     app = QGuiApplication(["render-bench"])
     from OpenGL import GL
 
-    from render.offscreen import OffscreenTarget
-    from render.photo_renderer import PhotoRenderer
+    from render.gl.offscreen import OffscreenTarget
+    from render.gl.photo_renderer import PhotoRenderer
 
     with OffscreenTarget(4, 4):
         gl = f"{GL.glGetString(GL.GL_RENDERER).decode()}, GL {GL.glGetString(GL.GL_VERSION).decode()}"

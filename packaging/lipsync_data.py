@@ -2,7 +2,7 @@
 
 Two sources, both reproducible from a seed and needing no download:
 - the bundled piper voice (en_US-joe-medium): per-phoneme durations from its duration
-  predictor (pipeline.tts), at random speaking rates and noise;
+  predictor (pipeline.voice.tts), at random speaking rates and noise;
 - espeak-ng (inside piper's espeakbridge.so, through ctypes): PHONEME events carry the
   sample position of every phoneme; many voices, variants, rates and pitches.
 
@@ -10,7 +10,7 @@ Text comes from Python's own documentation (`pydoc_data.topics`, shipped with ev
 Python), as sentences, random word strings, and nonsense syllables that cover rare
 consonant-vowel pairs. Each utterance is augmented (speed/pitch, room reverb, mic
 colouring, noise, gain, clipping) and turned into log-mel frames with the same code the
-app runs (pipeline.lipsync_features), plus a viseme label and an openness target on the
+app runs (pipeline.lipsync.features), plus a viseme label and an openness target on the
 10 ms grid.
 """
 
@@ -33,9 +33,9 @@ from scipy.signal import butter, fftconvolve, lfilter, sosfilt  # noqa: E402
 
 # Run as a script from a checkout (the folder name shadows PyPI's `packaging`).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipeline.lipsync_features import HOP, SAMPLE_RATE, log_mel  # noqa: E402
-from pipeline.resample import resample  # noqa: E402
-from pipeline.visemes import OPENNESS, OVR_VISEMES, PAUSES, STRESS_MARKS, VISEME_INDEX, viseme_for_phoneme  # noqa: E402,E501
+from pipeline.lipsync.features import HOP, SAMPLE_RATE, log_mel  # noqa: E402
+from pipeline.audio.resample import resample  # noqa: E402
+from pipeline.core.visemes import OPENNESS, OVR_VISEMES, PAUSES, STRESS_MARKS, VISEME_INDEX, viseme_for_phoneme  # noqa: E402,E501
 
 SIL = VISEME_INDEX["sil"]
 _OPENNESS = np.array([OPENNESS[v] for v in OVR_VISEMES], np.float32)
@@ -326,7 +326,7 @@ def _piper_job(args):
     index, text, seed, variants = args
     rng = np.random.default_rng(seed)
     if "tts" not in _STATE:
-        from pipeline.tts import PiperTTS
+        from pipeline.voice.tts import PiperTTS
 
         _STATE["tts"] = PiperTTS(intra_op_threads=1)
         import onnxruntime

@@ -76,9 +76,9 @@ sys.path.insert(0, str(ROOT / "packaging"))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from pipeline.lipsync_features import FMAX, FMIN, N_MELS, POWER_FLOOR  # noqa: E402
-from pipeline.lipsync_model import COARSE, COARSE_GROUPS  # noqa: E402
-from pipeline.visemes import OVR_VISEMES  # noqa: E402
+from pipeline.lipsync.features import FMAX, FMIN, N_MELS, POWER_FLOOR  # noqa: E402
+from pipeline.lipsync.model import COARSE, COARSE_GROUPS  # noqa: E402
+from pipeline.core.visemes import OVR_VISEMES  # noqa: E402
 
 LOOKAHEADS = (1, 3, 6)
 TRAIN_OFFSETS = tuple(range(-1, 7))

@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "packaging"))
 
 from bench.lipsync_eval import score  # noqa: E402
 from lipsync_data import ESPEAK_VOICES, ESPEAK_VARIANTS, Espeak, render, text_pool  # noqa: E402
-from pipeline.lipsync_model import DEFAULT_MODEL, MODES_MS, LipFrame, LipShapeModel, VisemeSmoother  # noqa: E402,E501
-from pipeline.visemes import VISEME_INDEX  # noqa: E402
+from pipeline.lipsync.model import DEFAULT_MODEL, MODES_MS, LipFrame, LipShapeModel, VisemeSmoother  # noqa: E402,E501
+from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
 
 # espeak-ng variants in piper's espeak-ng-data that lipsync_data.ESPEAK_VARIANTS leaves out
 # (the klatt-based ones need a synthesiser piper's build lacks; the robot and novelty ones

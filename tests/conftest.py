@@ -27,7 +27,11 @@ def x_display():
 @pytest.fixture(scope="session")
 def jack_server():
     """A real JACK server (dummy driver, 48 kHz, 512-frame periods)."""
-    from pipeline.audio_devices import AudioUnavailable, portaudio_released, reinitialize_portaudio
+    from pipeline.audio.devices import (
+        AudioUnavailable,
+        portaudio_released,
+        reinitialize_portaudio,
+    )
 
     server = JackServer()
     # PortAudio enumerates host APIs once: re-initialise so it sees the new server, and
@@ -62,7 +66,7 @@ def qt_app(x_display):
 @pytest.fixture
 def output(jack_server):
     """The app's audio output, started on the JACK test server's playback device."""
-    from pipeline.audio_output import AudioOutput
+    from pipeline.audio.output import AudioOutput
 
     out = AudioOutput("system")
     out.start()

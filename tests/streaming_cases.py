@@ -8,8 +8,8 @@ import numpy as np
 from piper.config import SynthesisConfig
 from piper.const import BOS, EOS
 
-from pipeline.streaming_tts import GAIN, LATENCY_MODES, AudioChunk, SentencePlan
-from pipeline.tts import spoken_sentences, symbol_ids
+from pipeline.voice.streaming_tts import GAIN, LATENCY_MODES, AudioChunk, SentencePlan
+from pipeline.voice.tts import spoken_sentences, symbol_ids
 
 # Long enough that balanced mode voices them in more than one acoustic window.
 WINDOWED = [

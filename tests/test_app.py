@@ -14,14 +14,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.messages import Severity
 from app.settings import Settings, validate
-from pipeline.resample import StreamResampler
-from pipeline.sync_metrics import viseme_change_offsets
-from pipeline.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS
-from pipeline.visemes import OVR_VISEMES
-from render.avatar_view import PRESENTED
-from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
+from app.ui.messages import Severity
+from pipeline.audio.resample import StreamResampler
+from pipeline.core.sync_metrics import viseme_change_offsets
+from pipeline.core.visemes import OVR_VISEMES
+from pipeline.voice.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS
+from render.outputs.avatar_view import PRESENTED
+from tests.harness.app_driver import (
+    open_window,
+    pump,
+    pump_until,
+    say,
+    wait_until_quiet,
+)
 
 pytestmark = [pytest.mark.display, pytest.mark.audio]
 
@@ -265,7 +271,7 @@ def test_first_audio_is_labelled_with_the_mode_it_was_measured_in_and_what_it_me
 
 def test_on_software_gl_the_avatar_is_drawn_at_its_own_frame_rate_and_the_user_told(
         qt_app, jack_server, tmp_path):
-    from render.offscreen import gl_renderer, renders_on_cpu
+    from render.gl.offscreen import gl_renderer, renders_on_cpu
 
     renderer = gl_renderer()
     if not renders_on_cpu(renderer):
@@ -363,7 +369,7 @@ def test_without_any_audio_device_it_still_renders_and_says_audio_is_off(x_displ
     # server either, it finds no device at all.
     script = f"""
 import json
-from pipeline.audio_devices import list_devices
+from pipeline.audio.devices import list_devices
 devices = list_devices("output") + list_devices("input")
 if devices:
     print(json.dumps({{"devices": devices}}))

@@ -11,10 +11,16 @@ import numpy as np
 import pytest
 
 from app.settings import Settings
-from pipeline.audio_devices import reinitialize_portaudio
-from pipeline.resample import resample
-from pipeline.tts import PiperTTS
-from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
+from pipeline.audio.devices import reinitialize_portaudio
+from pipeline.audio.resample import resample
+from pipeline.voice.tts import PiperTTS
+from tests.harness.app_driver import (
+    open_window,
+    pump,
+    pump_until,
+    say,
+    wait_until_quiet,
+)
 from tests.harness.jack_recorder import plug_in_microphone
 
 pytestmark = [pytest.mark.display, pytest.mark.audio]

@@ -10,13 +10,17 @@ import time
 import numpy as np
 import pytest
 
-from pipeline.audio_devices import (AudioUnavailable, list_devices, portaudio_released,
-                                    reinitialize_portaudio)
-from pipeline.audio_input import AudioInput
-from pipeline.audio_output import AudioOutput
-from pipeline.lipsync_features import MAX_ABS_SAMPLE
-from pipeline.lipsync_model import LipShapeModel
-from pipeline.mic_lipsync import MicLipSync, ModelAnalyser
+from pipeline.audio.devices import (
+    AudioUnavailable,
+    list_devices,
+    portaudio_released,
+    reinitialize_portaudio,
+)
+from pipeline.audio.input import AudioInput
+from pipeline.audio.output import AudioOutput
+from pipeline.lipsync.features import MAX_ABS_SAMPLE
+from pipeline.lipsync.mic import MicLipSync, ModelAnalyser
+from pipeline.lipsync.model import LipShapeModel
 from tests.harness.jack_recorder import (
     JackPlayer,
     capture_latency_frames,

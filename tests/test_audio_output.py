@@ -10,11 +10,15 @@ import numpy as np
 import pytest
 import sounddevice
 
-from pipeline.audio_devices import (AudioUnavailable, list_devices, list_devices_now,
-                                    reinitialize_portaudio)
-from pipeline.audio_input import AudioInput
-from pipeline.audio_output import AudioOutput
-from pipeline.resample import resample
+from pipeline.audio.devices import (
+    AudioUnavailable,
+    list_devices,
+    list_devices_now,
+    reinitialize_portaudio,
+)
+from pipeline.audio.input import AudioInput
+from pipeline.audio.output import AudioOutput
+from pipeline.audio.resample import resample
 from tests.harness.jack_recorder import JackRecorder, measure_jack_clock
 from tests.harness.services import JackServer, run_in_child
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from pipeline.audio_timeline import AudioTimeline
+from pipeline.audio.timeline import AudioTimeline
 
 
 def ramp(n, start=1):

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.resources import DEFAULT_AVATAR_MANIFEST, REPO_ROOT
-from pipeline.visemes import OVR_VISEMES, RHUBARB_SHAPE
-from render.avatar_rig import RigError, SpriteRig, load_rig
+from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST, REPO_ROOT
+from pipeline.core.visemes import OVR_VISEMES, RHUBARB_SHAPE
+from render.rigs.sprite import RigError, SpriteRig, load_rig
 
 DEFAULT_DIR = DEFAULT_AVATAR_MANIFEST.parent
 
@@ -131,7 +131,7 @@ def test_loads_without_any_qt_application():
 import sys, tempfile, pathlib, json, shutil
 sys.path.insert(0, {str(REPO_ROOT)!r})
 from PySide6.QtCore import QCoreApplication
-from render.avatar_rig import load_rig, RigError
+from render.rigs.sprite import load_rig, RigError
 rig = load_rig({str(DEFAULT_AVATAR_MANIFEST)!r})
 assert QCoreApplication.instance() is None
 assert rig.base[..., 3].any()

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from pipeline.frames import MouthPose
+from pipeline.core.frames import MouthPose
 from tests.test_gl_renderer import EYES_BOX, MOUTH_BOX, H, W, synthetic_rig
 
 pytestmark = pytest.mark.display
@@ -76,7 +76,7 @@ def paced(ticks, mode: str = "deadline") -> np.ndarray:
 
 @pytest.fixture()
 def make_view(qt_app):
-    from render.avatar_view import AvatarView
+    from render.outputs.avatar_view import AvatarView
 
     views = []
 
@@ -102,7 +102,7 @@ def view(make_view):
 
 
 def test_pulls_the_heard_frame_every_tick_at_60fps(qt_app, view, record_property):
-    from render.avatar_view import PRESENTED
+    from render.outputs.avatar_view import PRESENTED
 
     ticks = record_ticks(view)
     origin = time.monotonic() + 0.05          # audio starts a little after the sources
@@ -199,7 +199,7 @@ def test_pulls_the_heard_frame_every_tick_at_60fps(qt_app, view, record_property
 
 
 def test_a_frame_missing_at_its_tick_is_counted_late_and_held(qt_app, view):
-    from render.avatar_view import LATE_HELD, LATE_INTERPOLATED
+    from render.outputs.avatar_view import LATE_HELD, LATE_INTERPOLATED
 
     stall_from = 0.5
     stall = 0.3
@@ -301,7 +301,7 @@ def test_log_ring_keeps_the_newest_rows_oldest_first(qt_app, make_view):
 
 
 def test_vsync_mode_ticks_on_swaps_and_falls_back_when_they_stop_blocking(qt_app, make_view):
-    from render.display_clock import DEADLINE, VSYNC
+    from render.timing.display_clock import DEADLINE, VSYNC
 
     view = make_view()
     # Teach the probe that swaps block on a 60 Hz vsync; Xvfb's real swaps then do not.

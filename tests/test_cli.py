@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.visemes import OVR_VISEMES
+from pipeline.core.visemes import OVR_VISEMES
 
 REPO = Path(__file__).resolve().parent.parent
 TEXT = "Papa made a map of five big boats. Wow, what a view!"
@@ -167,6 +167,6 @@ def test_a_command_line_that_cannot_be_parsed_exits_2(places):
 
 def test_the_mode_choices_are_the_voices_latency_modes():
     from app.cli import MODE_NAMES
-    from pipeline.streaming_tts import LATENCY_MODES
+    from pipeline.voice.streaming_tts import LATENCY_MODES
 
     assert MODE_NAMES == tuple(LATENCY_MODES)

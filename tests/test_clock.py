@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pipeline.clock import MediaClock
+from pipeline.core.clock import MediaClock
 
 RATE = 48000
 BLOCK = 256

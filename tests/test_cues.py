@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.cues import concat_tracks, cues_document
-from pipeline.frames import VisemeCue
-from pipeline.tts import PiperTTS
-from pipeline.viseme_track import VisemeTrack
-from pipeline.visemes import OVR_VISEMES, RHUBARB_SHAPE
+from pipeline.core.frames import VisemeCue
+from pipeline.core.visemes import OVR_VISEMES, RHUBARB_SHAPE
+from pipeline.voice.cues import concat_tracks, cues_document
+from pipeline.voice.tts import PiperTTS
+from pipeline.voice.viseme_track import VisemeTrack
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from render.display_clock import DEADLINE, VSYNC, DisplayClock
+from render.timing.display_clock import DEADLINE, VSYNC, DisplayClock
 
 P = 1 / 60
 

@@ -9,7 +9,7 @@ import pytest
 
 from app.engine import Engine
 from app.settings import Settings
-from pipeline.audio_devices import STUCK_MESSAGE, list_devices, reinitialize_portaudio
+from pipeline.audio.devices import STUCK_MESSAGE, list_devices, reinitialize_portaudio
 from tests.harness.jack_recorder import plug_in_microphone, plug_in_speaker
 from tests.harness.services import JackServer, run_in_child
 

@@ -10,8 +10,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from render.face_landmarks import (MAX_SIDE, MIN_FACE_PX, MIN_SIDE, FaceLandmarker, PortraitError,
-                                   SeveralFacesError, find_face, load_portrait)
+from pipeline.face.landmarks import (
+    MAX_SIDE,
+    MIN_FACE_PX,
+    MIN_SIDE,
+    FaceLandmarker,
+    PortraitError,
+    SeveralFacesError,
+    find_face,
+    load_portrait,
+)
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +175,7 @@ def test_png_alpha_is_kept_and_hidden_colours_do_not_matter(landmarker, astronau
 
 
 def test_large_pictures_are_scaled_to_the_working_size(tmp_path):
-    from render.face_landmarks import WORKING_MAX_SIDE
+    from pipeline.face.landmarks import WORKING_MAX_SIDE
 
     big = np.zeros((1000, 5000, 3), np.uint8)
     big[:, 2500:] = 200

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from pipeline.frames import MouthPose
-from render.frame_producer import FrameProducer
-from render.frame_slots import FrameSlots
+from pipeline.core.frames import MouthPose
+from render.timing.frame_producer import FrameProducer
+from render.timing.frame_slots import FrameSlots
 
 P = 1 / 60
 MEDIA_OFFSET = 100.0   # media time = monotonic - 100 s
@@ -106,7 +106,7 @@ def test_media_clock_going_back_restarts_at_now():
 
 def test_overrun_switches_to_degraded_mode_without_stalling(caplog):
     clock, voice, slots, producer = make(cost=3 * P)    # a frame takes 3 ticks to make
-    with caplog.at_level(logging.WARNING, logger="render.frame_producer"):
+    with caplog.at_level(logging.WARNING, logger="render.timing.frame_producer"):
         # Frame 0 finished when frame 2 was due: it stops rather than fill the past.
         assert producer.fill() == 1
     assert producer.overruns == 1 and producer.degraded

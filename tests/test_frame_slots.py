@@ -8,8 +8,8 @@ import tracemalloc
 
 import pytest
 
-from pipeline.frames import MouthPose
-from render.frame_slots import FrameSlots, midway
+from pipeline.core.frames import MouthPose
+from render.timing.frame_slots import FrameSlots, midway
 
 P = 1 / 60
 

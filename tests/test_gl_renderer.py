@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from pipeline.frames import MouthPose
-from pipeline.visemes import VISEME_INDEX
+from pipeline.core.frames import MouthPose
+from pipeline.core.visemes import VISEME_INDEX
 
 pytestmark = pytest.mark.display
 
@@ -19,7 +19,7 @@ EYES_BOX = (slice(30, 45), slice(40, 120))
 
 @dataclass
 class SyntheticRig:
-    """The shape render/avatar_rig.py will load from SVG: canvas-sized straight-alpha layers."""
+    """The shape render/rigs/sprite.py will load from SVG: canvas-sized straight-alpha layers."""
 
     canvas_size: tuple[int, int] = (W, H)
     base: np.ndarray = field(default=None)
@@ -52,7 +52,7 @@ def synthetic_rig() -> SyntheticRig:
 @pytest.fixture()
 def gl_target(qt_app):
     """A current 3.3 core context with a W×H RGBA8 framebuffer bound."""
-    from render.offscreen import OffscreenTarget
+    from render.gl.offscreen import OffscreenTarget
 
     with OffscreenTarget(W, H) as target:
         yield target
@@ -60,7 +60,7 @@ def gl_target(qt_app):
 
 @pytest.fixture()
 def renderer(gl_target):
-    from render.gl_renderer import GLRenderer
+    from render.gl.sprite_renderer import GLRenderer
 
     r = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
     r.initialize()
@@ -129,7 +129,7 @@ def test_breathing_moves_the_figure_up_a_little(renderer):
 
 
 def test_layers_are_drawn_only_where_they_have_coverage():
-    from render.gl_renderer import coverage_rect
+    from render.gl.sprite_renderer import coverage_rect
 
     rig = synthetic_rig()
     assert coverage_rect(rig.eyes_open, rig.eyes_closed) == (39 / W, 29 / H, 121 / W, 46 / H)
@@ -145,7 +145,7 @@ def test_aspect_ratio_is_kept_in_a_wide_viewport(renderer):
 
 
 def test_opaque_clear_colour(gl_target):
-    from render.gl_renderer import GLRenderer
+    from render.gl.sprite_renderer import GLRenderer
 
     r = GLRenderer(clear_color=(0.0, 1.0, 0.0, 1.0))
     r.initialize()
@@ -156,7 +156,7 @@ def test_opaque_clear_colour(gl_target):
 
 
 def test_bad_shader_reports_the_glsl_log(gl_target, tmp_path):
-    from render.gl_renderer import GLRenderer, ShaderError
+    from render.gl.sprite_renderer import GLRenderer, ShaderError
 
     (tmp_path / "sprite.vert").write_text("#version 330 core\nvoid main() { gl_Position = nope; }\n")
     (tmp_path / "sprite.frag").write_text("#version 330 core\nout vec4 c; void main() { c = vec4(1); }\n")
@@ -165,7 +165,7 @@ def test_bad_shader_reports_the_glsl_log(gl_target, tmp_path):
 
 
 def test_rig_with_wrong_image_size_is_refused(gl_target):
-    from render.gl_renderer import GLRenderer
+    from render.gl.sprite_renderer import GLRenderer
 
     rig = synthetic_rig()
     rig.eyes_closed = np.zeros((H, W + 1, 4), dtype=np.uint8)
@@ -177,9 +177,9 @@ def test_rig_with_wrong_image_size_is_refused(gl_target):
 
 
 def test_draws_the_default_avatar_rig(gl_target):
-    from pipeline.resources import DEFAULT_AVATAR_MANIFEST
-    from render.avatar_rig import load_rig
-    from render.gl_renderer import GLRenderer
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.gl.sprite_renderer import GLRenderer
+    from render.rigs.sprite import load_rig
 
     rig = load_rig(DEFAULT_AVATAR_MANIFEST, size=H)
     r = GLRenderer()

@@ -1,7 +1,11 @@
 import os
 
-from tests.harness.services import (TEST_SERVER_PREFIX, free_stale_test_servers,
-                                    registered_jackd, stale_test_servers)
+from tests.harness.services import (
+    TEST_SERVER_PREFIX,
+    free_stale_test_servers,
+    registered_jackd,
+    stale_test_servers,
+)
 
 
 def test_jack_server_is_seen_by_portaudio(jack_server):

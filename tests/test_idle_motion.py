@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from render import idle_motion as im
+from render.timing import idle_motion as im
 
 STEP = 0.002
 

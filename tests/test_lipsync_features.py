@@ -5,7 +5,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from pipeline.lipsync_features import (
+from pipeline.lipsync.features import (
     N_MELS,
     StreamingLogMel,
     StreamingResampler,

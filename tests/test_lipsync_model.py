@@ -5,15 +5,21 @@ import wave
 import numpy as np
 import pytest
 
-from pipeline.lipsync_model import MODES_MS, LipFrame, LipShapeModel, VisemeSmoother, infer_file
-from pipeline.visemes import OVR_VISEMES, VISEME_INDEX
+from pipeline.core.visemes import OVR_VISEMES, VISEME_INDEX
+from pipeline.lipsync.model import (
+    MODES_MS,
+    LipFrame,
+    LipShapeModel,
+    VisemeSmoother,
+    infer_file,
+)
 
 SIL, PP, AA = VISEME_INDEX["sil"], VISEME_INDEX["PP"], VISEME_INDEX["aa"]
 
 
 @pytest.fixture(scope="module")
 def papa():
-    from pipeline.tts import PiperTTS
+    from pipeline.voice.tts import PiperTTS
 
     segment = next(PiperTTS(noise_scale=0.0, noise_w_scale=0.0).synthesize("Papa."))
     return segment.audio, segment.sample_rate
@@ -75,7 +81,7 @@ def test_papa_shows_lips_closing_then_opening(papa):
 
 @pytest.mark.parametrize("rate", [8_000, 96_000])
 def test_other_rates_and_stereo_int16(papa, rate):
-    from pipeline.resample import resample
+    from pipeline.audio.resample import resample
 
     audio, source_rate = papa
     converted = resample(audio, source_rate, rate)
@@ -136,7 +142,7 @@ def test_smoother_shows_a_change_of_mouth_shape_without_delay():
 
 
 def test_infer_file_reads_24_bit_stereo_wav(papa, tmp_path):
-    from pipeline.resample import resample
+    from pipeline.audio.resample import resample
 
     audio, rate = papa
     audio48 = resample(audio, rate, 48_000)

@@ -9,14 +9,14 @@ import time
 import numpy as np
 import pytest
 
-from pipeline.audio_input import AudioInput, CapturedBlock
-from pipeline.frames import PhonemeTiming
-from pipeline.mic_lipsync import MicLipSync, MouthMixer, VolumeGate
-from pipeline.resample import resample
-from pipeline.speech_timeline import SpeechTimeline
-from pipeline.tts import PiperTTS
-from pipeline.viseme_track import VisemeTrack
-from pipeline.visemes import VISEME_INDEX
+from pipeline.audio.input import AudioInput, CapturedBlock
+from pipeline.audio.resample import resample
+from pipeline.core.frames import PhonemeTiming
+from pipeline.core.visemes import VISEME_INDEX
+from pipeline.lipsync.mic import MicLipSync, MouthMixer, VolumeGate
+from pipeline.voice.speech_timeline import SpeechTimeline
+from pipeline.voice.tts import PiperTTS
+from pipeline.voice.viseme_track import VisemeTrack
 from tests.harness.jack_recorder import capture_latency_frames, recorded_player
 
 LEAD = 0.2  # silence before the first burst
@@ -327,7 +327,7 @@ def test_after_a_stall_the_delay_comes_back_down_in_a_few_steps_and_stays(caplog
     stage = replay.stage
     replay.play(5.0)
     assert stage.delay == pytest.approx(0.030)
-    with caplog.at_level("WARNING", logger="pipeline.mic_lipsync"):
+    with caplog.at_level("WARNING", logger="pipeline.lipsync.mic"):
         replay.stall(0.4)
         replay.play(2.0)
     raised = stage.delay

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.display
 def test_clears_reads_back_top_row_first_and_resizes(qt_app):
     from OpenGL import GL
 
-    from render.offscreen import OffscreenTarget
+    from render.gl.offscreen import OffscreenTarget
 
     with OffscreenTarget(8, 6) as target:
         GL.glClearColor(1.0, 0.0, 0.0, 1.0)
@@ -45,7 +45,7 @@ def test_clears_reads_back_top_row_first_and_resizes(qt_app):
 
 
 def test_bad_sizes_are_refused(qt_app):
-    from render.offscreen import OffscreenTarget
+    from render.gl.offscreen import OffscreenTarget
 
     for size in ((0, 10), (10, 9000), (2.5, 4)):
         with pytest.raises(ValueError, match="whole pixels"):
@@ -53,7 +53,7 @@ def test_bad_sizes_are_refused(qt_app):
 
 
 def test_xvfb_gl_is_named_and_known_to_render_on_the_cpu(qt_app):
-    from render.offscreen import gl_renderer, renders_on_cpu
+    from render.gl.offscreen import gl_renderer, renders_on_cpu
 
     # Xvfb has no GPU: Mesa draws on the CPU there, whatever the machine has. Which
     # rasteriser that is depends on how Mesa was built (llvmpipe with LLVM, softpipe
@@ -74,7 +74,7 @@ def run_python(code: str, env: dict) -> subprocess.CompletedProcess:
 
 
 def test_without_an_application_or_a_display_the_error_says_so(qt_app):
-    code = ("from render.offscreen import OffscreenTarget, OffscreenError\n"
+    code = ("from render.gl.offscreen import OffscreenTarget, OffscreenError\n"
             "{setup}\n"
             "try:\n    OffscreenTarget(4, 4)\n"
             "except OffscreenError as e:\n    print('ERR', e.message)\n")

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline.frames import MouthPose
-from pipeline.visemes import OPENNESS, OVR_VISEMES, VISEME_INDEX
+from pipeline.core.frames import MouthPose
+from pipeline.core.visemes import OPENNESS, OVR_VISEMES, VISEME_INDEX
 
 pytestmark = pytest.mark.display
 
@@ -30,7 +30,7 @@ def pose(name: str, openness: float | None = None) -> MouthPose:
 
 @pytest.fixture(scope="module")
 def landmarker():
-    from render.face_landmarks import FaceLandmarker
+    from pipeline.face.landmarks import FaceLandmarker
 
     with FaceLandmarker() as lm:
         yield lm
@@ -47,14 +47,14 @@ def portrait(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rig(portrait, landmarker):
-    from render.photo_rig import import_portrait
+    from render.rigs.photo import import_portrait
 
     return import_portrait(portrait, landmarker=landmarker)
 
 
 @pytest.fixture(scope="module")
 def target(qt_app):
-    from render.offscreen import OffscreenTarget
+    from render.gl.offscreen import OffscreenTarget
 
     with OffscreenTarget(SIZE, SIZE) as t:
         yield t
@@ -62,7 +62,7 @@ def target(qt_app):
 
 @pytest.fixture(scope="module")
 def module_renderer(target, rig):
-    from render.photo_renderer import PhotoRenderer
+    from render.gl.photo_renderer import PhotoRenderer
 
     r = PhotoRenderer()
     r.initialize()
@@ -180,7 +180,7 @@ def eyes_box(rig) -> np.ndarray:
 def test_a_closed_mouth_portrait_opens_with_drawn_teeth(renderer, rig, landmarker, tmp_path):
     """A portrait with the lips together (the astronaut rendered saying "p") has no teeth
     to reuse: opening its mouth shows drawn upper teeth over a dark mouth."""
-    from render.photo_rig import import_portrait
+    from render.rigs.photo import import_portrait
 
     Image.fromarray(render(renderer, pose("PP"))).save(tmp_path / "closed.png")
     closed = import_portrait(tmp_path / "closed.png", landmarker=landmarker)
@@ -206,7 +206,7 @@ def test_only_the_mouth_region_and_the_eyes_change(renderer, rig):
     from scipy.ndimage import binary_dilation, binary_erosion
     from skimage.draw import polygon2mask
 
-    from render.gl_renderer import premultiplied
+    from render.gl.sprite_renderer import premultiplied
 
     base = premultiplied(rig.image)
     frame = render(renderer, pose("aa"), blink=1.0)
@@ -231,7 +231,7 @@ def test_only_the_mouth_region_and_the_eyes_change(renderer, rig):
 
 
 def test_mouth_frame_is_a_complete_picture_of_its_rectangle(renderer, rig):
-    from render.gl_renderer import premultiplied
+    from render.gl.sprite_renderer import premultiplied
 
     renderer.draw(pose("ou"), 0.0, 0.0)
     frame = renderer.read_mouth_frame()
@@ -296,7 +296,7 @@ def test_a_canvas_shown_smaller_gets_a_smaller_mouth_frame_and_no_seam(renderer,
 
 
 def test_save_and_load_give_identical_frames_without_mediapipe(rig, renderer, tmp_path):
-    from render.photo_rig import load_photo_rig, save_photo_rig
+    from render.rigs.photo import load_photo_rig, save_photo_rig
 
     manifest = save_photo_rig(rig, tmp_path / "astronaut-avatar")
     data = json.loads(manifest.read_text())
@@ -318,7 +318,7 @@ def test_save_and_load_give_identical_frames_without_mediapipe(rig, renderer, tm
         renderer.set_rig(rig)
     for a, b in zip(before, after):
         assert np.array_equal(a, b)
-    code = ("import sys\nfrom render.photo_rig import load_photo_rig\n"
+    code = ("import sys\nfrom render.rigs.photo import load_photo_rig\n"
             f"load_photo_rig({str(tmp_path / 'astronaut-avatar')!r})\n"
             "print('mediapipe' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
@@ -344,8 +344,8 @@ BAD_MANIFESTS = [
 
 @pytest.mark.parametrize("spoil, message", BAD_MANIFESTS)
 def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
-    from render.avatar_rig import RigError
-    from render.photo_rig import load_photo_rig, save_photo_rig
+    from render.rigs.photo import load_photo_rig, save_photo_rig
+    from render.rigs.sprite import RigError
 
     manifest = save_photo_rig(rig, tmp_path / "avatar")
     data = json.loads(manifest.read_text())
@@ -356,8 +356,8 @@ def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
 
 
 def test_unreadable_manifests(tmp_path):
-    from render.avatar_rig import RigError
-    from render.photo_rig import load_photo_rig
+    from render.rigs.photo import load_photo_rig
+    from render.rigs.sprite import RigError
 
     with pytest.raises(RigError, match="manifest not found"):
         load_photo_rig(tmp_path)
@@ -367,9 +367,9 @@ def test_unreadable_manifests(tmp_path):
 
 
 def test_avatar_view_picks_the_renderer_by_rig_type(qt_app, rig):
-    from render.avatar_view import AvatarView
-    from render.gl_renderer import GLRenderer
-    from render.photo_renderer import PhotoRenderer
+    from render.gl.photo_renderer import PhotoRenderer
+    from render.gl.sprite_renderer import GLRenderer
+    from render.outputs.avatar_view import AvatarView
     from tests.test_avatar_view import grabbed, run_for
     from tests.test_gl_renderer import H, W, synthetic_rig
 

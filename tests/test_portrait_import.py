@@ -11,8 +11,14 @@ import pytest
 from PIL import Image
 
 from app.settings import Settings, SettingsStore
-from render.photo_rig import PhotoRig, load_photo_rig
-from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
+from render.rigs.photo import PhotoRig, load_photo_rig
+from tests.harness.app_driver import (
+    open_window,
+    pump,
+    pump_until,
+    say,
+    wait_until_quiet,
+)
 
 pytestmark = [pytest.mark.display, pytest.mark.audio]
 
@@ -95,7 +101,7 @@ def test_the_imported_avatar_loads_at_the_next_start_without_the_landmarker(
     manifest = window.settings.avatar_manifest
     store = SettingsStore(tmp_path / "settings.json")
     store.save(Settings(avatar_manifest=manifest, mic_enabled=False, audio_output_device="system"))
-    from app.main_window import MainWindow
+    from app.ui.main_window import MainWindow
 
     again = MainWindow(store, store.load())
     try:

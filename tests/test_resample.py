@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from pipeline.resample import resample
+from pipeline.audio.resample import resample
 
 
 def tone(freq, rate, seconds):
@@ -38,7 +38,7 @@ def test_rejects_nonsense_rates():
 
 
 def test_chunked_stream_equals_whole_resampling():
-    from pipeline.resample import StreamResampler
+    from pipeline.audio.resample import StreamResampler
 
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, 22050).astype(np.float32)
@@ -52,7 +52,7 @@ def test_chunked_stream_equals_whole_resampling():
 
 
 def test_output_lag_before_the_flush_is_bounded():
-    from pipeline.resample import StreamResampler
+    from pipeline.audio.resample import StreamResampler
 
     stream = StreamResampler(22050, 48000)
     out = stream.process(np.zeros(2205, np.float32))

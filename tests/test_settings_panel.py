@@ -5,14 +5,14 @@ from dataclasses import asdict, fields
 import pytest
 
 from app.settings import Settings
-from pipeline.audio_devices import list_devices
-from pipeline.lipsync_model import MIC_TRADES, MODES_MS
-from pipeline.streaming_tts import LATENCY_MODES
+from pipeline.audio.devices import list_devices
+from pipeline.lipsync.model import MIC_TRADES, MODES_MS
+from pipeline.voice.streaming_tts import LATENCY_MODES
 
 
 @pytest.fixture
 def panel(qt_app):
-    from app.settings_panel import SettingsPanel
+    from app.ui.settings_panel import SettingsPanel
 
     made = []
 

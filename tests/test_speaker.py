@@ -6,10 +6,16 @@ import time
 import numpy as np
 import pytest
 
-from pipeline.clock import MediaClock
-from pipeline.speaker import Speaker, SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
-from pipeline.speech_timeline import SpeechTimeline
-from pipeline.streaming_tts import StreamingTTS
+from pipeline.core.clock import MediaClock
+from pipeline.voice.speaker import (
+    Speaker,
+    SpeechFailed,
+    SpeechFinished,
+    SpeechNotice,
+    SpeechStarted,
+)
+from pipeline.voice.speech_timeline import SpeechTimeline
+from pipeline.voice.streaming_tts import StreamingTTS
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +253,7 @@ def test_rapid_stop_and_speak_neither_stalls_nor_leaks(tts, output):
 def test_mode_switch_storm_while_speaking(tts, output):
     import random
 
-    from pipeline.streaming_tts import LATENCY_MODES
+    from pipeline.voice.streaming_tts import LATENCY_MODES
 
     events = Events()
     speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events)
@@ -270,8 +276,11 @@ def test_mode_switch_storm_while_speaking(tts, output):
 
 
 def test_start_lead_grows_after_underruns_and_shrinks_after_clean_runs(tts):
-    from pipeline.speaker import (
-        CLEAN_RUNS_TO_SHRINK, START_LEAD_INITIAL_S, START_LEAD_MAX_S, START_LEAD_MIN_S,
+    from pipeline.voice.speaker import (
+        CLEAN_RUNS_TO_SHRINK,
+        START_LEAD_INITIAL_S,
+        START_LEAD_MAX_S,
+        START_LEAD_MIN_S,
     )
 
     speaker = Speaker(tts, SpeechTimeline(), None, MediaClock(22050), Events())

@@ -5,11 +5,11 @@ import threading
 import numpy as np
 import pytest
 
-from pipeline.frames import PhonemeTiming
-from pipeline.speech_timeline import CUT_BLEND, SpeechTimeline
-from pipeline.tts import PiperTTS
-from pipeline.viseme_track import VisemeTrack
-from pipeline.visemes import OVR_VISEMES, VISEME_INDEX
+from pipeline.core.frames import PhonemeTiming
+from pipeline.core.visemes import OVR_VISEMES, VISEME_INDEX
+from pipeline.voice.speech_timeline import CUT_BLEND, SpeechTimeline
+from pipeline.voice.tts import PiperTTS
+from pipeline.voice.viseme_track import VisemeTrack
 
 SIL = VISEME_INDEX["sil"]
 PERIOD = 1 / 60

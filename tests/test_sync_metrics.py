@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from pipeline.sync_metrics import viseme_change_offsets
+from pipeline.core.sync_metrics import viseme_change_offsets
 
 PERIOD = 1 / 60
 

@@ -4,14 +4,14 @@ import time
 
 import pytest
 
-from pipeline.text_input import (
+from pipeline.text.input import (
     MAX_PIECE_CHARS,
     MAX_TEXT_CHARS,
     TextInputError,
     prepare_text,
     split_sentences,
 )
-from pipeline.tts import PiperTTS
+from pipeline.voice.tts import PiperTTS
 
 
 @pytest.mark.parametrize("raw", ["", "   ", "\n\t \r\n"])

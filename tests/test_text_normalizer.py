@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from pipeline.text_input import split_sentences
-from pipeline.text_normalizer import normalize
+from pipeline.text.input import split_sentences
+from pipeline.text.normalizer import normalize
 
 CASES = [
     # Decimals: espeak reads "3.5" well, a leading point badly.
@@ -243,7 +243,7 @@ SPOKEN = [
 
 @pytest.fixture(scope="module")
 def phonemes():
-    from pipeline.tts import PiperTTS
+    from pipeline.voice.tts import PiperTTS
 
     voice = PiperTTS()._voice
 

@@ -5,8 +5,8 @@ import threading
 import numpy as np
 import pytest
 
-from pipeline.text_input import MAX_PIECE_CHARS, TextInputError
-from pipeline.tts import MAX_PHONEMES_PER_CALL, PiperTTS
+from pipeline.text.input import MAX_PIECE_CHARS, TextInputError
+from pipeline.voice.tts import MAX_PHONEMES_PER_CALL, PiperTTS
 
 
 @pytest.fixture(scope="module")

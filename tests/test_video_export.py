@@ -96,7 +96,7 @@ def check_container(path: Path, duration: float, size: tuple[int, int], fps: flo
 def speech():
     """A short sentence from the real voice, deterministic (no sampling noise)."""
     from app.cli import _render
-    from pipeline.streaming_tts import LATENCY_MODES, StreamingTTS
+    from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 
     _, segments = _render(StreamingTTS(noise_scale=0.0, noise_w_scale=0.0), TEXT,
                           LATENCY_MODES["premium"], 1.0)
@@ -117,9 +117,9 @@ def speech_wav(speech, tmp_path_factory):
 
 def sprite_mouth_box(size: tuple[int, int], margin: int = 3) -> tuple[slice, slice]:
     """Where the bundled avatar's mouth drawings are, with a margin for breathing."""
-    from pipeline.resources import DEFAULT_AVATAR_MANIFEST
-    from render.avatar_rig import load_rig
-    from render.gl_renderer import coverage_rect
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.gl.sprite_renderer import coverage_rect
+    from render.rigs.sprite import load_rig
 
     x0, y0, x1, y1 = coverage_rect(*load_rig(DEFAULT_AVATAR_MANIFEST, 128).mouths.values())
     w, h = size
@@ -128,10 +128,14 @@ def sprite_mouth_box(size: tuple[int, int], margin: int = 3) -> tuple[slice, sli
 
 
 def test_sprite_video_has_the_speech_and_a_mouth_that_follows_it(qt_app, speech, tmp_path):
-    from pipeline.resources import DEFAULT_AVATAR_MANIFEST
-    from pipeline.visemes import VISEME_INDEX
-    from render.avatars import load_avatar_rig
-    from render.video_export import VideoSettings, export_video, speech_soundtrack
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from pipeline.core.visemes import VISEME_INDEX
+    from render.outputs.video_export import (
+        VideoSettings,
+        export_video,
+        speech_soundtrack,
+    )
+    from render.rigs.loader import load_avatar_rig
 
     size = (160, 160)
     soundtrack = speech_soundtrack(speech)
@@ -288,10 +292,10 @@ def test_bad_input_gets_a_clear_message(qt_app, bad_inputs, speech_wav, capsys, 
 
 
 def test_the_export_checks_its_output_as_the_command_line_does(tmp_path):
-    """export_video's own check is the command line's (pipeline.output_paths): it also
+    """export_video's own check is the command line's (pipeline.core.output_paths): it also
     refuses a place where no file can be created though os.access allows it (/proc, as
     root), and a check that passes leaves nothing behind."""
-    from render.video_export import ExportError, check_output
+    from render.outputs.video_export import ExportError, check_output
 
     with pytest.raises(ExportError, match=r"^cannot write /proc/x\.mp4: no file can be created "
                        r"in /proc \(No such file or directory\)$"):
@@ -314,9 +318,13 @@ def test_photo_video_jaw_follows_the_speech_as_the_landmarker_sees_it(qt_app, sp
                                                                       astronaut_png, tmp_path):
     """The astronaut imported on the fly; MediaPipe watches the decoded video, and its
     jawOpen per frame must follow the loudness of the speech."""
-    from render.face_landmarks import FaceLandmarker
-    from render.avatars import load_avatar_rig
-    from render.video_export import VideoSettings, export_video, speech_soundtrack
+    from pipeline.face.landmarks import FaceLandmarker
+    from render.outputs.video_export import (
+        VideoSettings,
+        export_video,
+        speech_soundtrack,
+    )
+    from render.rigs.loader import load_avatar_rig
 
     size = (512, 512)
     soundtrack = speech_soundtrack(speech)
@@ -346,7 +354,7 @@ def test_photo_video_jaw_follows_the_speech_as_the_landmarker_sees_it(qt_app, sp
 
 
 def test_cli_renders_a_saved_photo_rig(qt_app, astronaut_png, tmp_path, capsys):
-    from render.photo_rig import import_portrait, save_photo_rig
+    from render.rigs.photo import import_portrait, save_photo_rig
 
     folder = tmp_path / "astronaut-rig"
     save_photo_rig(import_portrait(astronaut_png), folder)

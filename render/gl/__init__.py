@@ -1,0 +1,1 @@
+"""OpenGL drawing: the sprite and photo renderers and an offscreen context."""

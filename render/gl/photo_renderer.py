@@ -1,0 +1,568 @@
+"""Draws a photo rig with OpenGL, with the same interface as GLRenderer.
+
+Per frame: the rig's vertex records for the pose and blink go up in one buffer upload
+(none when they did not change); the mouth frame, a texture of the rig's mouth
+rectangle (as many texels as it shows pixels, at most one per picture pixel), gets the
+mouth/jaw skin mesh and the mouth cavity warped into it, unless it holds that pose
+already; the rest of the rectangle holds the still picture, drawn once. It is a
+complete picture of that rectangle, so any producer of mouth frames (a CUDA one) can
+stand in. Then the picture goes into the bound framebuffer, the mouth frame over its
+rectangle (faded in at its edges) and, while they blink, the eye meshes on top. Each
+draw has a shader that does only its own part (llvmpipe runs both sides of a branch).
+
+The picture never changes; breathing only moves its rows. So it is drawn as shown,
+once per view size, into PHASES "phase stills", each shifted by a fraction of a row
+(and with margins for the rows breathing brings in), and a frame copies each band of
+rows from the still whose shift is nearest (within 1/(2·PHASES) of a row) with 1:1
+framebuffer blits, which llvmpipe does as memcpy: a 1080² picture costs about 0.5 ms
+instead of the 8-15 ms of sampling it. Faded frames (opacity below 1), multisampled
+targets and views too large for the stills' memory budget draw the picture instead.
+
+All methods need the caller's GL context to be current.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from OpenGL import GL
+
+from pipeline.core.frames import MouthPose
+from pipeline.core.resources import SHADERS_DIR
+from render.gl.sprite_renderer import (
+    build_program,
+    letterbox_fit,
+    read_framebuffer,
+    unit_quad,
+    upload_texture,
+)
+from render.rigs.photo import RECORD, STATIC, PhotoRig
+from render.timing.idle_motion import breath_transform
+
+_FLOAT = 4
+# Phase stills: a row is shown within 1/16 of its place.
+PHASES = 8
+STILLS_BUDGET_BYTES = 128 << 20
+
+
+class PhotoRenderer:
+    """Draws a PhotoRig at a mouth pose, blink weight and breathing phase.
+
+    `clear_color` is straight RGBA in 0..1; alpha 0 gives a transparent background."""
+
+    def __init__(self, clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
+                 shaders_dir=SHADERS_DIR) -> None:
+        self.clear_color = clear_color
+        self.shaders_dir = shaders_dir
+        self.skin_program = self.warp_program = self.cavity_program = 0
+        self.picture_program = self.mouth_program = 0
+        self._skin_u: dict[str, int] = {}
+        self._warp_u: dict[str, int] = {}
+        self._cavity_u: dict[str, int] = {}
+        self._picture_u: dict[str, int] = {}
+        self._mouth_u: dict[str, int] = {}
+        self._quad_vao = self._quad_vbo = self._rect_vao = self._rect_vbo = 0
+        self._mesh_vao = self._dynamic_vbo = self._static_vbo = self._ebo = 0
+        self._picture = 0
+        self._stills: _Stills | None = None
+        self.mouth_texture = 0
+        self._mouth_fbo = 0
+        self._rig: PhotoRig | None = None
+        self._draws: dict[str, tuple[int, int]] = {}
+        self._pose: MouthPose | None = None
+        self._blink = 0.0
+        self._uploaded: tuple[MouthPose, float] | None = None
+        self._frame_pose: MouthPose | None = None
+        self.canvas_size = (0, 0)
+        self.mouth_size = (0, 0)
+        self.viewport = (1, 1)
+        self._fit = (1.0, 1.0)
+
+    def initialize(self) -> None:
+        """Compile the shaders and make the buffers. Once per GL context."""
+        d = self.shaders_dir
+        self.skin_program = build_program(d / "photo_skin.vert", d / "photo_skin.frag")
+        self.warp_program = build_program(d / "photo_skin.vert", d / "photo_warp.frag")
+        self.cavity_program = build_program(d / "photo_cavity.vert", d / "photo_cavity.frag")
+        self.picture_program = build_program(d / "photo_picture.vert", d / "photo_skin.frag")
+        self.mouth_program = build_program(d / "sprite.vert", d / "photo_mouth.frag")
+        uniforms = lambda program, *names: {n: GL.glGetUniformLocation(program, n) for n in names}  # noqa: E731
+        self._skin_u = uniforms(self.skin_program, "u_canvas", "u_scale", "u_offset", "u_picture",
+                                "u_opacity", "u_clear")
+        self._warp_u = uniforms(self.warp_program, "u_canvas", "u_scale", "u_offset", "u_picture")
+        self._cavity_u = uniforms(self.cavity_program, "u_canvas", "u_scale", "u_offset", "u_picture",
+                                  "u_mouth_width", "u_teeth", "u_down")
+        self._picture_u = uniforms(self.picture_program, "u_quad", "u_tex", "u_picture", "u_opacity",
+                                   "u_clear")
+        self._mouth_u = uniforms(self.mouth_program, "u_rect", "u_offset_y", "u_scale_y", "u_fit",
+                                 "u_picture", "u_mouth", "u_mouth_rect", "u_canvas", "u_feather",
+                                 "u_opacity", "u_clear")
+        for program, u in ((self.skin_program, self._skin_u), (self.warp_program, self._warp_u),
+                           (self.cavity_program, self._cavity_u), (self.picture_program, self._picture_u),
+                           (self.mouth_program, self._mouth_u)):
+            GL.glUseProgram(program)
+            GL.glUniform1i(u["u_picture"], 0)
+        GL.glUniform1i(self._mouth_u["u_mouth"], 1)
+        GL.glUseProgram(0)
+
+        self._quad_vao, self._quad_vbo = unit_quad()
+
+        # The mouth rectangle in canvas pixels, as skin that lies still (position = source).
+        self._rect_vao = int(GL.glGenVertexArrays(1))
+        self._rect_vbo = int(GL.glGenBuffers(1))
+        GL.glBindVertexArray(self._rect_vao)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._rect_vbo)
+        for location in (0, 1):
+            GL.glEnableVertexAttribArray(location)
+            GL.glVertexAttribPointer(location, 2, GL.GL_FLOAT, GL.GL_FALSE, 0, ctypes.c_void_p(0))
+
+        self._mesh_vao = int(GL.glGenVertexArrays(1))
+        self._dynamic_vbo, self._static_vbo, self._ebo = (int(b) for b in GL.glGenBuffers(3))
+        GL.glBindVertexArray(self._mesh_vao)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._dynamic_vbo)
+        # Record: four vec2 (position, two picture positions, depths), then teeth;
+        # the skin shader reads only the first two.
+        for location in range(5):
+            GL.glEnableVertexAttribArray(location)
+            GL.glVertexAttribPointer(location, 2 if location < 4 else 1, GL.GL_FLOAT, GL.GL_FALSE,
+                                     RECORD * _FLOAT, ctypes.c_void_p(2 * location * _FLOAT))
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._static_vbo)
+        GL.glEnableVertexAttribArray(5)
+        GL.glVertexAttribPointer(5, STATIC, GL.GL_FLOAT, GL.GL_FALSE, 0, ctypes.c_void_p(0))
+        GL.glBindBuffer(GL.GL_ELEMENT_ARRAY_BUFFER, self._ebo)
+        GL.glBindVertexArray(0)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+
+    def set_rig(self, rig: PhotoRig) -> None:
+        """Upload the rig's picture, mesh and mouth frame target (replacing any previous)."""
+        w, h = rig.canvas_size
+        if rig.image.dtype != np.uint8 or rig.image.shape != (h, w, 4):
+            raise ValueError(f"rig image is {rig.image.dtype} {rig.image.shape}; expected uint8 {(h, w, 4)}")
+        self._delete_rig_objects()
+        self._picture = upload_texture(rig.image)
+        # Mipmaps for a picture shown smaller than it is (_fit_mouth_frame picks the filter).
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
+        GL.glGenerateMipmap(GL.GL_TEXTURE_2D)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+        x0, y0, x1, y1 = rig.mouth_rect
+        corners = np.array([[x0, y0], [x0, y1], [x1, y0], [x1, y1]], dtype=np.float32)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._rect_vbo)
+        GL.glBufferData(GL.GL_ARRAY_BUFFER, corners.nbytes, corners, GL.GL_STATIC_DRAW)
+
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._dynamic_vbo)
+        GL.glBufferData(GL.GL_ARRAY_BUFFER, rig.rest.nbytes, rig.rest, GL.GL_STREAM_DRAW)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._static_vbo)
+        GL.glBufferData(GL.GL_ARRAY_BUFFER, rig.static.nbytes, np.ascontiguousarray(rig.static), GL.GL_STATIC_DRAW)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+        groups = {"skin": rig.mouth_triangles, "cavity": rig.cavity_triangles, "eyes": rig.eye_triangles}
+        indices = np.concatenate([t.ravel() for t in groups.values()]).astype(np.uint32)
+        GL.glBindVertexArray(self._mesh_vao)
+        GL.glBufferData(GL.GL_ELEMENT_ARRAY_BUFFER, indices.nbytes, indices, GL.GL_STATIC_DRAW)
+        GL.glBindVertexArray(0)
+        first = 0
+        for name, triangles in groups.items():
+            self._draws[name] = (first, triangles.size)
+            first += triangles.size
+
+        for program, u in ((self.skin_program, self._skin_u), (self.warp_program, self._warp_u)):
+            GL.glUseProgram(program)
+            GL.glUniform2f(u["u_canvas"], w, h)
+        GL.glUseProgram(self.cavity_program)
+        GL.glUniform2f(self._cavity_u["u_canvas"], w, h)
+        GL.glUniform1f(self._cavity_u["u_mouth_width"], rig.mouth_width)
+        GL.glUniform1f(self._cavity_u["u_teeth"], rig.teeth_height)
+        GL.glUniform2f(self._cavity_u["u_down"], rig.face_down[0] / w, rig.face_down[1] / h)
+        x0, y0, x1, y1 = rig.mouth_rect
+        GL.glUseProgram(self.mouth_program)
+        GL.glUniform4f(self._mouth_u["u_rect"], x0 / w, y0 / h, x1 / w, y1 / h)
+        GL.glUniform4f(self._mouth_u["u_mouth_rect"], x0 / w, y0 / h, x1 / w, y1 / h)
+        GL.glUniform2f(self._mouth_u["u_canvas"], w, h)
+        GL.glUniform1f(self._mouth_u["u_feather"], rig.frame_feather)
+        GL.glUseProgram(0)
+        self._rig = rig
+        self._uploaded = self._frame_pose = None
+        self.canvas_size = (w, h)
+        self._fit = letterbox_fit(self.canvas_size, self.viewport)
+        self._fit_mouth_frame()
+
+    def resize(self, width: int, height: int) -> None:
+        """Set the target size in device pixels; the canvas is letterboxed inside it."""
+        self.viewport = (max(1, width), max(1, height))
+        self._fit = letterbox_fit(self.canvas_size, self.viewport)
+        if self._rig is not None:
+            self._fit_mouth_frame()
+
+    def _fit_mouth_frame(self) -> None:
+        """Size the mouth frame to its rectangle as shown: one texel per canvas pixel, or
+        per screen pixel when the canvas is shown smaller. Then the picture is sampled
+        from the mipmap level nearest that scale; the scale is the same everywhere, so no
+        level seam shows, at half the cost of trilinear filtering on llvmpipe. A new
+        frame gets the still picture once: the mesh's outline never moves, so outside it
+        the frame never changes. The phase stills go: the next frame makes them anew
+        for this view."""
+        self._delete_stills()
+        scale = min(1.0, self._fit[0] * self.viewport[0] / self.canvas_size[0])
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
+        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER,
+                           GL.GL_LINEAR if scale >= 1.0 else GL.GL_LINEAR_MIPMAP_NEAREST)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+        x0, y0, x1, y1 = self._rig.mouth_rect
+        size = (max(1, round((x1 - x0) * scale)), max(1, round((y1 - y0) * scale)))
+        if self.mouth_texture and size == self.mouth_size:
+            return
+        self._delete_mouth_frame()
+        self.mouth_size = size
+        self.mouth_texture = _texture(*size)
+        self._frame_pose = None
+        draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        read_target = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
+        viewport = [int(v) for v in GL.glGetIntegerv(GL.GL_VIEWPORT)]
+        try:
+            self._mouth_fbo = _framebuffer(self.mouth_texture, f"a {size[0]}x{size[1]} mouth frame")
+            GL.glViewport(0, 0, *size)
+            GL.glDisable(GL.GL_BLEND)
+            GL.glUseProgram(self.warp_program)
+            scale_xy, offset = self._mouth_transform()
+            GL.glUniform2f(self._warp_u["u_scale"], *scale_xy)
+            GL.glUniform2f(self._warp_u["u_offset"], *offset)
+            GL.glActiveTexture(GL.GL_TEXTURE0)
+            GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
+            GL.glBindVertexArray(self._rect_vao)
+            GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
+            GL.glBindVertexArray(0)
+            GL.glUseProgram(0)
+        finally:
+            GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
+            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
+            GL.glViewport(*viewport)
+
+    def _mouth_transform(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Scale and offset from canvas pixels to the mouth frame's clip space; row 0 of
+        the frame is the rectangle's top row, as in every image texture here."""
+        x0, y0, x1, y1 = self._rig.mouth_rect
+        w, h = x1 - x0, y1 - y0
+        return (2.0 / w, 2.0 / h), (-2.0 * x0 / w - 1.0, -2.0 * y0 / h - 1.0)
+
+    # -- per frame ----------------------------------------------------------------
+
+    def update(self, pose: MouthPose, blink: float) -> None:
+        """Upload the vertex records for a pose and eyelid closure (unless they are up
+        already)."""
+        self._pose, self._blink = pose, blink
+        if self._uploaded == (pose, blink):
+            return
+        vertices = self._rig.vertices_at(pose, blink)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._dynamic_vbo)
+        GL.glBufferSubData(GL.GL_ARRAY_BUFFER, 0, vertices.nbytes, vertices)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+        self._uploaded = (pose, blink)
+
+    def render_mouth_frame(self) -> int:
+        """Warp the mouth/jaw region at the uploaded pose into `mouth_texture` (unless it
+        holds that pose already) and return it. The caller's framebuffer binding and
+        viewport are kept."""
+        if self._frame_pose == self._pose:
+            return self.mouth_texture
+        draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        viewport = [int(v) for v in GL.glGetIntegerv(GL.GL_VIEWPORT)]
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self._mouth_fbo)
+        GL.glViewport(0, 0, *self.mouth_size)
+        GL.glDisable(GL.GL_BLEND)
+        GL.glDisable(GL.GL_DEPTH_TEST)
+        scale, offset = self._mouth_transform()
+        self._draw_mesh("skin", scale, offset)
+        self._draw_mesh("cavity", scale, offset)
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
+        GL.glViewport(*viewport)
+        self._frame_pose = self._pose
+        return self.mouth_texture
+
+    def composite(self, breath: float, opacity: float = 1.0) -> None:
+        """Fill the bound framebuffer with the picture, letterboxed over the clear colour,
+        with the current mouth frame and the eyes, faded by `opacity`. Breathing moves
+        the picture within its own outline."""
+        r, g, b, a = self.clear_color
+        clear = (r * a, g * a, b * a, a)
+        vw, vh = self.viewport
+        GL.glViewport(0, 0, vw, vh)
+        GL.glDisable(GL.GL_BLEND)
+        GL.glDisable(GL.GL_DEPTH_TEST)
+        offset_y, scale_y = breath_transform(breath)
+        if opacity != 1.0 or not self._copy_picture(offset_y, scale_y, clear):
+            GL.glClearColor(*clear)
+            GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+            fx, fy = self._fit
+            self._draw_picture((-fx, fy, fx, -fy), (0.0, 1.0 - (1.0 - offset_y) / scale_y,
+                                                    1.0, 1.0 + offset_y / scale_y), opacity, clear)
+        GL.glActiveTexture(GL.GL_TEXTURE1)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self.mouth_texture)
+        GL.glActiveTexture(GL.GL_TEXTURE0)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
+        GL.glBindVertexArray(self._quad_vao)
+        # The mouth frame's quad moves with breathing like the eyes.
+        u = self._mouth_u
+        GL.glUseProgram(self.mouth_program)
+        GL.glUniform2f(u["u_fit"], *self._fit)
+        GL.glUniform1f(u["u_offset_y"], offset_y)
+        GL.glUniform1f(u["u_scale_y"], scale_y)
+        GL.glUniform1f(u["u_opacity"], opacity)
+        GL.glUniform4f(u["u_clear"], *clear)
+        GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
+        GL.glBindVertexArray(0)
+        GL.glUseProgram(0)
+        if self._blink > 0.0:
+            # Open eyes show as the picture does. Closing ones: the eye meshes in canvas
+            # pixels through the same letterbox and breathing as sprite.vert applies to
+            # the mouth quad.
+            w, h = self.canvas_size
+            fx, fy = self._fit
+            self._draw_mesh("eyes", (2.0 * fx / w, -2.0 * scale_y * fy / h),
+                            (-fx, (2.0 * scale_y + 2.0 * offset_y - 1.0) * fy), opacity, clear)
+
+    def _draw_picture(self, quad, tex, opacity: float, clear) -> None:
+        """The picture over `quad` (clip space: x0, y0, x1, y1), sampled over `tex`
+        (s0, t0, s1, t1 at the same corners), composed over `clear`."""
+        GL.glActiveTexture(GL.GL_TEXTURE0)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
+        GL.glBindVertexArray(self._quad_vao)
+        u = self._picture_u
+        GL.glUseProgram(self.picture_program)
+        GL.glUniform4f(u["u_quad"], *quad)
+        GL.glUniform4f(u["u_tex"], *tex)
+        GL.glUniform1f(u["u_opacity"], opacity)
+        GL.glUniform4f(u["u_clear"], *clear)
+        GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
+        GL.glBindVertexArray(0)
+        GL.glUseProgram(0)
+
+    # -- phase stills -------------------------------------------------------------
+
+    def _canvas_pixels(self) -> tuple[int, int, int, int]:
+        """The window pixels (x0, y0, x1, y1; y up) whose centres the letterboxed canvas
+        covers."""
+        (vw, vh), (fx, fy) = self.viewport, self._fit
+        span = lambda size, f: (min(max(math.ceil((1.0 - f) / 2 * size - 0.5), 0), size - 1),  # noqa: E731
+                                 min(max(math.ceil((1.0 + f) / 2 * size - 0.5), 1), size))
+        (x0, x1), (y0, y1) = span(vw, fx), span(vh, fy)
+        return x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)
+
+    def _canvas_y(self, y: float) -> float:
+        """The canvas row (units, down) shown at window height y (pixels, up) at rest."""
+        return (1.0 - (2.0 * y / self.viewport[1] - 1.0) / self._fit[1]) / 2.0
+
+    def _rest_y(self, canvas_y: float) -> float:
+        """The window height (pixels, up) where canvas row `canvas_y` lies at rest."""
+        return ((1.0 - 2.0 * canvas_y) * self._fit[1] + 1.0) / 2.0 * self.viewport[1]
+
+    def _make_stills(self, clear) -> _Stills | None:
+        """The phase stills for this view and clear colour (None where they would take
+        more than STILLS_BUDGET_BYTES): still k holds, at row r, the picture as shown
+        at window row y0 - margin + r, k/PHASES of a row higher, over the clear colour;
+        the bars around the canvas are a block of clear colour."""
+        vw, vh = self.viewport
+        x0, y0, x1, y1 = self._canvas_pixels()
+        # Breathing moves a row by at most this much (breath in -1..1).
+        reach = max(abs(self._rest_y(1.0 - (1.0 - self._canvas_y(y) - o) / s) - y)
+                    for y in (y0, y1) for o, s in (breath_transform(-1.0), breath_transform(1.0)))
+        margin = math.ceil(reach) + 2
+        width, rows = x1 - x0, y1 - y0 + 2 * margin
+        if PHASES * width * rows * 4 > STILLS_BUDGET_BYTES:
+            return None
+        bars = [(0, 0, x0, vh), (x1, 0, vw, vh), (x0, 0, x1, y0), (x0, y1, x1, vh)]
+        bars = [bar for bar in bars if bar[2] > bar[0] and bar[3] > bar[1]]
+        stills = _Stills(clear=clear, rect=(x0, y0, x1, y1), margin=margin, bars=bars)
+        left, right = ((2.0 * x / vw - 1.0) / self._fit[0] / 2.0 + 0.5 for x in (x0, x1))
+        try:
+            for k in range(PHASES):
+                texture = _texture(width, rows)
+                stills.targets.append((texture, _framebuffer(texture, f"a {width}x{rows} still")))
+                GL.glViewport(0, 0, width, rows)
+                bottom, top = (self._canvas_y(y + k / PHASES) for y in (y0 - margin, y1 + margin))
+                self._draw_picture((-1.0, -1.0, 1.0, 1.0), (left, bottom, right, top), 1.0, clear)
+            if bars:
+                size = (max(x1 - x0 for x0, _, x1, _ in bars), max(y1 - y0 for _, y0, _, y1 in bars))
+                texture = _texture(*size)
+                stills.bars_target = (texture, _framebuffer(texture, "the letterbox bars"))
+                GL.glClearColor(*clear)
+                GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+        except BaseException:
+            stills.delete()
+            raise
+        return stills
+
+    def _copy_picture(self, offset_y: float, scale_y: float, clear) -> bool:
+        """Copy the picture, breathing, and the bars into the bound draw framebuffer from
+        the phase stills. False where they cannot serve: the caller draws it."""
+        draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        if int(GL.glGetIntegerv(GL.GL_SAMPLE_BUFFERS)):
+            return False
+        read_target = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
+        try:
+            if self._stills is not None and self._stills.clear != clear:
+                self._delete_stills()
+            if self._stills is None:
+                self._stills = self._make_stills(clear) or _Stills(clear=clear, rect=None)
+            stills = self._stills
+            if stills.rect is None:
+                return False
+            x0, y0, x1, y1 = stills.rect
+            # Window row y shows the canvas row breathing brought there, which lies
+            # `shift` rows higher at rest: shift is affine in y, so bands of rows share
+            # their nearest phase.
+            ends = [self._rest_y(1.0 - (1.0 - self._canvas_y(y + 0.5) - offset_y) / scale_y) - (y + 0.5)
+                    for y in (y0, y1 - 1)]
+            shifts = np.linspace(ends[0], ends[1], y1 - y0) if y1 - y0 > 1 else np.array(ends[:1])
+            steps = np.rint(shifts * PHASES).astype(np.int64)
+            if np.abs(steps).max() >= (stills.margin - 1) * PHASES:
+                return False
+            GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
+            starts = np.concatenate(([0], np.flatnonzero(np.diff(steps)) + 1, [len(steps)]))
+            for start, end in zip(starts[:-1], starts[1:]):
+                whole, phase = divmod(int(steps[start]), PHASES)
+                source = start + whole + stills.margin
+                GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, stills.targets[phase][1])
+                GL.glBlitFramebuffer(0, source, x1 - x0, source + end - start,
+                                     x0, y0 + start, x1, y0 + end, GL.GL_COLOR_BUFFER_BIT, GL.GL_NEAREST)
+            if stills.bars:
+                GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, stills.bars_target[1])
+                for bx0, by0, bx1, by1 in stills.bars:
+                    GL.glBlitFramebuffer(0, 0, bx1 - bx0, by1 - by0, bx0, by0, bx1, by1,
+                                         GL.GL_COLOR_BUFFER_BIT, GL.GL_NEAREST)
+            return True
+        finally:
+            GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
+            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
+            GL.glViewport(0, 0, *self.viewport)
+
+    def draw(self, pose: MouthPose, blink: float, breath: float, opacity: float = 1.0) -> None:
+        """Clear and draw the avatar into the bound framebuffer."""
+        if self._rig is None:
+            r, g, b, a = self.clear_color
+            GL.glViewport(0, 0, *self.viewport)
+            GL.glClearColor(r * a, g * a, b * a, a)
+            GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+            return
+        self.update(pose, blink)
+        self.render_mouth_frame()
+        self.composite(breath, opacity)
+
+    def _draw_mesh(self, group: str, scale, offset, opacity: float = 1.0, clear=None) -> None:
+        """One triangle group: "skin" and "cavity" into the mouth frame, each with its
+        own shader, "eyes" as skin faded by `opacity` over `clear`."""
+        first, count = self._draws[group]
+        program, u = {"skin": (self.warp_program, self._warp_u), "cavity": (self.cavity_program, self._cavity_u),
+                      "eyes": (self.skin_program, self._skin_u)}[group]
+        GL.glUseProgram(program)
+        GL.glUniform2f(u["u_scale"], *scale)
+        GL.glUniform2f(u["u_offset"], *offset)
+        if group == "eyes":
+            GL.glUniform1f(u["u_opacity"], opacity)
+            GL.glUniform4f(u["u_clear"], *clear)
+        GL.glActiveTexture(GL.GL_TEXTURE0)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
+        GL.glBindVertexArray(self._mesh_vao)
+        GL.glDrawElements(GL.GL_TRIANGLES, count, GL.GL_UNSIGNED_INT, ctypes.c_void_p(first * 4))
+        GL.glBindVertexArray(0)
+        GL.glUseProgram(0)
+
+    def read_pixels(self) -> np.ndarray:
+        """The bound framebuffer as HxWx4 uint8 RGBA (premultiplied), top row first."""
+        return read_framebuffer(*self.viewport)
+
+    def read_mouth_frame(self) -> np.ndarray:
+        """The current mouth frame as H×W×4 uint8 RGBA (premultiplied), top row first."""
+        mw, mh = self.mouth_size
+        previous = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
+        GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, self._mouth_fbo)
+        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
+        data = GL.glReadPixels(0, 0, mw, mh, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE)
+        GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, previous)
+        # Row 0 is the rectangle's top row already.
+        return np.frombuffer(data, dtype=np.uint8).reshape(mh, mw, 4).copy()
+
+    # -- teardown -----------------------------------------------------------------
+
+    def _delete_mouth_frame(self) -> None:
+        if self._mouth_fbo:
+            GL.glDeleteFramebuffers(1, [self._mouth_fbo])
+        if self.mouth_texture:
+            GL.glDeleteTextures(1, [self.mouth_texture])
+        self._mouth_fbo = self.mouth_texture = 0
+        self.mouth_size = (0, 0)
+
+    def _delete_stills(self) -> None:
+        if self._stills is not None:
+            self._stills.delete()
+        self._stills = None
+
+    def _delete_rig_objects(self) -> None:
+        self._delete_stills()
+        self._delete_mouth_frame()
+        if self._picture:
+            GL.glDeleteTextures(1, [self._picture])
+        self._picture = 0
+        self._rig = None
+
+    def release(self) -> None:
+        """Delete every GL object this renderer made (context must be current)."""
+        self._delete_rig_objects()
+        buffers = [b for b in (self._quad_vbo, self._rect_vbo, self._dynamic_vbo, self._static_vbo, self._ebo) if b]
+        if buffers:
+            GL.glDeleteBuffers(len(buffers), buffers)
+        arrays = [a for a in (self._quad_vao, self._rect_vao, self._mesh_vao) if a]
+        if arrays:
+            GL.glDeleteVertexArrays(len(arrays), arrays)
+        for program in (self.skin_program, self.warp_program, self.cavity_program, self.picture_program,
+                        self.mouth_program):
+            if program:
+                GL.glDeleteProgram(program)
+        self.skin_program = self.warp_program = self.cavity_program = 0
+        self.picture_program = self.mouth_program = 0
+        self._quad_vao = self._quad_vbo = self._rect_vao = self._rect_vbo = self._mesh_vao = 0
+        self._dynamic_vbo = self._static_vbo = self._ebo = 0
+
+
+@dataclass
+class _Stills:
+    """PhotoRenderer's phase stills for one view size and clear colour; rect None where
+    the view has none (too large)."""
+
+    clear: tuple[float, float, float, float]
+    rect: tuple[int, int, int, int] | None       # window pixels the canvas covers
+    margin: int = 0                              # rows above and below rect
+    bars: list[tuple[int, int, int, int]] = field(default_factory=list)
+    targets: list[tuple[int, int]] = field(default_factory=list)     # (texture, framebuffer)
+    bars_target: tuple[int, int] | None = None
+
+    def delete(self) -> None:
+        for texture, fbo in self.targets + ([self.bars_target] if self.bars_target else []):
+            GL.glDeleteFramebuffers(1, [fbo])
+            GL.glDeleteTextures(1, [texture])
+        self.targets, self.bars_target = [], None
+
+
+def _texture(width: int, height: int) -> int:
+    """An empty RGBA8 texture, linear filtering, clamped, no mipmaps."""
+    texture = int(GL.glGenTextures(1))
+    GL.glBindTexture(GL.GL_TEXTURE_2D, texture)
+    GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, width, height, 0, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, None)
+    for param, value in ((GL.GL_TEXTURE_MIN_FILTER, GL.GL_LINEAR), (GL.GL_TEXTURE_MAG_FILTER, GL.GL_LINEAR),
+                         (GL.GL_TEXTURE_WRAP_S, GL.GL_CLAMP_TO_EDGE), (GL.GL_TEXTURE_WRAP_T, GL.GL_CLAMP_TO_EDGE)):
+        GL.glTexParameteri(GL.GL_TEXTURE_2D, param, value)
+    GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+    return texture
+
+
+def _framebuffer(texture: int, what: str) -> int:
+    """A framebuffer with `texture` as its colour attachment, left bound."""
+    fbo = int(GL.glGenFramebuffers(1))
+    GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, fbo)
+    GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0, GL.GL_TEXTURE_2D, texture, 0)
+    status = GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER)
+    if status != GL.GL_FRAMEBUFFER_COMPLETE:
+        GL.glDeleteFramebuffers(1, [fbo])
+        raise RuntimeError(f"the GL driver refused {what} (status 0x{int(status):x})")
+    return fbo

@@ -1,0 +1,1 @@
+"""Where frames go: the avatar view in the window, and video export."""

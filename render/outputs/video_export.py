@@ -1,0 +1,277 @@
+"""Talking-avatar videos: frames rendered offscreen at exact media times, streamed with
+their audio into an H.264 + AAC MP4 (PyAV, whose wheels bundle FFmpeg).
+
+Frame k shows the media span [k/fps, (k+1)/fps): its mouth pose comes from the same
+`frame_pose(t_start, period)` the live view pulls, blinks and breathing from the same
+pure functions of time, so an export looks like what the app shows. Frames go to the
+encoder one at a time and audio is fed alongside them, so memory stays bounded however
+long the recording is.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import wave
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+from pipeline.core.frames import MouthPose, PhonemeTiming, SpeechSegment
+from pipeline.core.output_paths import OutputPathError, check_output_path
+from pipeline.lipsync.model import infer_file, read_wav_blocks
+from pipeline.voice.speech_timeline import SpeechTimeline
+from pipeline.voice.viseme_track import VisemeTrack
+from render.gl.offscreen import OffscreenTarget
+from render.rigs.loader import AvatarRig, renderer_for
+from render.timing import idle_motion
+
+PoseSource = Callable[[float, float], MouthPose]
+
+FPS_RANGE = (1.0, 120.0)
+# H.264 (4:2:0) needs even sides; past 4096 x264 leaves the levels players decode.
+SIZE_RANGE = (16, 4096)
+# A rig's own size is the default, shrunk to fit full HD: a 24-megapixel photo would
+# otherwise make a video few players decode smoothly.
+DEFAULT_MAX_SIZE = (1920, 1080)
+# Sample rates AAC signals directly; other rates are resampled to 48 kHz.
+AAC_RATES = frozenset({8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000,
+                       64000, 88200, 96000})
+
+
+class ExportError(Exception):
+    """A video that cannot be made; the message is for the user."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Soundtrack:
+    """What the video says: mono audio, streamed in blocks, and the mouth for any frame.
+
+    `blocks()` starts the audio from its first sample each time it is called."""
+
+    sample_rate: int
+    duration: float
+    blocks: Callable[[], Iterable[np.ndarray]]
+    pose: PoseSource
+
+
+@dataclass(frozen=True, slots=True)
+class VideoSettings:
+    fps: float = 30.0
+    size: tuple[int, int] = (512, 512)
+    background: tuple[float, float, float] = (0.125, 0.137, 0.165)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    path: Path
+    duration: float
+    frames: int
+    size: tuple[int, int]
+    fps: float
+
+
+def speech_soundtrack(segments: Sequence[SpeechSegment]) -> Soundtrack:
+    """Synthesized sentences back to back, each one's visemes placed at its first
+    sample, as the live speech stage places them on the media clock."""
+    if not segments:
+        raise ExportError("There is no speech to put in the video.")
+    rate = segments[0].sample_rate
+    timeline = SpeechTimeline()
+    samples = 0
+    for segment in segments:
+        if segment.sample_rate != rate:
+            raise ValueError(f"segments differ in sample rate ({rate} vs {segment.sample_rate} Hz)")
+        timeline.schedule(VisemeTrack(segment.phonemes), samples / rate)
+        samples += len(segment.audio)
+    return Soundtrack(rate, samples / rate, lambda: (s.audio for s in segments),
+                      timeline.frame_pose)
+
+
+def audio_file_soundtrack(path: Path) -> Soundtrack:
+    """A WAV file (mixed to mono) whose mouth follows the lip-shape model the live
+    microphone uses, its cues timed like phonemes."""
+    rate, duration = _wav_info(path)
+    cues = infer_file(path)
+    timeline = SpeechTimeline()
+    if cues:
+        timeline.schedule(VisemeTrack([PhonemeTiming(c.value, c.value, c.start, c.end)
+                                       for c in cues]), 0.0)
+    return Soundtrack(rate, duration, lambda: read_wav_blocks(path)[1], timeline.frame_pose)
+
+
+def _wav_info(path: Path) -> tuple[int, float]:
+    if not path.is_file():
+        raise ExportError(f"Audio file not found: {path}.")
+    try:
+        with wave.open(str(path), "rb") as f:
+            rate, frames, width = f.getframerate(), f.getnframes(), f.getsampwidth()
+        if rate <= 0 or width not in (1, 2, 3, 4):
+            raise wave.Error(f"unsupported layout ({width * 8}-bit at {rate} Hz)")
+    except (wave.Error, EOFError, OSError) as exc:
+        raise ExportError(f"{path} is not a readable PCM WAV file ({exc}).") from None
+    if frames == 0:
+        raise ExportError(f"{path} holds no audio.")
+    return rate, frames / rate
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """'WxH' → (W, H), checked with check_size."""
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ExportError(f"Video size {text!r} is not WIDTHxHEIGHT in pixels (e.g. 1280x720).")
+    size = (int(parts[0]), int(parts[1]))
+    check_size(size)
+    return size
+
+
+def check_size(size: tuple[int, int]) -> None:
+    lo, hi = SIZE_RANGE
+    w, h = size
+    if not (lo <= w <= hi and lo <= h <= hi):
+        raise ExportError(f"Video size {w}x{h} is out of range: each side must be {lo} to {hi} pixels.")
+    if w % 2 or h % 2:
+        raise ExportError(f"Video size {w}x{h} has an odd side; H.264 video needs even width "
+                          "and height.")
+
+
+def check_fps(fps: float) -> None:
+    lo, hi = FPS_RANGE
+    if not (math.isfinite(fps) and lo <= fps <= hi):
+        raise ExportError(f"Frame rate {fps:g} is out of range: use {lo:g} to {hi:g} frames per second.")
+
+
+def fit_size(canvas: tuple[int, int], height: int | None = None,
+             limit: tuple[int, int] = DEFAULT_MAX_SIZE) -> tuple[int, int]:
+    """The video size for a canvas: `height` pixels high at the canvas's aspect, or the
+    canvas itself shrunk to fit `limit`; both sides rounded to even."""
+    cw, ch = canvas
+    if height is None:
+        scale = min(1.0, limit[0] / cw, limit[1] / ch)
+        w, h = cw * scale, ch * scale
+    else:
+        w, h = cw * height / ch, height
+    size = (max(2, 2 * round(w / 2)), max(2, 2 * round(h / 2)))
+    check_size(size)
+    return size
+
+
+def check_output(path: Path) -> None:
+    """Refuse an output the export could not write, before any work is done: the check
+    every output of the app goes through (pipeline.core.output_paths), and an .mp4 name."""
+    try:
+        check_output_path(path)
+    except OutputPathError as exc:
+        raise ExportError(str(exc)) from None
+    if path.suffix.lower() != ".mp4":
+        raise ExportError(f"cannot write {path}: the output must be an .mp4 file")
+
+
+def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: VideoSettings,
+                 progress: Callable[[int, int], None] | None = None) -> ExportResult:
+    """Render the avatar `rig` speaking `soundtrack` into the MP4 `out`. A QGuiApplication must
+    exist; it makes the GL context (OffscreenError if it cannot). The file appears only
+    when complete."""
+    check_output(out)
+    check_fps(settings.fps)
+    check_size(settings.size)
+    fps = Fraction(settings.fps).limit_denominator(1001)
+    period = 1.0 / float(fps)
+    frames = max(1, math.ceil(soundtrack.duration * float(fps) - 1e-9))
+    w, h = settings.size
+    partial = out.with_name(f".{out.name}.part")
+    try:
+        with OffscreenTarget(w, h) as target:
+            renderer = renderer_for(rig, (*settings.background, 1.0))
+            renderer.initialize()
+            try:
+                renderer.set_rig(rig)
+                renderer.resize(w, h)
+                with av.open(str(partial), "w", format="mp4",
+                             options={"movflags": "+faststart"}) as container:
+                    _encode(container, target, renderer, soundtrack, fps, period, frames,
+                            progress)
+            finally:
+                target.make_current()
+                renderer.release()
+        os.replace(partial, out)
+    except OSError as exc:
+        raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        partial.unlink(missing_ok=True)
+    return ExportResult(out, soundtrack.duration, frames, (w, h), float(fps))
+
+
+def _encode(container, target: OffscreenTarget, renderer, soundtrack: Soundtrack,
+            fps: Fraction, period: float, frames: int,
+            progress: Callable[[int, int], None] | None) -> None:
+    w, h = target.width, target.height
+    video = container.add_stream("libx264", rate=fps)
+    video.width, video.height, video.pix_fmt = w, h, "yuv420p"
+    video.options = {"crf": "18", "preset": "veryfast"}
+    rate = soundtrack.sample_rate
+    audio = container.add_stream("aac", rate=rate if rate in AAC_RATES else 48_000)
+    audio.layout = "mono"
+    audio_blocks = iter(soundtrack.blocks())
+    fed = 0  # audio samples handed to the encoder
+    pixels = np.empty((h, w, 4), np.uint8)
+    for k in range(frames):
+        t = k * period
+        target.bind()
+        renderer.draw(soundtrack.pose(t, period), idle_motion.blink(t), idle_motion.breathing(t))
+        target.read_pixels(pixels)
+        frame = av.VideoFrame.from_ndarray(pixels, format="rgba")
+        frame.pts = k
+        container.mux(video.encode(frame))
+        # Audio runs a frame ahead of the pictures, so the file interleaves evenly.
+        fed = _feed_audio(container, audio, audio_blocks, rate, fed, (k + 2) * period)
+        if progress is not None:
+            progress(k + 1, frames)
+    _feed_audio(container, audio, audio_blocks, rate, fed, math.inf)
+    container.mux(audio.encode(None))
+    container.mux(video.encode(None))
+
+
+def _feed_audio(container, stream, blocks: Iterator[np.ndarray], rate: int, fed: int,
+                until: float) -> int:
+    while fed < until * rate:
+        block = next(blocks, None)
+        if block is None:
+            break
+        if not len(block):
+            continue
+        frame = av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(block, np.float32).reshape(1, -1), format="flt", layout="mono")
+        frame.sample_rate = rate
+        frame.time_base = Fraction(1, rate)
+        frame.pts = fed
+        container.mux(stream.encode(frame))
+        fed += len(block)
+    return fed
+
+
+class ProgressLine:
+    """`progress` for export_video that redraws one line on a stream at most 4 times a second."""
+
+    def __init__(self, stream, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.clock = clock
+        self._shown = -math.inf
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if done < total and now - self._shown < 0.25:
+            return
+        self._shown = now
+        end = "\n" if done == total else ""
+        self.stream.write(f"\rrendering frame {done}/{total} ({100 * done // total}%)" + end)
+        self.stream.flush()

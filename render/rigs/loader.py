@@ -1,0 +1,52 @@
+"""Any avatar from a path: a sprite rig or a saved photo rig (manifest.json or its
+folder), or a face picture imported on the spot. The one place that knows the kinds, so
+the window, the settings and the video export treat every avatar alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from render.gl.photo_renderer import PhotoRenderer
+from render.gl.sprite_renderer import GLRenderer
+from render.rigs.photo import FORMAT as PHOTO_FORMAT
+from render.rigs.photo import PhotoRig, import_portrait, load_photo_rig
+from render.rigs.sprite import RigError, SpriteRig, load_rig
+
+AvatarRig = SpriteRig | PhotoRig
+PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+def is_picture(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in PICTURE_SUFFIXES
+
+
+def load_avatar_rig(path: str | Path) -> AvatarRig:
+    """The rig at `path`. RigError (a missing or broken rig) or PortraitError (a picture
+    with no usable face) say what is wrong, in words for the user."""
+    path = Path(path)
+    if not path.exists():
+        raise RigError(f"Avatar not found: {path}.")
+    if is_picture(path):
+        return import_portrait(path)
+    manifest = path / "manifest.json" if path.is_dir() else path
+    if _manifest_format(manifest) == PHOTO_FORMAT:
+        return load_photo_rig(manifest)
+    return load_rig(manifest)
+
+
+def renderer_for(rig: AvatarRig, clear_color: tuple[float, float, float, float]
+                 ) -> GLRenderer | PhotoRenderer:
+    """A renderer (GLRenderer's interface) that draws this kind of rig."""
+    kind = PhotoRenderer if isinstance(rig, PhotoRig) else GLRenderer
+    return kind(clear_color=clear_color)
+
+
+def _manifest_format(path: Path) -> object:
+    """The manifest's "format", or None where it has none: the sprite rig loader then
+    explains what is wrong with the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data.get("format") if isinstance(data, dict) else None

@@ -1,0 +1,149 @@
+"""A fixed, time-indexed ring of mouth frames shared by one producer and one consumer.
+
+Frame k covers media time [phase + k·period, phase + (k+1)·period) and lives in slot
+k mod count. The renderer sets `phase` from the heard time of its ticks, so a frame's
+span is exactly the span during which it is on screen. Nothing is allocated per frame
+and nothing is locked: each slot carries a write sequence number that the producer
+clears before writing and sets last, and a reader that sees it change discards what
+it read (a seqlock), so a torn frame is never returned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from pipeline.core.frames import MouthPose
+
+_WRITING = -1
+
+
+def midway(before: MouthPose, after: MouthPose) -> MouthPose:
+    """A stand-in for a missing frame from its two neighbours: halfway between them."""
+    openness = 0.5 * (before.openness + after.openness)
+    if before.viseme_a == after.viseme_a and before.viseme_b == after.viseme_b:
+        return MouthPose(before.viseme_a, before.viseme_b, 0.5 * (before.mix + after.mix), openness)
+    return MouthPose(before.dominant, after.dominant, 0.5, openness)
+
+
+_TORN = object()
+_READ_TRIES = 3
+
+
+class FrameSlots:
+    """`count` preallocated frame slots of `period` seconds each, indexed by media time."""
+
+    def __init__(self, count: int, period: float) -> None:
+        if count < 3:
+            raise ValueError("FrameSlots needs at least 3 slots (previous, current, next)")
+        if period <= 0:
+            raise ValueError("period must be positive")
+        self.count = count
+        self.period = float(period)
+        self.frame = np.full(count, np.iinfo(np.int64).min, dtype=np.int64)
+        self.epoch = np.zeros(count, dtype=np.int64)
+        self.stamp = np.zeros(count, dtype=np.float64)
+        self.viseme_a = np.zeros(count, dtype=np.int16)
+        self.viseme_b = np.zeros(count, dtype=np.int16)
+        self.mix = np.zeros(count, dtype=np.float64)
+        self.openness = np.zeros(count, dtype=np.float64)
+        self.seq = np.zeros(count, dtype=np.int64)
+        self._writes = 0
+        # (epoch, phase) is replaced as one tuple so the producer never pairs an epoch
+        # with another's phase; a new epoch makes every frame written before it stale.
+        self._timebase: tuple[int, float] = (0, 0.0)
+        # Stamp of the last frame take() returned, read inside its consistency check.
+        self.taken_stamp = 0.0
+        self.presented = 0
+        self.late = 0
+        self.fallback = 0
+        self.dropped = 0
+
+    @property
+    def phase(self) -> float:
+        return self._timebase[1]
+
+    @property
+    def timebase(self) -> tuple[int, float]:
+        """(epoch, phase): frames written under another epoch are not returned by take()."""
+        return self._timebase
+
+    def align(self, heard: float) -> bool:
+        """Keep frame boundaries on the renderer's ticks: re-phase to `heard` only when
+        the boundary has drifted more than period/8 from it. The drift is measured
+        across the wrap and applied as is (phase is not reduced modulo the period), so
+        frame indices keep their meaning and frames made just before a small re-phase
+        stay usable (see take). Returns True when it re-phased."""
+        epoch, phase = self._timebase
+        p = self.period
+        drift = (heard - phase + 0.5 * p) % p - 0.5 * p
+        if abs(drift) <= p / 8:
+            return False
+        self._timebase = (epoch, phase + drift)
+        return True
+
+    def invalidate(self) -> None:
+        """Make every stored frame stale (new utterance, seek, new pose source)."""
+        epoch, phase = self._timebase
+        self._timebase = (epoch + 1, phase)
+
+    def frame_index(self, t: float) -> int:
+        """Index of the frame whose span contains media time t."""
+        return math.floor((t - self._timebase[1]) / self.period)
+
+    def frame_start(self, frame_index: int) -> float:
+        return self._timebase[1] + frame_index * self.period
+
+    def write(self, frame_index: int, pose: MouthPose,
+              timebase: tuple[int, float] | None = None) -> None:
+        """Store `pose` as frame `frame_index`. `timebase` is the (epoch, phase) the
+        producer computed the frame under; a frame of a superseded epoch is never taken."""
+        epoch, phase = self._timebase if timebase is None else timebase
+        s = frame_index % self.count
+        self.seq[s] = _WRITING
+        self.frame[s] = frame_index
+        self.epoch[s] = epoch
+        self.stamp[s] = phase + (frame_index + 0.5) * self.period
+        self.viseme_a[s] = pose.viseme_a
+        self.viseme_b[s] = pose.viseme_b
+        self.mix[s] = pose.mix
+        self.openness[s] = pose.openness
+        self._writes += 1
+        self.seq[s] = self._writes
+
+    def take(self, frame_index: int) -> MouthPose | None:
+        """The pose stored for `frame_index`, or None when the slot does not hold that
+        frame: not produced yet, overwritten, of an older epoch, or made for a phase more
+        than period/4 away from the current one. A slot caught mid-write (the producer
+        re-making it) is read again: the write takes microseconds."""
+        for _ in range(_READ_TRIES):
+            pose = self._read(frame_index)
+            if pose is not _TORN:
+                return pose
+            # The writer is another Python thread: yield the GIL so it can finish.
+            time.sleep(0)
+        return None
+
+    def _read(self, frame_index: int):
+        s = frame_index % self.count
+        before = self.seq[s]
+        if before == _WRITING:
+            return _TORN
+        epoch, phase = self._timebase
+        if self.frame[s] != frame_index or self.epoch[s] != epoch:
+            return None
+        stamp = self.stamp[s]
+        if abs(stamp - (phase + (frame_index + 0.5) * self.period)) > 0.25 * self.period:
+            return None
+        pose = MouthPose(int(self.viseme_a[s]), int(self.viseme_b[s]),
+                         float(self.mix[s]), float(self.openness[s]))
+        if self.seq[s] != before:
+            return _TORN
+        self.taken_stamp = float(stamp)
+        return pose
+
+    def counters(self) -> dict[str, int]:
+        return {"presented": self.presented, "late": self.late,
+                "fallback": self.fallback, "dropped": self.dropped}
