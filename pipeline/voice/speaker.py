@@ -5,6 +5,14 @@ A worker thread pulls the streaming voice chunk by chunk: each sentence's plan (
 phoneme timeline) goes on the media clock with its first audio, right after the previous
 sentence, and every chunk is written at its exact place behind it. Long text streams with
 bounded memory; Stop and barge-in cancel between chunks and silence what is scheduled.
+
+Text can also be appended to what is being said (``append``): it is spoken right after,
+sample-contiguous with it when it comes in time, as one speech would be. Text arriving
+in pieces (an LLM's tokens) is held until a sentence is complete (SentencePieces).
+
+Besides the speech's start and end, each sentence and viseme is published with
+the media time it will be heard at, as soon as it is scheduled (ahead of hearing: what
+captions and other apps follow).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import numpy as np
 from pipeline.audio.output import AudioOutput
 from pipeline.audio.resample import StreamResampler
 from pipeline.core.clock import MediaClock
+from pipeline.text.incremental import SentencePieces
 from pipeline.text.input import TextInputError
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.streaming_tts import (
@@ -81,7 +90,28 @@ class SpeechFinished:
     underruns: int  # chunks that arrived after their time to play (their late part dropped)
 
 
-SpeechEvent = SpeechStarted | SpeechNotice | SpeechFailed | SpeechFinished
+@dataclass(frozen=True, slots=True)
+class SentenceTimed:
+    """A sentence scheduled: heard from ``start`` (media time, seconds) on."""
+
+    request: int
+    text: str
+    start: float
+
+
+@dataclass(frozen=True, slots=True)
+class VisemeTimed:
+    """A viseme scheduled as the mouth's target over [start, end) in media time: the
+    speech timeline's own cues (pipeline.voice.viseme_track), one event each."""
+
+    request: int
+    viseme: str
+    start: float
+    end: float
+
+
+SpeechEvent = (SpeechStarted | SpeechNotice | SpeechFailed | SpeechFinished
+               | SentenceTimed | VisemeTimed)
 
 
 @dataclass(slots=True)
@@ -90,6 +120,8 @@ class _Request:
     text: str
     requested_at: float
     cancel: threading.Event
+    append: bool = False  # continues the speech before it instead of interrupting it
+    stops: int = 0  # Speaker._stops when it was made: a Stop since ends what it continues
 
 
 class Speaker:
@@ -123,8 +155,14 @@ class Speaker:
         self.mode = mode
         self._now = now
         self._requests: queue.Queue[_Request | None] = queue.Queue()
-        self._current: _Request | None = None
+        # Requests queued or speaking that a Stop must cancel (the caller's thread's).
+        self._live: list[_Request] = []
         self._next_id = 0
+        self._stops = 0
+        self._pieces = SentencePieces()
+        # The worker's: where the last speech's sound ends (output samples), and the Stop
+        # count it was scheduled under, for a request that continues it.
+        self._tail: tuple[int, int] | None = None
         # Held while checking for cancellation and scheduling, and while stopping, so a
         # sentence can never be scheduled after the Stop that should have dropped it.
         self._schedule_lock = threading.Lock()
@@ -150,18 +188,34 @@ class Speaker:
     def say(self, text: str) -> int:
         """Speak `text`, interrupting whatever is being said (barge-in). Returns its id."""
         self.stop()
+        return self._queue(text, append=False)
+
+    def append(self, text: str, final: bool = True) -> int | None:
+        """Speak `text` after what is being said, gap-free when it comes before that ends
+        (or now, if nothing is). With ``final`` False, `text` is a piece of a longer
+        text: only the sentences it completes are queued, the rest waits for the next
+        piece. Returns the id of the request queued, None if `text` only was held."""
+        ready = self._pieces.push(text)
+        if final:
+            ready = " ".join(t for t in (ready, self._pieces.flush()) if t)
+        return self._queue(ready, append=True) if ready else None
+
+    def _queue(self, text: str, append: bool) -> int:
         self._next_id += 1
-        request = _Request(self._next_id, text, self._now(), threading.Event())
-        self._current = request
+        request = _Request(self._next_id, text, self._now(), threading.Event(), append, self._stops)
+        self._live = [r for r in self._live if r.id > self._finished_id] + [request]
         self._requests.put(request)
         return request.id
 
     def stop(self) -> None:
-        """Silence speech now (short fade) and let the mouth close."""
+        """Silence speech now (short fade) and let the mouth close; text queued or held
+        to be appended is dropped too."""
+        self._pieces.clear()
         with self._schedule_lock:
-            current = self._current
-            if current is not None:
-                current.cancel.set()
+            self._stops += 1
+            for request in self._live:
+                request.cancel.set()
+            self._live = []
             if self._output is not None:
                 end = self._output.stop_speech()
             else:
@@ -200,6 +254,12 @@ class Speaker:
         plan: SentencePlan | None = None
         plan_start = written = 0
         end_pos = None
+        # Continuing: the first plan follows the last speech's sound if it is still to
+        # be heard, as a speech's second sentence follows its first (a gap, counted, if
+        # it cannot); after a Stop, or once that sound is over, it starts afresh.
+        if (request.append and self._tail is not None and self._tail[1] == request.stops
+                and self._tail[0] / rate > self._clock.media_time_now()):
+            end_pos = self._tail[0]
         resampler: StreamResampler | None = None
         stream = self._tts.stream(
             request.text, mode=lambda: self.mode, cancel=request.cancel,
@@ -227,9 +287,11 @@ class Speaker:
                     plan_start = self._start_of_plan(end_pos, lead=0.0 if started else self.start_lead_s)
                     if end_pos is not None and plan_start > end_pos:
                         gaps += 1
-                    self._timeline.schedule(VisemeTrack(plan.phonemes), plan_start / rate)
+                    track = VisemeTrack(plan.phonemes)
+                    self._timeline.schedule(track, plan_start / rate)
                     # As many samples as the resampler makes of the plan (it rounds up).
                     end_pos = plan_start + -(-plan.total_samples * rate // plan.sample_rate)
+                    self._announce(request.id, plan, track, plan_start / rate)
                 dropped = self._write(plan_start + written, audio)
                 if dropped:
                     underruns += 1
@@ -243,9 +305,17 @@ class Speaker:
         self._adapt_start_lead(underruns + gaps)
         if end_pos is not None and not request.cancel.is_set():
             self._heard_until = end_pos / rate
+        self._tail = None if end_pos is None or request.cancel.is_set() else (end_pos, request.stops)
         self._emit(SpeechFinished(
             request.id, (end_pos or 0) / rate, request.cancel.is_set(), gaps, underruns,
         ))
+
+    def _announce(self, request: int, plan: SentencePlan, track: VisemeTrack, start: float) -> None:
+        """Publish the plan's sentence and visemes at their media times."""
+        if plan.text:
+            self._emit(SentenceTimed(request, plan.text, start))
+        for cue in track.cues():
+            self._emit(VisemeTimed(request, cue.value, start + cue.start, start + cue.end))
 
     def _adapt_start_lead(self, late_events: int) -> None:
         if late_events:

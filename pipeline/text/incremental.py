@@ -1,0 +1,50 @@
+"""Text that arrives in pieces (an LLM's tokens, a chat relay) turned into text the voice
+can speak: whole sentences, released as soon as each is known to be complete.
+
+A sentence end is only known once what follows it has arrived: "3." may go on as
+"3.14", "Mr" as "Mr." and then a name. So a piece is held until a sentence-ending mark
+is followed by white space, or until the caller says the text is complete.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A sentence-ending mark (closing quotes and brackets may follow it) and then white space.
+_SENTENCE_END = re.compile(r"[.!?;…]+[\"'”’)\]]*\s+|\n\s*")
+# A run-on text with no sentence end is released at a word gap past this many
+# characters, so a listener is not kept waiting: about 3 s of speech at the voice's
+# rate (bench/tts_latency.py's paragraph: ~15 characters a second).
+MAX_HELD_CHARS = 200
+
+
+class SentencePieces:
+    """Collects pieces; ``push`` returns the text that is now complete (or "")."""
+
+    def __init__(self, max_held: int = MAX_HELD_CHARS) -> None:
+        self._held = ""
+        self._max_held = max_held
+
+    @property
+    def held(self) -> str:
+        """What has arrived but is not complete yet."""
+        return self._held
+
+    def push(self, piece: str) -> str:
+        self._held += piece
+        end = 0
+        for match in _SENTENCE_END.finditer(self._held):
+            end = match.end()
+        if end == 0 and len(self._held) > self._max_held:
+            gap = self._held.rfind(" ", 0, len(self._held) - 1)
+            end = gap + 1 if gap > 0 else 0
+        ready, self._held = self._held[:end], self._held[end:]
+        return ready.strip()
+
+    def flush(self) -> str:
+        """All that is held, complete or not (the text has ended)."""
+        ready, self._held = self._held, ""
+        return ready.strip()
+
+    def clear(self) -> None:
+        self._held = ""
