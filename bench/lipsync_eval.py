@@ -48,12 +48,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe, publish  # noqa: E402
 from pipeline.audio.resample import resample  # noqa: E402
+from pipeline.core.modes import MODE_NAMES  # noqa: E402
 from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
 from pipeline.lipsync.features import as_mono_float  # noqa: E402
 from pipeline.lipsync.model import (  # noqa: E402,E501
     COARSE,
     COARSE_GROUPS,
     DEFAULT_MODEL,
+    MODES_MS,
     LipShapeModel,
     VisemeSmoother,
 )
@@ -245,7 +247,7 @@ def main() -> None:
     t0 = time.time()
     data = sdist_data()
     refs, preds = [], {}
-    hop_times: dict[str, list[float]] = {"ultra": [], "balanced": [], "premium": []}
+    hop_times: dict[str, list[float]] = {mode: [] for mode in MODE_NAMES}
     for name, audio, text in clips(data):
         ref = align(name, audio, text)
         n = len(ref)
@@ -256,7 +258,7 @@ def main() -> None:
                    "mfcc_templates": (mfcc_templates(audio, n),) * 2}
         models = {"ours": args.model, **({"candidate": args.candidate} if args.candidate else {})}
         for label, path in models.items():
-            for mode, ms in (("ultra", 10), ("balanced", 30), ("premium", 60)):
+            for mode, ms in MODES_MS.items():
                 raw, smooth = ours(audio, n, ms, hop_times[mode] if label == "ours" else [], path)
                 systems[f"{label}_{mode}_raw"] = (raw, raw)
                 systems[f"{label}_{mode}_smoothed"] = (smooth, smooth)

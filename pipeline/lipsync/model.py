@@ -23,6 +23,7 @@ import numpy as np
 import onnxruntime
 
 from pipeline.core.frames import MouthPose, VisemeCue
+from pipeline.core.modes import BALANCED, DEFAULT_MODE, OFFLINE_MODE, PREMIUM, ULTRA
 from pipeline.core.resources import ASSETS_DIR
 from pipeline.core.visemes import MUST_SHOW, OPENNESS, OVR_VISEMES, VISEME_INDEX
 from pipeline.infer.sessions import build_session
@@ -37,15 +38,15 @@ from pipeline.lipsync.features import (
 )
 
 DEFAULT_MODEL = ASSETS_DIR / "models" / "lipsync.onnx"
-MODES_MS: dict[str, int] = {"ultra": 10, "balanced": 30, "premium": 60}
+MODES_MS: dict[str, int] = {ULTRA: 10, BALANCED: 30, PREMIUM: 60}
 # What each latency mode trades on the microphone's side, for the settings panel. The
 # ranking is measured on real speech (bench/results/lipsync_eval.json): the less the
 # model may hear ahead, the more often it confuses shapes that look alike.
 MIC_TRADES: dict[str, str] = {
-    "ultra": "Microphone: the mouth trails the voice the least (10 ms look-ahead); the "
+    ULTRA: "Microphone: the mouth trails the voice the least (10 ms look-ahead); the "
     "least exact shapes.",
-    "balanced": "Microphone: 30 ms look-ahead; nearly premium's shapes.",
-    "premium": "Microphone: 60 ms look-ahead; the most exact shapes.",
+    BALANCED: "Microphone: 30 ms look-ahead; nearly premium's shapes.",
+    PREMIUM: "Microphone: 60 ms look-ahead; the most exact shapes.",
 }
 FRAME_S = HOP / SAMPLE_RATE
 _SIL = VISEME_INDEX["sil"]
@@ -80,7 +81,7 @@ class LipShapeModel:
     pipeline.infer.sessions.PROVIDERS; `provider_choice` says what the model got.
     """
 
-    def __init__(self, path: Path | str = DEFAULT_MODEL, lookahead_ms: float = MODES_MS["balanced"],
+    def __init__(self, path: Path | str = DEFAULT_MODEL, lookahead_ms: float = MODES_MS[DEFAULT_MODE],
                  provider: str = "cpu"):
         path = Path(path)
         if not path.is_file():
@@ -310,7 +311,7 @@ def _pcm(raw: bytes, width: int) -> np.ndarray:
     return np.frombuffer(raw, np.int16 if width == 2 else np.int32)
 
 
-def infer_file(path: Path | str, lookahead_ms: float = MODES_MS["premium"],
+def infer_file(path: Path | str, lookahead_ms: float = MODES_MS[OFFLINE_MODE],
                model_path: Path | str = DEFAULT_MODEL) -> list[VisemeCue]:
     """Mouth cues for a WAV file, from the same model and smoother as the live path.
 

@@ -55,6 +55,7 @@ from piper import PiperVoice
 from piper.const import BOS, EOS
 
 from pipeline.core.frames import PhonemeTiming
+from pipeline.core.modes import BALANCED, DEFAULT_MODE, PREMIUM, ULTRA
 from pipeline.infer.sessions import ProviderChoice, build_session
 from pipeline.text.input import PreparedText, prepare_text
 from pipeline.voice.tts import (
@@ -198,16 +199,16 @@ class LatencyMode:
 
 
 LATENCY_MODES: dict[str, LatencyMode] = {
-    "ultra": LatencyMode(
-        name="ultra",
+    ULTRA: LatencyMode(
+        name=ULTRA,
         description="Fastest start: the smallest chunks and vocoder context (seams off by "
         "up to ~2e-2, -35 dB) and a preview start; more CPU per second of speech.",
         first_chunk_frames=3, chunk_frames=16, context_frames=6,
         first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
         first_flow_context=12,
     ),
-    "balanced": LatencyMode(
-        name="balanced",
+    BALANCED: LatencyMode(
+        name=BALANCED,
         description="Starts almost at once: the first 70 ms are a preview (typically within "
         "-40 dB of exact, -25 dB at worst), the rest is exact; the first words are timed "
         "from a short look ahead.",
@@ -215,8 +216,8 @@ LATENCY_MODES: dict[str, LatencyMode] = {
         first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
         first_flow_context=12, first_context_frames=6,
     ),
-    "premium": LatencyMode(
-        name="premium",
+    PREMIUM: LatencyMode(
+        name=PREMIUM,
         description="Whole-sentence prosody, exactly as the voice reads it; the start "
         "waits for the whole sentence to be read (longer for long sentences).",
         first_chunk_frames=8, chunk_frames=64, context_frames=12,
@@ -408,7 +409,7 @@ class StreamingTTS:
     def stream(
         self,
         text: str,
-        mode: ModeSource = LATENCY_MODES["balanced"],
+        mode: ModeSource = LATENCY_MODES[DEFAULT_MODE],
         cancel: threading.Event | None = None,
         length_scale: float | None = None,
     ) -> Iterator[SentencePlan | AudioChunk]:
