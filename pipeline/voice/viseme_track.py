@@ -13,6 +13,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipeline.core.easing import smoothstep
 from pipeline.core.frames import MouthPose, PhonemeTiming, VisemeCue
 from pipeline.core.visemes import (
     CLUSTERS,
@@ -121,12 +122,6 @@ class _Segment:
     @property
     def duration(self) -> float:
         return self.end - self.start
-
-
-def smoothstep(x: float) -> float:
-    """0 → 0, 1 → 1 with zero slope at both ends, clamped outside [0, 1]."""
-    x = min(1.0, max(0.0, x))
-    return x * x * (3.0 - 2.0 * x)
 
 
 class VisemeTrack:

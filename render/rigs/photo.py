@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.core.easing import smoothstep
 from pipeline.core.frames import MouthPose
 from pipeline.core.visemes import OVR_VISEMES
 from pipeline.face.landmarks import (
@@ -314,11 +315,6 @@ def _upsample(contour: np.ndarray) -> np.ndarray:
     return out
 
 
-def _smoothstep(e0: float, e1: float, x):
-    t = np.clip((np.asarray(x, dtype=np.float64) - e0) / (e1 - e0), 0.0, 1.0)
-    return t * t * (3.0 - 2.0 * t)
-
-
 def _superellipse(phi: np.ndarray, right: float, left: float, up: float, down: float) -> np.ndarray:
     """Points (local x right, y down) on an asymmetric superellipse at parameters phi."""
     cos, sin = np.cos(phi), np.sin(phi)
@@ -411,7 +407,7 @@ def _build_mouth(mesh: _Mesh, pts: np.ndarray, size: tuple[int, int], articulati
     rings_l = [inner_l, outer_l] + [outer_l + f * (border_l - outer_l) for f in MOUTH_RING_F]
     ring_f = [0.0, 0.0] + list(MOUTH_RING_F)
     sin_phi = np.sin(phi)
-    lowerness = _smoothstep(-0.25, 0.25, sin_phi)
+    lowerness = smoothstep(sin_phi, -0.25, 0.25)
     jaw_weight = lowerness * (0.35 + 0.65 * np.abs(sin_phi))
     jaw_up = -JAW_UPPER_LIFT * (1.0 - lowerness) * np.abs(sin_phi)
     starts = []
@@ -420,13 +416,13 @@ def _build_mouth(mesh: _Mesh, pts: np.ndarray, size: tuple[int, int], articulati
         if r < 2:
             disp[:] = lips[:, r]
         else:
-            fade_y = 1.0 - _smoothstep(0.0, 0.6, f)
-            fade_x = 1.0 - _smoothstep(0.0, 0.75, f)
+            fade_y = 1.0 - smoothstep(f, 0.0, 0.6)
+            fade_x = 1.0 - smoothstep(f, 0.0, 0.75)
             disp[:N_VISEMES, :, 0] = lips[:N_VISEMES, 1, :, 0] * fade_x
             disp[:N_VISEMES, :, 1] = lips[:N_VISEMES, 1, :, 1] * fade_y
             # Gone before the last ring: only the skin just above the border ring
             # moves, by less than a pixel, and nothing at all at the border.
-            jaw_fade = 1.0 - _smoothstep(0.35, 0.85, f)
+            jaw_fade = 1.0 - smoothstep(f, 0.35, 0.85)
             jaw = JAW_CHIN * mw * articulation * (jaw_weight + jaw_up) * jaw_fade
             for v, name in enumerate(OVR_VISEMES):
                 if SHAPES[name].jaw is not None:
@@ -563,8 +559,8 @@ def _build_eye(mesh: _Mesh, pts: np.ndarray, indices: tuple[int, ...], ex: np.nd
     starts = []
     for f in (0.0,) + EYE_RING_F:
         ring = local + f * (border - local)
-        fade = np.where(upper, 1.0 - _smoothstep(0.0, 1.0, f) ** 0.7,
-                        1.0 - _smoothstep(0.0, 0.6, f))
+        fade = np.where(upper, 1.0 - smoothstep(f, 0.0, 1.0) ** 0.7,
+                        1.0 - smoothstep(f, 0.0, 0.6))
         disp = np.zeros((BLINK_ROW + 1, n, 2))
         disp[BLINK_ROW, :, 1] = lid * fade
         starts.append(mesh.add_skin(center + ring @ axes, disp @ axes))
