@@ -22,7 +22,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from pipeline.core.frames import MouthPose, PhonemeTiming, SpeechSegment
+from pipeline.core.frames import PhonemeTiming, SpeechSegment
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.lipsync.model import infer_file, read_wav_blocks
 from pipeline.voice.speech_timeline import SpeechTimeline
@@ -30,8 +30,7 @@ from pipeline.voice.viseme_track import VisemeTrack
 from render.gl.offscreen import OffscreenTarget
 from render.rigs.loader import AvatarRig, renderer_for
 from render.timing import idle_motion
-
-PoseSource = Callable[[float, float], MouthPose]
+from render.timing.frame_producer import PoseSource
 
 FPS_RANGE = (1.0, 120.0)
 # H.264 (4:2:0) needs even sides; past 4096 x264 leaves the levels players decode.
