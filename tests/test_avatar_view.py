@@ -102,7 +102,7 @@ def view(make_view):
 
 
 def test_pulls_the_heard_frame_every_tick_at_60fps(qt_app, view, record_property):
-    from render.outputs.avatar_view import PRESENTED
+    from render.outputs.avatar_view import LATE_HELD, PRESENTED
 
     ticks = record_ticks(view)
     origin = time.monotonic() + 0.05          # audio starts a little after the sources
@@ -151,7 +151,8 @@ def test_pulls_the_heard_frame_every_tick_at_60fps(qt_app, view, record_property
     assert len(unexplained) == 0 or stats["producer"]["dropped"] > 0, (
         f"late rows {unexplained.tolist()} of {len(log)}: producer {stats['producer']}, phase steps "
         f"{np.round(np.diff(phase) / period, 3).tolist()} periods", late)
-    assert stats["late"] == stats["fallback"] == len(late)
+    assert stats["late"] == stats["held"] + stats["interpolated"] == len(late)
+    assert stats["held"] == int((late["status"] == LATE_HELD).sum())
     shown = log[log["status"] == PRESENTED]
     assert stats["presented"] == len(shown)
     jitter = stats["tick_jitter_ms"]
@@ -360,3 +361,45 @@ def test_vsync_mode_ticks_on_swaps_and_falls_back_when_they_stop_blocking(qt_app
         pytest.skip(reason)
     assert np.median(intervals) == pytest.approx(view.period, rel=0.02)
     assert np.median(lateness) < 2e-3
+
+
+def on_screen(view) -> np.ndarray:
+    """What the X server shows where the view is, as H×W×3 RGB: the avatar's own native
+    window and whatever is drawn in it, not a render of the widgets."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtGui import QImage
+
+    origin = view.mapToGlobal(QPoint(0, 0))
+    img = view.screen().grabWindow(0, origin.x(), origin.y(), view.width(), view.height())
+    img = img.toImage().convertToFormat(QImage.Format.Format_RGBA8888)
+    assert (img.width(), img.height()) == (W, H)
+    return np.frombuffer(img.constBits(), dtype=np.uint8).reshape(H, W, 4)[..., :3].copy()
+
+
+def test_the_avatar_is_on_screen_in_its_own_window_with_child_widgets_over_it(qt_app, view):
+    from PySide6.QtGui import QColor, QPainter
+    from PySide6.QtWidgets import QWidget
+
+    class Marker(QWidget):
+        """A child widget over the avatar, as the app's landmark overlay is."""
+
+        def paintEvent(self, event):
+            painter = QPainter(self)
+            painter.fillRect(0, 0, 20, 20, QColor(255, 0, 0))
+            painter.end()
+
+    run_for(qt_app, 0.3)
+    shown = on_screen(view)
+    assert shown[60, 40].tolist() == [230, 190, 160]     # the rig, drawn in the window
+    assert shown[5, 5].tolist() == [0, 0, 0]             # the clear colour, alpha dropped
+    marker = Marker(view)
+    marker.setGeometry(0, 0, W, H)
+    marker.show()
+    run_for(qt_app, 0.2)
+    # The native window would hide a child widget: the view paints it into the window.
+    assert on_screen(view)[5, 5].tolist() == [255, 0, 0]
+    assert on_screen(view)[60, 40].tolist() == [230, 190, 160]
+    assert grabbed(view)[5, 5, 3] == 0                   # a screenshot is the avatar alone
+    marker.hide()
+    run_for(qt_app, 0.2)
+    assert on_screen(view)[5, 5].tolist() == [0, 0, 0]

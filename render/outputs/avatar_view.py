@@ -1,94 +1,126 @@
-"""The avatar on screen: a QOpenGLWidget that pulls one mouth frame per display tick.
+"""The avatar on screen: a native GL window of its own, drawing the frame the presenter
+gives it at each display tick.
 
-Each tick predicts when the frame it renders will be seen, asks the media clock what
-will be heard then, and takes exactly that frame from the slots the producer keeps
-filled. A frame that is not there is not waited for: the tick shows a fallback (the
-neighbours' midpoint, or the last frame held) and counts it late. Every tick is
-logged, so lip-sync can be checked frame by frame after the fact.
+The presenter (render/timing/presenter.py) decides what each tick shows; this output
+only paces it with the window's buffer swaps and a timer, and draws. The avatar is a
+QOpenGLWindow inside a window container rather than a QOpenGLWidget: a widget's frame is
+drawn into a texture that Qt then composes with the rest of the window on every frame,
+and with software GL (llvmpipe) that composing was two thirds of the 0.8 cores 60 fps
+cost (issue 12; bench/results/app_cpu_*.json has the figures). A native window is
+swapped on its own and nothing else is redrawn with it.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QImage, QSurfaceFormat
-from PySide6.QtOpenGLWidgets import QOpenGLWidget
+import shiboken6
+from OpenGL import GL
+from PySide6.QtCore import QRect, Qt, QTimer
+from PySide6.QtGui import QImage, QPainter, QRegion, QSurfaceFormat, QWindow
+from PySide6.QtOpenGL import QOpenGLWindow
+from PySide6.QtWidgets import QWidget
 
-from pipeline.core.frames import MouthPose
-from render.gl.sprite_renderer import GLRenderer
+from render.gl.sprite_renderer import GLRenderer, read_framebuffer
 from render.rigs.loader import AvatarRig, renderer_for
-from render.timing import idle_motion
-from render.timing.display_clock import VSYNC, DisplayClock
-from render.timing.frame_producer import FrameProducer, MediaClock, PoseSource
-from render.timing.frame_slots import FrameSlots, midway
+from render.timing.frame_producer import MediaClock, PoseSource
+from render.timing.presenter import (
+    LATE_HELD,
+    LATE_INTERPOLATED,
+    LOG_DTYPE,
+    PRESENTED,
+    REST,
+    AvatarFrame,
+    Pacing,
+    Presenter,
+)
 
-PRESENTED = 0
-LATE_HELD = 1
-LATE_INTERPOLATED = 2
-
-LOG_DTYPE = np.dtype([
-    ("tick", "f8"),         # monotonic time the tick ran
-    ("predicted", "f8"),    # monotonic time the frame is predicted to be on screen
-    ("heard", "f8"),        # media time heard at that instant
-    ("stamp", "f8"),        # media time the shown frame was made for (middle of its span)
-    ("viseme", "i2"),       # dominant viseme shown
-    ("mix", "f4"),
-    ("openness", "f4"),
-    ("status", "i1"),       # PRESENTED / LATE_HELD / LATE_INTERPOLATED
-])
-
-REST = MouthPose(0, 0, 0.0, 0.0)
-# If vsync swaps stop coming (window hidden, minimised), ticks must not stop with them.
-_VSYNC_WATCHDOG_PERIODS = 4
+# The statuses and the log's rows are the presenter's; the app reads them from here.
+__all__ = ["AvatarView", "LATE_HELD", "LATE_INTERPOLATED", "LOG_DTYPE", "PRESENTED"]
 
 
-class AvatarView(QOpenGLWidget):
-    """Renders a rig, its mouth pulled from frame slots on the display tick."""
+class _Surface(QOpenGLWindow):
+    """The avatar's native window; its GL callbacks are the view's."""
 
-    def __init__(self, parent=None, *, fps: float = 60.0,
-                 clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
-                 slot_count: int = 30, lookahead: float = 0.2, seed: int = 0,
-                 log_rows: int = 36_000, now: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(parent)
+    def __init__(self, view: AvatarView, parent) -> None:
+        super().__init__(QOpenGLWindow.UpdateBehavior.NoPartialUpdate, parent)
         fmt = QSurfaceFormat()
         fmt.setVersion(3, 3)
         fmt.setProfile(QSurfaceFormat.OpenGLContextProfile.CoreProfile)
         fmt.setAlphaBufferSize(8)
         fmt.setSwapInterval(1)
         self.setFormat(fmt)
-        self.period = 1.0 / fps
-        self.seed = seed
-        self.lookahead = lookahead
+        # Clicks, drops and focus belong to the widgets around it, as with a widget: the
+        # text field keeps the keyboard when the avatar is clicked.
+        self.setFlag(Qt.WindowType.WindowDoesNotAcceptFocus)
+        self.setFlag(Qt.WindowType.WindowTransparentForInput)
+        self._view = view
+
+    def initializeGL(self) -> None:
+        self._view._initialize_gl(self)
+
+    def resizeGL(self, width: int, height: int) -> None:
+        ratio = self.devicePixelRatio()
+        self._view.renderer.resize(round(width * ratio), round(height * ratio))
+
+    def paintGL(self) -> None:
+        self._view._paint_gl(self)
+
+
+class AvatarView(QWidget):
+    """Renders a rig, its mouth pulled from the presenter's frame slots on the display tick.
+
+    Child widgets of the view (the app's landmark overlay) are painted over the avatar
+    inside its GL window: the native window would hide them otherwise."""
+
+    def __init__(self, parent=None, *, fps: float = 60.0,
+                 clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
+                 slot_count: int = 30, lookahead: float = 0.2, seed: int = 0,
+                 log_rows: int = 36_000, now: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(parent)
+        self.presenter = Presenter(fps, slot_count=slot_count, lookahead=lookahead, seed=seed,
+                                   log_rows=log_rows, now=now)
         self._now = now
-        self.slots = FrameSlots(slot_count, self.period)
-        self.clock = DisplayClock(self.period, now)
         self.renderer = GLRenderer(clear_color)
-        self.producer: FrameProducer | None = None
-        self._media_time_at: MediaClock | None = None
         self._rig: AvatarRig | None = None
         self._rig_pending = False
         self._gl_ready = False
-        self._pose = REST
-        self._stamp = math.nan
-        self._blink = 0.0
-        self._breath = 0.0
-        self._blinking = True
-        self._breathing = True
-        self._log = np.zeros(log_rows, dtype=LOG_DTYPE)
-        self._log_count = 0
-        self._tick_times = np.zeros(120, dtype=np.float64)
-        self._ticks = 0
+        self._frame: AvatarFrame | None = None
         self._draw_seconds = np.zeros(600, dtype=np.float64)
         self._draws = 0
+        # The container takes the window and deletes it with itself, but PySide (6.11)
+        # leaves a window made in Python owned by Python too, and the second delete
+        # crashed the process at exit. Made as another window's child, it is C++'s from
+        # the start; the container re-parents it at once. The stand-in stays as long as
+        # the view, since PySide forgets the children of a parent it deletes.
+        self._stand_in = QWindow()
+        self._surface = _Surface(self, self._stand_in)
+        self._container = QWidget.createWindowContainer(self._surface, self)
+        self._container.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._on_timer)
-        self.frameSwapped.connect(self._on_swapped)
+        self._surface.frameSwapped.connect(self._on_swapped)
+
+    # The presenter's parts, where tests and benchmarks look at them.
+    @property
+    def period(self) -> float:
+        return self.presenter.period
+
+    @property
+    def slots(self):
+        return self.presenter.slots
+
+    @property
+    def clock(self):
+        return self.presenter.clock
+
+    @property
+    def producer(self):
+        return self.presenter.producer
 
     # -- public API ---------------------------------------------------------------
 
@@ -98,10 +130,10 @@ class AvatarView(QOpenGLWidget):
         self._rig = rig
         self._rig_pending = True
         if self._gl_ready:
-            self.makeCurrent()
+            self._surface.makeCurrent()
             self._upload_rig()
-            self.doneCurrent()
-            self.update()
+            self._surface.doneCurrent()
+            self._surface.update()
 
     def set_sources(self, pose_source: PoseSource | None,
                     media_time_at: MediaClock | None,
@@ -109,80 +141,104 @@ class AvatarView(QOpenGLWidget):
         """Pull frames made by `pose_source` at the times `media_time_at` says are heard.
         `source_version` changes whenever the source's answers may have changed, so frames
         made ahead are made again. None for a source or clock leaves the avatar idle
-        (rest mouth, blinking, breathing)."""
-        self._stop_producer()
-        self.slots.invalidate()
-        self._media_time_at = media_time_at if pose_source is not None else None
-        if self._media_time_at is None:
-            return
-        self.slots.align(self._media_time_at(self.clock.next_presentation()))
-        self.producer = FrameProducer(self.slots, pose_source, self._media_time_at,
-                                      lookahead=self.lookahead, source_version=source_version,
-                                      clock=self._now)
-        self.producer.start()
+        (its last mouth, blinking, breathing)."""
+        self.presenter.set_sources(pose_source, media_time_at, source_version)
 
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
         """Switch blinking and breathing on or off (both on by default)."""
-        self._blinking = blinking
-        self._breathing = breathing
+        self.presenter.set_idle_motion(blinking, breathing)
 
     def set_clear_color(self, color: tuple[float, float, float, float]) -> None:
-        """Background as straight RGBA in 0..1; alpha 0 is transparent."""
+        """Background as straight RGBA in 0..1; alpha 0 is transparent (in grab(); the
+        window itself shows the colour without its alpha where nothing composes it)."""
         self.renderer.clear_color = color
-        self.update()
+        self._surface.update()
 
     def stats(self) -> dict:
-        """Counters and timing: what a settings panel or a test wants to know."""
+        """The presenter's counters and timing, and this output's draw times."""
         draws = self._draw_seconds[: min(self._draws, len(self._draw_seconds))] * 1e3
         draw_p50, draw_p99 = np.percentile(draws, (50, 99)) if len(draws) else (0.0, 0.0)
-        stats = {
-            **self.slots.counters(),
-            "tick_jitter_ms": self.clock.jitter(),
-            "display_mode": "probing" if self.clock.probing else self.clock.mode,
-            "fps": self._measured_fps(),
-            "missed_ticks": self.clock.missed,
-            "swap_latency_ms": self.clock.latency_ms(),
-            "draw_ms": {"p50": float(draw_p50), "p99": float(draw_p99)},
-        }
-        if self.producer is not None:
-            stats["producer"] = self.producer.stats()
-        return stats
+        return {**self.presenter.stats(),
+                "draw_ms": {"p50": float(draw_p50), "p99": float(draw_p99)}}
 
-    def presentation_log(self) -> np.ndarray:
+    def presentation_log(self):
         """A copy of the logged ticks, oldest first (the newest `log_rows` of them)."""
-        rows = len(self._log)
-        if self._log_count <= rows:
-            return self._log[: self._log_count].copy()
-        start = self._log_count % rows
-        return np.concatenate((self._log[start:], self._log[:start]))
+        return self.presenter.presentation_log()
 
     def grab(self) -> QImage:
-        """A screenshot of the avatar as rendered (alpha included)."""
-        return self.grabFramebuffer()
+        """A screenshot of the avatar as rendered (alpha included, overlays not); a null
+        image before the window was first shown."""
+        if not self._gl_ready:
+            return QImage()
+        surface = self._surface
+        surface.makeCurrent()
+        width, height = self.renderer.viewport
+        # The window's own back buffer is undefined after a swap: draw the frame on
+        # screen again into a framebuffer of our own and read that.
+        fbo = int(GL.glGenFramebuffers(1))
+        rbo = int(GL.glGenRenderbuffers(1))
+        try:
+            GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, rbo)
+            GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, GL.GL_RGBA8, width, height)
+            GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
+            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, fbo)
+            GL.glFramebufferRenderbuffer(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0,
+                                         GL.GL_RENDERBUFFER, rbo)
+            self._draw()
+            pixels = read_framebuffer(width, height)
+        finally:
+            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, surface.defaultFramebufferObject())
+            GL.glDeleteFramebuffers(1, [fbo])
+            GL.glDeleteRenderbuffers(1, [rbo])
+            surface.doneCurrent()
+        # The renderers write premultiplied alpha, as QOpenGLWidget's grab returned it.
+        image = QImage(pixels.data, width, height, 4 * width,
+                       QImage.Format.Format_RGBA8888_Premultiplied).copy()
+        image.setDevicePixelRatio(surface.devicePixelRatio())
+        return image
 
     def shutdown(self) -> None:
         """Stop ticking and producing; GL objects go with the context."""
         self._timer.stop()
-        self._stop_producer()
+        self.presenter.shutdown()
+
+    # -- layout -------------------------------------------------------------------
+
+    def resizeEvent(self, event) -> None:
+        # At once, not through a layout: the window must have the view's size before the
+        # next tick draws (and a grab reads) it.
+        self._container.setGeometry(QRect(0, 0, self.width(), self.height()))
+        super().resizeEvent(event)
 
     # -- GL -----------------------------------------------------------------------
 
-    def initializeGL(self) -> None:
+    def _initialize_gl(self, surface: _Surface) -> None:
         self.renderer.initialize()
-        self.context().aboutToBeDestroyed.connect(self._release_gl)
+        surface.context().aboutToBeDestroyed.connect(self._release_gl)
         self._gl_ready = True
         if self._rig_pending:
             self._upload_rig()
 
-    def resizeGL(self, width: int, height: int) -> None:
-        ratio = self.devicePixelRatioF()
-        self.renderer.resize(round(width * ratio), round(height * ratio))
-
-    def paintGL(self) -> None:
+    def _paint_gl(self, surface: _Surface) -> None:
         started = time.perf_counter()
-        self.renderer.draw(self._pose, self._blink, self._breath)
+        self._draw()
         self._draw_seconds[self._draws % len(self._draw_seconds)] = time.perf_counter() - started
         self._draws += 1
+        overlays = [child for child in self.children()
+                    if child is not self._container and child.isWidgetType() and child.isVisible()]
+        if overlays:
+            painter = QPainter(surface)
+            for overlay in overlays:
+                overlay.render(painter, overlay.pos(), QRegion(),
+                               QWidget.RenderFlag.DrawChildren)
+            painter.end()
+
+    def _draw(self) -> None:
+        frame = self._frame
+        if frame is None:
+            self.renderer.draw(REST, 0.0, 0.0)
+        else:
+            self.renderer.draw(frame.pose, frame.blink, frame.breath)
 
     def _upload_rig(self) -> None:
         fresh = renderer_for(self._rig, self.renderer.clear_color)
@@ -195,109 +251,28 @@ class AvatarView(QOpenGLWidget):
         self._rig_pending = False
 
     def _release_gl(self) -> None:
-        self.makeCurrent()
-        self.renderer.release()
-        self.doneCurrent()
+        if shiboken6.isValid(self._surface):
+            self._surface.makeCurrent()
+            self.renderer.release()
+            self._surface.doneCurrent()
+        # Else the window is being deleted, and its context with it: no GL call can be
+        # made any more (none is current), and the context takes its objects along.
         self._gl_ready = False
         self._rig_pending = self._rig is not None
 
     # -- ticking ------------------------------------------------------------------
 
     def _on_swapped(self) -> None:
-        t = self._now()
-        clock = self.clock
-        decided = clock.on_swap(t)
-        if clock.probing:
-            # Free-running swaps tell whether they block on vsync; the frames shown
-            # meanwhile are real but not counted, their rate says nothing about ours.
-            clock.on_tick(t)
-            self._present(t, counted=False)
-            return
-        if decided is not None:
-            # First paced tick: nothing has lined the frames up with it yet.
-            self._align_next()
-        if clock.mode == VSYNC:
-            clock.on_tick(t)
-            self._present(t, counted=True)
-            self._timer.start(math.ceil(_VSYNC_WATCHDOG_PERIODS * self.period * 1e3))
-            return
-        if decided is None:
-            # The swap refined the latency estimate: line up with the next tick again.
-            self._align_next()
-        else:
-            self._arm()
+        self._follow(self.presenter.swapped(self._now()))
 
     def _on_timer(self) -> None:
-        t = self._now()
-        clock = self.clock
-        if clock.mode == VSYNC:
-            clock.fall_back_to_deadline(t)
-            self._align_next()
-            self._arm()
-            return
-        clock.on_tick(t)
-        self._present(t, counted=True)
-        self._arm()
+        self._follow(self.presenter.timer_fired(self._now()))
 
-    def _arm(self) -> None:
-        # Whole milliseconds only (QTimer); rounding to nearest keeps the tick centred
-        # on its deadline. The prediction uses the grid time, not the tick's.
-        delay = self.clock.next_deadline() - self._now()
-        self._timer.start(max(0, round(delay * 1e3)))
-
-    def _align_next(self) -> None:
-        """Line frame spans up with the next tick now, a period before it needs its frame,
-        so a re-phase never makes that tick late."""
-        if self._media_time_at is not None:
-            self.slots.align(self._media_time_at(self.clock.next_presentation()))
-
-    def _present(self, t: float, counted: bool) -> None:
-        if counted:
-            self._tick_times[self._ticks % len(self._tick_times)] = t
-            self._ticks += 1
-        predicted = self.clock.predicted_presentation()
-        self._blink = idle_motion.blink(predicted, self.seed) if self._blinking else 0.0
-        self._breath = idle_motion.breathing(predicted, self.seed) if self._breathing else 0.0
-        media_time_at = self._media_time_at
-        if media_time_at is None:
-            self.update()
-            return
-        slots = self.slots
-        heard = media_time_at(predicted)
-        k = slots.frame_index(heard + 0.5 * self.period)
-        pose = slots.take(k)
-        status = PRESENTED
-        stamp = slots.taken_stamp
-        if pose is None:
-            before, after = slots.take(k - 1), slots.take(k + 1)
-            if before is not None and after is not None:
-                pose, status = midway(before, after), LATE_INTERPOLATED
-                stamp = slots.frame_start(k) + 0.5 * self.period
-            else:
-                pose, status, stamp = self._pose, LATE_HELD, self._stamp
-        self._pose, self._stamp = pose, stamp
-        if counted:
-            if status == PRESENTED:
-                slots.presented += 1
-            else:
-                slots.late += 1
-                slots.fallback += 1
-            self._log[self._log_count % len(self._log)] = (
-                t, predicted, heard, stamp, pose.dominant, pose.mix, pose.openness, status)
-            self._log_count += 1
-            self._align_next()
-        self.update()
-
-    def _measured_fps(self) -> float:
-        """Display ticks per second over the last (up to) 120 paced ticks."""
-        ring = len(self._tick_times)
-        n = min(self._ticks, ring)
-        if n < 2:
-            return 0.0
-        span = self._tick_times[(self._ticks - 1) % ring] - self._tick_times[(self._ticks - n) % ring]
-        return float((n - 1) / span) if span > 0 else 0.0
-
-    def _stop_producer(self) -> None:
-        if self.producer is not None:
-            self.producer.stop()
-            self.producer = None
+    def _follow(self, pacing: Pacing) -> None:
+        if pacing.frame is not None:
+            self._frame = pacing.frame
+            self._surface.update()
+        if pacing.wake_in is not None:
+            # Whole milliseconds only (QTimer); rounding to nearest keeps the tick centred
+            # on its deadline. The prediction uses the grid time, not the tick's.
+            self._timer.start(max(0, round(pacing.wake_in * 1e3)))

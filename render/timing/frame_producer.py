@@ -132,7 +132,8 @@ class FrameProducer:
         while self._next <= last and not self._stop.is_set():
             k = self._next
             started = self.clock()
-            if started >= self.degraded_until:
+            degraded = started < self.degraded_until
+            if not degraded:
                 pose = self.pose_source(phase + k * period, period)
                 held = None
             elif held is not None and k % 2 == 1:
@@ -145,10 +146,10 @@ class FrameProducer:
             # Counted before the re-phase check: a source too slow for the tick must be
             # degraded even when the slots re-phased under it and its frame is thrown away
             # (on a busy machine a late swap re-phases them during just such a stall).
-            self._note_cost(finished - started, finished, started < self.degraded_until)
+            self._note_cost(finished - started, finished, degraded)
             if slots.timebase != timebase:
                 return written
-            slots.write(k, pose, timebase)
+            slots.write(k, pose, timebase, degraded)
             written += 1
             self.produced += 1
             self._next = k + 1

@@ -6,6 +6,13 @@ span is exactly the span during which it is on screen. Nothing is allocated per 
 and nothing is locked: each slot carries a write sequence number that the producer
 clears before writing and sets last, and a reader that sees it change discards what
 it read (a seqlock), so a torn frame is never returned.
+
+The counters of what the consumer showed live here too, beside the producer's `dropped`,
+so one place says what went through the ring: `presented` (the frame for the tick's heard
+time was ready), `late` (it was not: the tick showed a stand-in), split into `held` (the
+last frame shown again) and `interpolated` (its two neighbours' midpoint), so
+late == held + interpolated; and `degraded_shown`, frames shown that the producer made on
+its degraded path.
 """
 
 from __future__ import annotations
@@ -49,16 +56,20 @@ class FrameSlots:
         self.viseme_b = np.zeros(count, dtype=np.int16)
         self.mix = np.zeros(count, dtype=np.float64)
         self.openness = np.zeros(count, dtype=np.float64)
+        self.made_degraded = np.zeros(count, dtype=np.bool_)
         self.seq = np.zeros(count, dtype=np.int64)
         self._writes = 0
         # (epoch, phase) is replaced as one tuple so the producer never pairs an epoch
         # with another's phase; a new epoch makes every frame written before it stale.
         self._timebase: tuple[int, float] = (0, 0.0)
-        # Stamp of the last frame take() returned, read inside its consistency check.
+        # Stamp and path of the last frame take() returned, read inside its consistency check.
         self.taken_stamp = 0.0
+        self.taken_degraded = False
         self.presented = 0
         self.late = 0
-        self.fallback = 0
+        self.held = 0
+        self.interpolated = 0
+        self.degraded_shown = 0
         self.dropped = 0
 
     @property
@@ -97,9 +108,10 @@ class FrameSlots:
         return self._timebase[1] + frame_index * self.period
 
     def write(self, frame_index: int, pose: MouthPose,
-              timebase: tuple[int, float] | None = None) -> None:
+              timebase: tuple[int, float] | None = None, degraded: bool = False) -> None:
         """Store `pose` as frame `frame_index`. `timebase` is the (epoch, phase) the
-        producer computed the frame under; a frame of a superseded epoch is never taken."""
+        producer computed the frame under; a frame of a superseded epoch is never taken.
+        `degraded`: the frame was made on the producer's cheaper path."""
         epoch, phase = self._timebase if timebase is None else timebase
         s = frame_index % self.count
         self.seq[s] = _WRITING
@@ -110,6 +122,7 @@ class FrameSlots:
         self.viseme_b[s] = pose.viseme_b
         self.mix[s] = pose.mix
         self.openness[s] = pose.openness
+        self.made_degraded[s] = degraded
         self._writes += 1
         self.seq[s] = self._writes
 
@@ -139,11 +152,14 @@ class FrameSlots:
             return None
         pose = MouthPose(int(self.viseme_a[s]), int(self.viseme_b[s]),
                          float(self.mix[s]), float(self.openness[s]))
+        degraded = bool(self.made_degraded[s])
         if self.seq[s] != before:
             return _TORN
         self.taken_stamp = float(stamp)
+        self.taken_degraded = degraded
         return pose
 
     def counters(self) -> dict[str, int]:
-        return {"presented": self.presented, "late": self.late,
-                "fallback": self.fallback, "dropped": self.dropped}
+        return {"presented": self.presented, "late": self.late, "held": self.held,
+                "interpolated": self.interpolated, "degraded_shown": self.degraded_shown,
+                "dropped": self.dropped}

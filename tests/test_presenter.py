@@ -1,0 +1,250 @@
+"""The presenter against an injected clock: what each tick shows, and what it counts.
+
+The producer is the real one, driven pass by pass (`fill()`) on the same fake clock, so
+every case is exact and nothing sleeps; one case runs its thread to show that a stage
+that never returns does not stop the ticks.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pipeline.core.frames import MouthPose
+from render.timing import idle_motion
+from render.timing.display_clock import DEADLINE, VSYNC
+from render.timing.frame_slots import midway
+from render.timing.presenter import (
+    IDLE,
+    LATE_HELD,
+    LATE_INTERPOLATED,
+    PRESENTED,
+    Presenter,
+)
+
+P = 1 / 60
+MEDIA_OFFSET = 100.0   # media time = monotonic - 100 s
+
+
+class FakeClock:
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Voice:
+    """A pose source that is a known function of media time, records its calls and can be
+    made slow on the fake clock."""
+
+    def __init__(self, clock: FakeClock, cost: float = 0.0) -> None:
+        self.clock = clock
+        self.cost = cost
+        self.calls: list[float] = []
+
+    def __call__(self, t_start: float, period: float) -> MouthPose:
+        self.calls.append(t_start)
+        self.clock.t += self.cost
+        return expected(t_start, period)
+
+
+def expected(t_start: float, period: float) -> MouthPose:
+    k = round(t_start / period)
+    return MouthPose(k % 15, (k + 1) % 15, 0.25, (k % 7) / 7)
+
+
+def media(t: float) -> float:
+    return t - MEDIA_OFFSET
+
+
+def paced(clock: FakeClock, **kwargs) -> Presenter:
+    """A presenter whose display clock has probed 24 free-running swaps (5 ms apart, as
+    Xvfb's) and chosen deadline pacing; the fake clock stands at its first deadline."""
+    presenter = Presenter(60.0, now=clock, **kwargs)
+    wake = None
+    for _ in range(presenter.clock.probe_swaps + 1):
+        clock.t += 0.005
+        frame, wake = presenter.swapped(clock.t)
+    assert presenter.clock.mode == DEADLINE and not presenter.clock.probing
+    assert frame is None and wake == pytest.approx(P)     # first deadline: a period on
+    clock.t += wake
+    return presenter
+
+
+def tick(presenter: Presenter, clock: FakeClock):
+    """Run the timer the presenter asked for at its deadline; the clock moves to the next."""
+    frame, wake = presenter.timer_fired(clock.t)
+    clock.t += wake
+    return frame
+
+
+def with_voice(cost: float = 0.0, **kwargs):
+    clock = FakeClock()
+    presenter = paced(clock, **kwargs)
+    voice = Voice(clock, cost)
+    presenter.set_sources(voice, media, start=False)
+    return clock, voice, presenter
+
+
+def test_on_time_frames_are_shown_at_their_heard_time_and_counted():
+    clock, voice, presenter = with_voice()
+    presenter.producer.fill()
+    frames = [tick(presenter, clock) for _ in range(10)]
+    assert [f.status for f in frames] == [PRESENTED] * 10
+    for f in frames:
+        # No swaps yet: the frame is seen at its grid time, and made for the middle of
+        # its span on screen, which begins at the heard instant.
+        assert f.predicted == pytest.approx(f.tick)
+        assert f.heard == pytest.approx(media(f.predicted))
+        assert f.stamp == pytest.approx(f.heard + P / 2, abs=P / 8)
+        assert f.pose == expected(f.stamp - P / 2, P)
+        assert not f.degraded
+    stats = presenter.stats()
+    assert (stats["presented"], stats["late"], stats["held"], stats["interpolated"]) == (10, 0, 0, 0)
+    log = presenter.presentation_log()
+    assert log["tick"].tolist() == [f.tick for f in frames]
+    assert (log["status"] == PRESENTED).all()
+
+
+def test_early_frames_wait_in_their_slots_for_their_tick():
+    clock, voice, presenter = with_voice()
+    made = presenter.producer.fill()               # 200 ms of frames, made at once
+    assert made == 13
+    first = tick(presenter, clock)
+    # The frames made ahead are not shown early: this tick took the one for its heard
+    # time, and each later tick takes its own, with no pass of the producer between.
+    later = [tick(presenter, clock) for _ in range(8)]
+    assert len(voice.calls) == made
+    stamps = [first.stamp] + [f.stamp for f in later]
+    assert all(f.status == PRESENTED for f in later)
+    assert [b - a for a, b in zip(stamps, stamps[1:])] == pytest.approx([P] * 8)
+
+
+def test_a_frame_not_made_by_its_tick_is_held_and_counted_late():
+    clock, voice, presenter = with_voice()
+    made = presenter.producer.fill()
+    shown = [tick(presenter, clock) for _ in range(made)]
+    assert all(f.status == PRESENTED for f in shown)
+    # The producer was not run for longer than its look-ahead: the next tick's frame was
+    # never made, nor are its neighbours there. The tick does not wait: it holds.
+    late = tick(presenter, clock)
+    assert late.status == LATE_HELD
+    assert late.pose == shown[-1].pose and late.stamp == shown[-1].stamp
+    again = tick(presenter, clock)
+    assert again.status == LATE_HELD and again.pose == shown[-1].pose
+    stats = presenter.stats()
+    assert (stats["presented"], stats["late"], stats["held"], stats["interpolated"]) == (made, 2, 2, 0)
+    log = presenter.presentation_log()
+    assert log["status"].tolist()[-2:] == [LATE_HELD, LATE_HELD]
+    # Once the producer runs again, the ticks show their own frames again.
+    presenter.producer.fill()
+    assert tick(presenter, clock).status == PRESENTED
+
+
+def test_a_frame_missing_between_two_made_ones_is_interpolated():
+    clock, voice, presenter = with_voice()
+    presenter.producer.fill()
+    tick(presenter, clock)
+    # The producer is re-making the next tick's frame just as the tick reads it (its
+    # slot marked mid-write): that frame cannot be taken, its neighbours can.
+    slots = presenter.slots
+    k = slots.frame_index(media(presenter.clock.next_presentation()) + P / 2)
+    slots.seq[k % slots.count] = -1
+    before, after = slots.take(k - 1), slots.take(k + 1)
+    frame = tick(presenter, clock)
+    assert frame.status == LATE_INTERPOLATED
+    assert frame.pose == midway(before, after)
+    assert frame.stamp == pytest.approx(slots.frame_start(k) + P / 2)
+    stats = presenter.stats()
+    assert (stats["late"], stats["held"], stats["interpolated"]) == (1, 0, 1)
+    assert stats["late"] == stats["held"] + stats["interpolated"]
+
+
+def test_a_stage_overrunning_two_ticks_degrades_and_never_stalls_the_ticks():
+    clock, voice, presenter = with_voice(cost=3 * P)   # a frame takes 3 ticks to make
+    assert presenter.producer.fill() == 1
+    assert presenter.degraded and presenter.producer.stats()["overruns"] == 1
+    # The display's ticks go on, each with a frame at once, and presenting never calls
+    # the source. (One clock for both here: the first tick runs when the slow frame is
+    # done, 3 periods late; it shows that frame, made for its grid time, and the grid
+    # points it skipped are counted missed.) Then the frames not made are held.
+    calls = len(voice.calls)
+    frames = [tick(presenter, clock) for _ in range(4)]
+    assert len(voice.calls) == calls
+    assert [f.status for f in frames] == [PRESENTED] + [LATE_HELD] * 3
+    assert presenter.clock.missed >= 2
+    assert all(f.pose == frames[0].pose for f in frames)
+    # The producer, degraded, makes cheaper frames (no cross-fade, one pose for two
+    # frames) and catches up; the frames it made so are shown, and say so.
+    voice.cost = 0.0
+    presenter.producer.fill()
+    degraded = [tick(presenter, clock) for _ in range(6)]
+    assert all(f.status == PRESENTED and f.degraded for f in degraded)
+    assert all(f.pose.mix == 0.0 and f.pose.viseme_a == f.pose.viseme_b for f in degraded)
+    stats = presenter.stats()
+    assert stats["degraded_shown"] == 6 and stats["producer"]["degraded"]
+    # Once the hold is over (1 s of ticks, the producer keeping up), full frames again,
+    # after the degraded ones made ahead (the look-ahead, 0.2 s) are shown.
+    for _ in range(round((presenter.producer.degraded_hold + presenter.lookahead) / P) + 2):
+        presenter.producer.fill()
+        full = tick(presenter, clock)
+    assert not presenter.degraded
+    assert full.status == PRESENTED and not full.degraded and full.pose.mix == 0.25
+
+
+def test_a_stage_that_never_returns_does_not_stop_the_ticks():
+    clock = FakeClock()
+    presenter = paced(clock)
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(t_start: float, period: float) -> MouthPose:
+        entered.set()
+        release.wait(10.0)
+        return expected(t_start, period)
+
+    presenter.set_sources(stuck, media)                # its own thread, as in the app
+    try:
+        assert entered.wait(5.0), "the producer never asked for a frame"
+        frames = [tick(presenter, clock) for _ in range(30)]
+        assert [f.status for f in frames] == [LATE_HELD] * 30
+        assert presenter.stats()["late"] == 30
+    finally:
+        release.set()
+        presenter.shutdown()
+
+
+def test_idle_ticks_blink_and_breathe_and_count_nothing():
+    clock = FakeClock()
+    presenter = paced(clock, seed=3)
+    frames = [tick(presenter, clock) for _ in range(5)]
+    for f in frames:
+        assert f.status == IDLE
+        assert f.blink == idle_motion.blink(f.predicted, 3)
+        assert f.breath == idle_motion.breathing(f.predicted, 3)
+    presenter.set_idle_motion(blinking=False, breathing=False)
+    still = tick(presenter, clock)
+    assert still.blink == 0.0 and still.breath == 0.0
+    stats = presenter.stats()
+    assert stats["presented"] == stats["late"] == 0 and len(presenter.presentation_log()) == 0
+    assert stats["fps"] == pytest.approx(60.0)
+
+
+def test_vsync_ticks_on_swaps_and_falls_back_to_deadlines_when_they_stop():
+    clock = FakeClock()
+    presenter = Presenter(60.0, now=clock)
+    for _ in range(presenter.clock.probe_swaps + 1):    # swaps that block on a 60 Hz vsync
+        clock.t += P
+        presenter.swapped(clock.t)
+    assert presenter.clock.mode == VSYNC
+    presenter.set_sources(Voice(clock), media, start=False)
+    presenter.producer.fill()
+    clock.t += P
+    frame, wake = presenter.swapped(clock.t)
+    # A frame per swap, seen one refresh later; a watchdog of 4 periods in case swaps stop.
+    assert frame.status == PRESENTED and frame.predicted == pytest.approx(clock.t + P)
+    assert wake == pytest.approx(4 * P)
+    clock.t += wake
+    frame, wake = presenter.timer_fired(clock.t)
+    assert frame is None and presenter.clock.mode == DEADLINE and wake == pytest.approx(P)
