@@ -123,6 +123,7 @@ def test_overrun_switches_to_degraded_mode_without_stalling(caplog):
     for k in range(6, 19):
         pose = slots.take(k)
         assert pose.mix == 0.0 and pose.viseme_a == pose.viseme_b
+        assert slots.taken_degraded                     # and the display can tell
     assert slots.take(7) == slots.take(6)
 
 
@@ -147,7 +148,7 @@ def test_degraded_mode_ends_after_the_hold():
     assert not producer.degraded
     producer.fill()
     k = slots.frame_index(media(clock.t)) + 3
-    assert slots.take(k).mix == 0.25
+    assert slots.take(k).mix == 0.25 and not slots.taken_degraded
 
 
 def test_runs_on_its_own_thread_and_stops():

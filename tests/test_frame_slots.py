@@ -26,6 +26,16 @@ def test_write_then_take_returns_the_frame():
     assert slots.taken_stamp == pytest.approx(5.5 * P)
 
 
+def test_a_frame_says_whether_it_was_made_on_the_degraded_path():
+    slots = FrameSlots(30, P)
+    slots.write(5, pose_for(5), degraded=True)
+    slots.write(6, pose_for(6))
+    assert slots.take(5) == pose_for(5) and slots.taken_degraded
+    assert slots.take(6) == pose_for(6) and not slots.taken_degraded
+    slots.write(35, pose_for(35))              # the slot reused: the flag goes with its frame
+    assert slots.take(35) is not None and not slots.taken_degraded
+
+
 def test_missing_or_overwritten_frames_are_none():
     slots = FrameSlots(30, P)
     assert slots.take(3) is None
