@@ -93,10 +93,9 @@ class AvatarView(QWidget):
         # The container takes the window and deletes it with itself, but PySide (6.11)
         # leaves a window made in Python owned by Python too, and the second delete
         # crashed the process at exit. Made as another window's child, it is C++'s from
-        # the start; the container re-parents it at once. The stand-in stays as long as
-        # the view, since PySide forgets the children of a parent it deletes.
-        self._stand_in = QWindow()
-        self._surface = _Surface(self, self._stand_in)
+        # the start; the container re-parents it at once, and the stand-in can go.
+        stand_in = QWindow()
+        self._surface = _Surface(self, stand_in)
         self._container = QWidget.createWindowContainer(self._surface, self)
         self._container.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self._timer = QTimer(self)
@@ -117,10 +116,6 @@ class AvatarView(QWidget):
     @property
     def clock(self):
         return self.presenter.clock
-
-    @property
-    def producer(self):
-        return self.presenter.producer
 
     # -- public API ---------------------------------------------------------------
 
@@ -149,8 +144,8 @@ class AvatarView(QWidget):
         self.presenter.set_idle_motion(blinking, breathing)
 
     def set_clear_color(self, color: tuple[float, float, float, float]) -> None:
-        """Background as straight RGBA in 0..1; alpha 0 is transparent (in grab(); the
-        window itself shows the colour without its alpha where nothing composes it)."""
+        """Background as straight RGBA in 0..1; alpha 0 is transparent (grab() keeps the
+        alpha)."""
         self.renderer.clear_color = color
         self._surface.update()
 
