@@ -65,10 +65,11 @@ class TimedAnalyser:
 
 def _speech(rate: int) -> np.ndarray:
     from pipeline.audio.resample import resample
-    from pipeline.voice.tts import PiperTTS
+    from pipeline.core.modes import PREMIUM
+    from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 
-    tts = PiperTTS()
-    audio = np.concatenate([s.audio for s in tts.synthesize(SPEECH)])
+    tts = StreamingTTS()
+    audio = np.concatenate([s.audio for s in tts.synthesize(SPEECH, LATENCY_MODES[PREMIUM])])
     return 0.5 * resample(audio, tts.sample_rate, rate)
 
 

@@ -6,16 +6,19 @@ import numpy as np
 import pytest
 
 from pipeline.core.frames import VisemeCue
+from pipeline.core.modes import OFFLINE_MODE
 from pipeline.core.visemes import OVR_VISEMES, RHUBARB_SHAPE
 from pipeline.voice.cues import concat_tracks, cues_document
-from pipeline.voice.tts import PiperTTS
+from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from pipeline.voice.viseme_track import VisemeTrack
 
 
 @pytest.fixture(scope="module")
 def segments():
-    tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
-    return list(tts.synthesize("Bob made five pies. Hello, world! Its kids sit."))
+    # Rendered as the app renders files: in the offline mode, a segment per sentence.
+    tts = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
+    return list(tts.synthesize("Bob made five pies. Hello, world! Its kids sit.",
+                               LATENCY_MODES[OFFLINE_MODE]))
 
 
 def _assert_covers(doc, duration):

@@ -5,7 +5,7 @@ import wave
 import numpy as np
 import pytest
 
-from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
+from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES, PREMIUM
 from pipeline.core.visemes import OVR_VISEMES, VISEME_INDEX
 from pipeline.lipsync.model import (
     MIC_TRADES,
@@ -21,9 +21,10 @@ SIL, PP, AA = VISEME_INDEX["sil"], VISEME_INDEX["PP"], VISEME_INDEX["aa"]
 
 @pytest.fixture(scope="module")
 def papa():
-    from pipeline.voice.tts import PiperTTS
+    from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 
-    segment = next(PiperTTS(noise_scale=0.0, noise_w_scale=0.0).synthesize("Papa."))
+    tts = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
+    segment = next(tts.synthesize("Papa.", LATENCY_MODES[PREMIUM]))
     return segment.audio, segment.sample_rate
 
 

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from pipeline.core.frames import PhonemeTiming
+from pipeline.core.modes import PREMIUM
 from pipeline.core.visemes import OVR_VISEMES, VISEME_INDEX
 from pipeline.voice.speech_timeline import CUT_BLEND, SpeechTimeline
-from pipeline.voice.tts import PiperTTS
+from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from pipeline.voice.viseme_track import VisemeTrack
 
 SIL = VISEME_INDEX["sil"]
@@ -17,8 +18,10 @@ PERIOD = 1 / 60
 
 @pytest.fixture(scope="module")
 def tracks():
-    tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
-    return [VisemeTrack(s.phonemes) for s in tts.synthesize("Bob made five pies. Hello world.")]
+    # Premium mode: one track per sentence.
+    tts = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
+    return [VisemeTrack(s.phonemes)
+            for s in tts.synthesize("Bob made five pies. Hello world.", LATENCY_MODES[PREMIUM])]
 
 
 def _same(a, b):

@@ -21,7 +21,6 @@ from pipeline.voice.streaming_tts import (
     SentencePlan,
     StreamingTTS,
 )
-from pipeline.voice.tts import PiperTTS
 from tests.streaming_cases import (
     EXACT_CASES,
     SHORT,
@@ -50,11 +49,6 @@ def tts():
 def whole():
     """The unsplit graph, as stock piper runs it."""
     return PiperVoice.load(model_path(), config_path=config_path())
-
-
-@pytest.fixture(scope="module")
-def whole_timed():
-    return PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
 
 
 # What "equal" means for fp32 audio. Stock piper is not bit-stable itself: the same
@@ -148,29 +142,34 @@ def _spoken(timeline):
     return [(p, e - s) for p, s, e in timeline if p.strip()]
 
 
-def test_windowed_stream_keeps_whole_sentence_durations_and_sound(tts, whole, whole_timed):
+def _whole_sentence(voice, text):
+    """`text` (one sentence) read whole: premium mode, in one segment."""
+    (segment,) = voice.synthesize(text, PREMIUM)
+    return segment, [(p.phoneme, p.start, p.end) for p in segment.phonemes]
+
+
+def test_windowed_stream_keeps_whole_sentence_durations_and_sound(tts, whole):
     within = total = 0
     distances, noise_distances = [], []
-    noisy = PiperTTS()  # the voice's own noise: two renders of one sentence differ
+    noisy = StreamingTTS()  # the voice's own noise: two renders of one sentence differ
     for text in WINDOWED:
         groups = collect(tts.stream(text, BALANCED))
         assert len(groups) >= 2, "balanced mode should window this sentence"
         ours = timeline_of(groups)
-        reference = next(whole_timed.synthesize(text))
-        ref_timeline = [(p.phoneme, p.start, p.end) for p in reference.phonemes]
+        reference, ref_timeline = _whole_sentence(tts, text)
+        stock = whole_audio(whole, text)
+        # Premium's timing is the unsplit voice's (tests/test_viseme_track.py checks it
+        # phoneme by phoneme against piper's own alignments): it spans the same samples.
+        assert len(reference.audio) == len(stock)
         a, b = _spoken(ref_timeline), _spoken(ours)
         assert [p for p, _ in a] == [p for p, _ in b]
         frames = np.abs(np.array([x for _, x in a]) - np.array([y for _, y in b])) / FRAME_S
         within += int(np.sum(frames <= 1.0 + 1e-6))
         total += len(frames)
-        distances.append(_log_mel_distance(
-            whole_audio(whole, text), ref_timeline, audio_of(groups), ours
-        ))
-        one, two = next(noisy.synthesize(text)), next(noisy.synthesize(text))
-        noise_distances.append(_log_mel_distance(
-            one.audio, [(p.phoneme, p.start, p.end) for p in one.phonemes],
-            two.audio, [(p.phoneme, p.start, p.end) for p in two.phonemes],
-        ))
+        distances.append(_log_mel_distance(stock, ref_timeline, audio_of(groups), ours))
+        (one, one_timeline), (two, two_timeline) = (
+            _whole_sentence(noisy, text), _whole_sentence(noisy, text))
+        noise_distances.append(_log_mel_distance(one.audio, one_timeline, two.audio, two_timeline))
     share = within / total
     print(f"durations within ±1 frame: {share:.3f} of {total}; log-mel distance "
           f"{np.mean(distances):.2f} dB vs {np.mean(noise_distances):.2f} dB between two "

@@ -11,7 +11,7 @@ from pipeline.text.input import (
     prepare_text,
     split_sentences,
 )
-from pipeline.voice.tts import PiperTTS
+from pipeline.voice.streaming_tts import StreamingTTS
 
 
 @pytest.mark.parametrize("raw", ["", "   ", "\n\t \r\n"])
@@ -71,8 +71,9 @@ def test_only_escape_sequences_and_controls_is_refused_naming_them():
 
 
 def test_coloured_terminal_text_sounds_like_the_plain_text():
-    """Through the real voice: the escapes leave no sound of their own."""
-    tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+    """Through the real voice, in the app's default mode: the escapes leave no sound of
+    their own."""
+    tts = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
     coloured = list(tts.synthesize("\x1b[1;31mError:\x1b[0m the disk is \x1b[4mfull\x1b[0m."))
     plain = list(tts.synthesize("Error: the disk is full."))
     assert [p.phoneme for s in coloured for p in s.phonemes] == [

@@ -243,9 +243,12 @@ SPOKEN = [
 
 @pytest.fixture(scope="module")
 def phonemes():
-    from pipeline.voice.tts import PiperTTS
+    from piper import PiperVoice
 
-    voice = PiperTTS()._voice
+    from pipeline.voice.tts import load_voice_config
+
+    # The shipped voice's phonemizer: espeak with the voice's own settings.
+    voice = PiperVoice(session=None, config=load_voice_config())
 
     def sounds(text: str) -> str:
         # Stress marks and word gaps are espeak's prosody for digits versus number

@@ -10,18 +10,22 @@ from piper.config import SynthesisConfig
 
 from pipeline.core.easing import smoothstep
 from pipeline.core.frames import PhonemeTiming
+from pipeline.core.modes import PREMIUM
 from pipeline.core.visemes import MUST_SHOW, OVR_VISEMES, VISEME_INDEX
-from pipeline.voice.tts import PiperTTS
+from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from pipeline.voice.viseme_track import MAX_BLEND_HALF_WIDTH, VisemeTrack, fold_phonemes
+
+# Premium mode reads a sentence whole: one segment, timed as the unsplit voice times it.
+WHOLE = LATENCY_MODES[PREMIUM]
 
 
 @pytest.fixture(scope="module")
 def tts():
-    return PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+    return StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
 
 
 def _speak(tts, word):
-    (segment,) = tts.synthesize(word)
+    (segment,) = tts.synthesize(word, WHOLE)
     return segment
 
 
@@ -41,14 +45,15 @@ def test_real_words_fold_into_articulations(tts, word, phonemes, visemes):
 
 def test_folding_matches_stock_piper_alignments(tts):
     # piper's own PhonemeAlignment (one symbol + its pad each), folded, must give the
-    # same timings as PiperTTS: same model, same attribution of samples.
+    # same timings as the shipped voice reading the sentence whole: same model, same
+    # attribution of samples.
     stock = PiperVoice.load(model_path(), config_path=config_path(), include_alignments=True)
     config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     (chunk,) = stock.synthesize("Judge the bottle, mom.", syn_config=config, include_alignments=True)
     alignments = [(a.phoneme, int(a.num_samples)) for a in chunk.phoneme_alignments]
     assert sum(n for _, n in alignments) == len(chunk.audio_float_array)
     folded = fold_phonemes(alignments, chunk.sample_rate)
-    (segment,) = tts.synthesize("Judge the bottle, mom.")
+    (segment,) = tts.synthesize("Judge the bottle, mom.", WHOLE)
     assert folded == segment.phonemes
     assert "dʒ" in [p.phoneme for p in folded]
 

@@ -54,12 +54,11 @@ from onnx.utils import Extractor
 from piper import PiperVoice
 from piper.const import BOS, EOS
 
-from pipeline.core.frames import PhonemeTiming
+from pipeline.core.frames import PhonemeTiming, SpeechSegment
 from pipeline.core.modes import BALANCED, DEFAULT_MODE, PREMIUM, ULTRA
 from pipeline.infer.sessions import ProviderChoice, build_session
 from pipeline.text.input import PreparedText, prepare_text
 from pipeline.voice.tts import (
-    checked_length_scale,
     load_voice_config,
     nothing_to_speak,
     spoken_sentences,
@@ -91,6 +90,9 @@ FLOW_WINDOW = 128
 SECOND_WINDOW_IDS = 256
 PREFETCH_AFTER_CHUNKS = 3
 PREFETCH_NICE = 5
+
+# Sane speaking rates; outside them piper produces mush or minutes of drawl.
+_LENGTH_SCALE_RANGE = (0.25, 4.0)
 
 # A stream cannot normalise each sentence to its peak (stock piper does) before the
 # sentence exists. Raw peaks of this voice (96 renders, default noise): median 0.54,
@@ -345,7 +347,7 @@ class StreamingTTS:
         self._id_map = config.phoneme_id_map
         self._noise_scale = config.noise_scale if noise_scale is None else noise_scale
         self._noise_w_scale = config.noise_w_scale if noise_w_scale is None else noise_w_scale
-        self._length_scale = checked_length_scale(length_scale) or config.length_scale
+        self._length_scale = _checked_length_scale(length_scale) or config.length_scale
         self._rng = np.random.default_rng(seed)
         # Phonemization only: synthesis goes through the split engines below.
         self._voice = PiperVoice(session=None, config=config)
@@ -421,9 +423,23 @@ class StreamingTTS:
         none of it). After `cancel` is set no further chunk is made.
         """
         prepared = prepare_text(text)
-        scale = checked_length_scale(length_scale) or self._length_scale
+        scale = _checked_length_scale(length_scale) or self._length_scale
         current = mode if callable(mode) else (lambda: mode)
         return self._stream(prepared, current, cancel or threading.Event(), scale)
+
+    def synthesize(
+        self,
+        text: str,
+        mode: ModeSource = LATENCY_MODES[DEFAULT_MODE],
+        cancel: threading.Event | None = None,
+        length_scale: float | None = None,
+    ) -> Iterator[SpeechSegment]:
+        """`stream` gathered in memory: one SpeechSegment per plan, yielded once its last
+        chunk is made, with the plan's text (a sentence's, "" for a later window of a long
+        one), phonemes and notices. In premium mode a plan is a whole sentence of up to
+        480 phonemes, timed exactly as the unsplit voice times it. Raises as `stream`
+        does; a segment the cancel cut short is not yielded."""
+        return _segments(self.stream(text, mode, cancel, length_scale))
 
     def _stream(
         self,
@@ -709,6 +725,27 @@ class StreamingTTS:
         feed = {_LATENT: np.ascontiguousarray(latents[None])}
         self._shapes["vocoder"].add(feed[_LATENT].shape)
         return self._vocoder.run(None, feed)[0].reshape(-1)
+
+
+def _checked_length_scale(length_scale: float | None) -> float | None:
+    if length_scale is None:
+        return None
+    low, high = _LENGTH_SCALE_RANGE
+    if not low <= length_scale <= high:
+        raise ValueError(f"length_scale must be between {low} and {high}, got {length_scale}")
+    return float(length_scale)
+
+
+def _segments(items: Iterator[SentencePlan | AudioChunk]) -> Iterator[SpeechSegment]:
+    plan, samples = None, []
+    for item in items:
+        if isinstance(item, SentencePlan):
+            plan, samples = item, []
+            continue
+        samples.append(item.samples)
+        if item.last:
+            yield SpeechSegment(plan.text, np.concatenate(samples), plan.sample_rate,
+                                plan.phonemes, plan.notices)
 
 
 def _yield_to_others() -> None:
