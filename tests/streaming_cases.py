@@ -9,7 +9,7 @@ from piper.config import SynthesisConfig
 from piper.const import BOS, EOS
 
 from pipeline.voice.streaming_tts import GAIN, LATENCY_MODES, AudioChunk, SentencePlan
-from pipeline.voice.tts import spoken_sentences, symbol_ids
+from pipeline.voice.phonemes import spoken_sentences, symbol_ids
 
 # Long enough that balanced mode voices them in more than one acoustic window.
 WINDOWED = [

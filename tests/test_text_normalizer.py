@@ -245,7 +245,7 @@ SPOKEN = [
 def phonemes():
     from piper import PiperVoice
 
-    from pipeline.voice.tts import load_voice_config
+    from pipeline.voice.phonemes import load_voice_config
 
     # The shipped voice's phonemizer: espeak with the voice's own settings.
     voice = PiperVoice(session=None, config=load_voice_config())

@@ -58,7 +58,7 @@ from pipeline.core.frames import PhonemeTiming, SpeechSegment
 from pipeline.core.modes import BALANCED, DEFAULT_MODE, PREMIUM, ULTRA
 from pipeline.infer.sessions import ProviderChoice, build_session
 from pipeline.text.input import PreparedText, prepare_text
-from pipeline.voice.tts import (
+from pipeline.voice.phonemes import (
     load_voice_config,
     nothing_to_speak,
     spoken_sentences,
