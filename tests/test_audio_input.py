@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from pipeline.audio.devices import (
-    AudioUnavailable,
     list_devices,
     portaudio_released,
     reinitialize_portaudio,
@@ -225,20 +224,23 @@ def test_gate_silences_low_noise_and_keeps_speech_whole(jack_server):
     assert not captured[end + hold + 2 * hop:].any()
 
 
-def test_switching_devices_keeps_the_reader_and_a_missing_one_leaves_the_old(jack_server, mic,
-                                                                           events):
+def test_a_microphone_chosen_by_index_captures_exactly(jack_server, events):
+    # The app switches microphones by closing the old AudioInput and opening a new one
+    # (Engine.start_mic); one chosen by name but missing is stood in for, as the test of
+    # an unplugged one below shows.
     assert "system" in list_devices("input")
-    with pytest.raises(AudioUnavailable) as err:
-        mic.set_device("Headset that is not there")
-    assert str(err.value) == "The microphone 'Headset that is not there' was not found. Choose one of: system."
-    assert mic.device == "system" and [e.kind for e in events] == ["started"]
-    mic.set_device(0)  # the same device by index: a new stream, the same ring and reader
-    assert [e.kind for e in events] == ["started", "started"]
-    before = mic.read(0.5)
-    after = mic.read(0.5)
-    assert after.index == before.index + len(before.samples)
-    noise = (0.2 * np.random.default_rng(4).standard_normal(mic.sample_rate // 4)).astype(np.float32)
-    blocks = heard_cleanly(mic, noise, 0.5)
+    chosen = AudioInput(0, gate_db=None, on_status=events.append)
+    chosen.start()
+    try:
+        assert [e.kind for e in events] == ["started"] and not chosen.standing_in
+        before = chosen.read(0.5)
+        after = chosen.read(0.5)
+        assert after.index == before.index + len(before.samples)
+        noise = (0.2 * np.random.default_rng(4).standard_normal(chosen.sample_rate // 4)
+                 ).astype(np.float32)
+        blocks = heard_cleanly(chosen, noise, 0.5)
+    finally:
+        chosen.close()
     captured = np.concatenate([b[0] for b in blocks])
     i0 = int(np.flatnonzero(captured)[0])
     np.testing.assert_array_equal(captured[i0:i0 + len(noise)], noise)
@@ -321,19 +323,18 @@ def reinitialise_while_a_microphone_reopens() -> None:
             server.stop()
 
 
+@pytest.mark.parametrize("name", ["PortAudio", "PortAudio-01"])
 def test_a_microphone_setting_naming_portaudios_jack_connection_is_explained(jack_server,
-                                                                               events):
-    mic = AudioInput("PortAudio", gate_db=None, on_status=events.append)
+                                                                               events, name):
+    mic = AudioInput(name, gate_db=None, on_status=events.append)
     mic.start()
     try:
         assert (mic.device_name, mic.standing_in) == ("system", True)
         assert [(e.kind, e.message) for e in events] == [(
-            "switched", "'PortAudio' is not a microphone: it is the JACK connection of a program "
+            "switched", f"'{name}' is not a microphone: it is the JACK connection of a program "
             "that uses PortAudio (Lipsync Studio's own, or another's). Choose one of: system in "
             "Settings. Using 'system' until then.")]
-        with pytest.raises(AudioUnavailable, match="'PortAudio-01' is not a microphone"):
-            mic.set_device("PortAudio-01")
-        assert mic.device_name == "system" and mic.read(0.5) is not None
+        assert mic.read(0.5) is not None
     finally:
         mic.close()
 

@@ -174,7 +174,8 @@ class AudioInput:
         self._retrying = False
         self._announced = False
         self._unlisted = None  # a stream whose device a probe found gone
-        # Serialises the watchdog's reopening with set_device(); the callback never takes it.
+        # Serialises the watchdog's reopening with a probe's announcement that the chosen
+        # device is back; the callback never takes it.
         self._switching = threading.Lock()
 
     # -- opening -------------------------------------------------------------------
@@ -518,8 +519,7 @@ class AudioInput:
             # A probe that began while the voice was silent may end after it has started
             # (listing takes seconds on a busy machine): it announces nothing then, and the
             # first probe after the speech does, so nothing switches or says so mid-speech.
-            if (self._missing_chosen() and chosen == self.device and not self._stop.is_set()
-                    and self._may_probe()):
+            if self._missing_chosen() and not self._stop.is_set() and self._may_probe():
                 self._announced = True
                 what = f"Microphone '{chosen}'" if chosen is not None else "A microphone"
                 self._report("available", f"{what} is connected again", chosen or names[0])
@@ -542,23 +542,6 @@ class AudioInput:
             self._tried = False
             return True
         return False
-
-    def set_device(self, device: str | int | None) -> None:
-        """Capture from ``device`` from now on; raises AudioUnavailable (and keeps the
-        current device, or reopens it) when it cannot be used."""
-        with self._switching:
-            info = self._find(device)
-            self._abandon()
-            try:
-                self._open(info)
-            except AudioUnavailable:
-                try:
-                    self._open(self._find(self.device))
-                except AudioUnavailable:
-                    pass  # the watchdog reports it and keeps trying
-                raise
-            self.device = device
-            self._report("started", f"Microphone '{self.device_name}' is on", self.device_name)
 
     def _abandon(self) -> None:
         """Stop listening to the current stream and close it (see close_stream); PortAudio
