@@ -41,8 +41,8 @@ def _over(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
 def test_default_rig_maps_all_ovr_visemes(rig):
     assert rig.name
     assert set(rig.viseme_to_mouth) == set(OVR_VISEMES)
-    for viseme in OVR_VISEMES:
-        assert rig.mouth_for(viseme) is rig.mouths[rig.viseme_to_mouth[viseme]]
+    # Every viseme's drawing is one the rig has: the renderer looks it up by name.
+    assert set(rig.viseme_to_mouth.values()) <= set(rig.mouths)
     assert rig.viseme_to_mouth["sil"] == "rest"
     assert rig.viseme_to_mouth["PP"] != rig.viseme_to_mouth["aa"]
 

@@ -56,10 +56,6 @@ class SpriteRig:
     viseme_to_mouth: dict[str, str]
     source: Path
 
-    def mouth_for(self, viseme: str) -> np.ndarray:
-        """The mouth drawing shown for an OVR viseme."""
-        return self.mouths[self.viseme_to_mouth[viseme]]
-
 
 def load_rig(manifest_path: str | Path, size: int | None = None) -> SpriteRig:
     """Load and rasterise the rig described by a manifest (or a folder holding
