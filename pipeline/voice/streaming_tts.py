@@ -436,9 +436,10 @@ class StreamingTTS:
     ) -> Iterator[SpeechSegment]:
         """`stream` gathered in memory: one SpeechSegment per plan, yielded once its last
         chunk is made, with the plan's text (a sentence's, "" for a later window of a long
-        one), phonemes and notices. In premium mode a plan is a whole sentence of up to
-        480 phonemes, timed exactly as the unsplit voice times it. Raises as `stream`
-        does; a segment the cancel cut short is not yielded."""
+        one), phonemes and notices. In premium mode a plan is a whole sentence, timed
+        exactly as the unsplit voice times it, unless the sentence outgrows the mode's
+        windows (`first_window` phonemes for the stream's first, `window` + `lookahead`
+        after it). Raises as `stream` does; a segment the cancel cut short is not yielded."""
         return _segments(self.stream(text, mode, cancel, length_scale))
 
     def _stream(
