@@ -1,6 +1,6 @@
 """The voice the app ships, rendered to memory (StreamingTTS.synthesize): exact timing,
-laziness, cancellation and awkward input. Whole sentences come from premium mode, which
-reads each sentence whole; the app's default mode voices long ones in windows."""
+laziness, cancellation and awkward input. Premium mode reads these sentences whole, one
+segment each; the app's default mode voices longer ones in windows."""
 
 import threading
 

@@ -15,7 +15,7 @@ from pipeline.core.visemes import MUST_SHOW, OVR_VISEMES, VISEME_INDEX
 from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from pipeline.voice.viseme_track import MAX_BLEND_HALF_WIDTH, VisemeTrack, fold_phonemes
 
-# Premium mode reads a sentence whole: one segment, timed as the unsplit voice times it.
+# Premium mode reads these short sentences whole: one segment, timed as the unsplit voice.
 WHOLE = LATENCY_MODES[PREMIUM]
 
 
