@@ -297,7 +297,7 @@ def _say(args: argparse.Namespace) -> int:
     mode = LATENCY_MODES[args.mode]
     try:
         if args.wav is None:
-            first_audio_s, cues, duration = _play(tts, args.text, mode, args.rate)
+            first_audio_s, cues, duration = _play(tts, args.text, args.mode, args.rate)
         else:
             first_audio_s, segments = _render(tts, args.text, mode, args.rate)
             audio, cues = concat_tracks(segments)
@@ -341,33 +341,28 @@ def _render(tts, text: str, mode, rate: float):
     return first_audio_s or 0.0, segments
 
 
-def _play(tts, text: str, mode, rate: float):
+def _play(tts, text: str, mode_name: str, rate: float):
     """Play through the default output as it is synthesized, through the app's own
-    speech stage; returns the time to first audio, the cues of what played and its
-    duration."""
+    Engine; returns the time to first audio, the cues of what played and its duration.
+    Raises AudioUnavailable when there is no output to play on."""
     import queue
 
-    from pipeline.audio.output import AudioOutput
+    from app.engine import Engine
+    from app.settings import Settings
+    from pipeline.audio.devices import AudioUnavailable
     from pipeline.text.input import TextInputError, prepare_text
-    from pipeline.voice.speaker import (
-        Speaker,
-        SpeechFailed,
-        SpeechFinished,
-        SpeechNotice,
-        SpeechStarted,
-    )
-    from pipeline.voice.speech_timeline import SpeechTimeline
+    from pipeline.voice.speaker import SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
 
     prepare_text(text)  # refuses text with nothing to speak before a device is opened
-    output = AudioOutput()
-    output.start()
+    engine = Engine(Settings(latency_mode=mode_name, speech_rate=rate, mic_enabled=False))
     events: queue.Queue = queue.Queue()
-    timeline = SpeechTimeline()
-    speaker = Speaker(tts, timeline, output, output.clock, events.put,
-                      speech_rate=rate, mode=mode)
+    engine.events.subscribe(events.put, SpeechStarted, SpeechNotice, SpeechFailed, SpeechFinished)
     first_audio_s = 0.0
     try:
-        speaker.say(text)
+        if engine.start_audio() is not None:
+            raise AudioUnavailable(engine.audio_problem)
+        engine.attach_voice(tts)
+        engine.say(text)
         while True:
             event = events.get()
             if isinstance(event, SpeechStarted):
@@ -378,11 +373,11 @@ def _play(tts, text: str, mode, rate: float):
                 raise TextInputError(event.message)
             elif isinstance(event, SpeechFinished):
                 break
-        cues = timeline.cues()
+        cues = engine.timeline.cues()
+        output = engine.output
         while output.read_pos < output.scheduled_end:
             time.sleep(0.02)
         time.sleep(output.output_latency)
     finally:
-        speaker.close()
-        output.close()
+        engine.close()
     return first_audio_s, cues, (cues[-1].end if cues else 0.0)

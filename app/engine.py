@@ -1,7 +1,10 @@
 """Everything behind the window that is not UI: audio output, media clock, voice, speaker.
 
 Kept apart from the window so the command line, tests and benchmarks drive the very
-same objects the app does.
+same objects the app does. What happens is published on ``Engine.events`` (an
+EventBus): the speaker's events (pipeline.voice.speaker), the microphone's statuses
+(InputStatus) and what the engine itself must tell (DeviceNotice). The window, the
+command line and (later) the API subscribe to the kinds they show.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from pipeline.audio.devices import (
 from pipeline.audio.input import AudioInput, InputStatus
 from pipeline.audio.output import AudioOutput
 from pipeline.core.clock import MediaClock
+from pipeline.core.events import DeviceNotice, EventBus
 from pipeline.lipsync.mic import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
 from pipeline.lipsync.model import MODES_MS, LipShapeModel
-from pipeline.voice.speaker import Speaker, SpeechEvent
+from pipeline.voice.speaker import Speaker
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS
 
@@ -38,11 +42,9 @@ SILENT_RATE = 22050
 
 
 class Engine:
-    def __init__(self, settings: Settings, on_event: Callable[[SpeechEvent], None],
-                 on_mic_status: Callable[[str], None] = lambda message: None) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._on_event = on_event
-        self._on_mic_status = on_mic_status
+        self.events = EventBus()
         self.mic: AudioInput | None = None
         self.mic_stage: MicLipSync | None = None
         self.mouth: MouthMixer | None = None
@@ -66,6 +68,8 @@ class Engine:
         else:
             self.output = output
             self.clock = output.clock
+            if self.audio_problem is not None:
+                self.events.publish(DeviceNotice("output", None))
             self.audio_problem = None
             log.info("audio output: %s at %d Hz", output.device_name, output.sample_rate)
         self._make_speaker()
@@ -77,6 +81,7 @@ class Engine:
         self.clock = MediaClock(SILENT_RATE)
         self.audio_problem = f"Audio is off: {reason}"
         log.warning("%s", self.audio_problem)
+        self.events.publish(DeviceNotice("output", self.audio_problem))
 
     def start_mic(self) -> str | None:
         """Open the configured microphone and let it drive the mouth whenever the voice
@@ -108,7 +113,10 @@ class Engine:
     def _mic_status(self, status: InputStatus) -> None:
         if status.kind == "available":
             self._chosen_mic_back.set()
-        self._on_mic_status(status.message)
+        self.events.publish(status)
+
+    def _mic_notice(self, message: str) -> None:
+        self.events.publish(DeviceNotice("microphone", message))
 
     def switch_to_returned_mic(self) -> bool:
         """Move to the chosen microphone once it is connected again and the voice is
@@ -127,11 +135,11 @@ class Engine:
             # Retrying could never reach the device: stop, and leave the user the message.
             self._close_mic()
             log.warning("%s", STUCK_MESSAGE)
-            self._on_mic_status(STUCK_MESSAGE)
+            self._mic_notice(STUCK_MESSAGE)
             return False
         log.info("switching back to microphone %r", self.settings.mic_device)
         for problem in self._restart_portaudio():
-            self._on_mic_status(problem)
+            self._mic_notice(problem)
         return True
 
     def _restart_portaudio(self) -> list[str]:
@@ -156,7 +164,7 @@ class Engine:
         except (OSError, ValueError) as exc:
             message = f"Lip-shape model not loaded ({exc}): the mic uses the volume gate instead."
             log.warning("%s", message)
-            self._on_mic_status(message)
+            self._mic_notice(message)
             return VolumeGate()
         return ModelAnalyser(model)
 
@@ -232,9 +240,17 @@ class Engine:
         return self.speaker is not None
 
     def say(self, text: str) -> int | None:
+        """Speak ``text``, interrupting what is being said; None until the voice is ready."""
         if self.speaker is None:
             return None
         return self.speaker.say(text)
+
+    def append(self, text: str, final: bool = True) -> int | None:
+        """Speak ``text`` after what is being said (Speaker.append); None until the voice
+        is ready or while ``text`` is only held."""
+        if self.speaker is None:
+            return None
+        return self.speaker.append(text, final)
 
     def stop(self) -> None:
         if self.speaker is not None:
@@ -263,7 +279,7 @@ class Engine:
             self.speaker.close()
         self.timeline.clear()
         self.speaker = Speaker(
-            self.tts, self.timeline, self.output, self.clock, self._on_event,
+            self.tts, self.timeline, self.output, self.clock, self.events.publish,
             volume=self.settings.volume, speech_rate=self.settings.speech_rate,
             mode=LATENCY_MODES[self.settings.latency_mode],
         )

@@ -10,19 +10,32 @@ import pytest
 from app.engine import Engine
 from app.settings import Settings
 from pipeline.audio.devices import STUCK_MESSAGE, list_devices, reinitialize_portaudio
+from pipeline.audio.input import InputStatus
+from pipeline.core.events import DeviceNotice
 from tests.harness.jack_recorder import plug_in_microphone, plug_in_speaker
 from tests.harness.services import JackServer, run_in_child
 
 pytestmark = pytest.mark.audio
+
+
+def mic_messages(engine: Engine) -> list[str]:
+    """What the window shows of the microphone: its statuses and the engine's notices
+    about it, from the engine's event bus, in order."""
+    messages = []
+    engine.events.subscribe(
+        lambda e: messages.append(e.message)
+        if isinstance(e, InputStatus) or e.device == "microphone" else None,
+        InputStatus, DeviceNotice)
+    return messages
 
 NEW_MIC = "lss-new-mic"
 NEW_SPEAKER = "lss-new-speaker"
 
 
 def test_devices_plugged_in_after_start_are_opened_when_chosen(jack_server):
-    messages = []
     settings = Settings(audio_output_device="system", mic_lipsync="volume")
-    engine = Engine(settings, on_event=lambda event: None, on_mic_status=messages.append)
+    engine = Engine(settings)
+    messages = mic_messages(engine)
     assert engine.start_audio() is None and engine.start_mic() is None
     # Plugged in after PortAudio started, so this process's PortAudio does not list them.
     usb = plug_in_microphone(NEW_MIC)
@@ -58,7 +71,7 @@ def test_choosing_portaudios_own_jack_connection_is_explained_not_silent(jack_se
     # sees this process's own JACK client as a device. Chosen, audio went off as "not
     # found", just after the panel had listed it.
     settings = Settings(audio_output_device="system", mic_device="system", mic_lipsync="volume")
-    engine = Engine(settings, on_event=lambda event: None)
+    engine = Engine(settings)
     assert engine.start_audio() is None and engine.start_mic() is None
     try:
         assert engine.apply(replace(settings, audio_output_device="PortAudio")) == [
@@ -90,10 +103,9 @@ def restart_server_then_quit() -> None:
     logging.basicConfig()
     server = JackServer()
     reinitialize_portaudio()  # PortAudio enumerated before this server existed
-    messages = []
     engine = Engine(Settings(audio_output_device="system", mic_device="system",
-                             mic_lipsync="volume"),
-                    on_event=lambda event: None, on_mic_status=messages.append)
+                             mic_lipsync="volume"))
+    messages = mic_messages(engine)
     engine.start_audio()
     engine.start_mic()
     time.sleep(0.3)
@@ -111,3 +123,35 @@ def restart_server_then_quit() -> None:
     close_seconds = time.monotonic() - started
     server.stop()
     print(json.dumps({"messages": messages, "close_seconds": close_seconds}))
+
+
+def test_the_engine_publishes_speech_and_device_news_on_its_bus(jack_server):
+    from pipeline.voice.speaker import SentenceTimed, SpeechFinished, SpeechStarted, VisemeTimed
+    from pipeline.voice.streaming_tts import StreamingTTS
+
+    settings = Settings(audio_output_device="lss-no-such-speaker", mic_enabled=False)
+    engine = Engine(settings)
+    got = []
+    engine.events.subscribe(got.append)
+    try:
+        problem = engine.start_audio()
+        assert problem.startswith("Audio is off:")
+        assert got == [DeviceNotice("output", problem)]
+        assert engine.apply(replace(settings, audio_output_device="system")) == []
+        assert got[-1] == DeviceNotice("output", None)  # the condition is over
+
+        engine.attach_voice(StreamingTTS())
+        first = engine.say("Papa made a map.")
+        second = engine.append("Five big boxes move slowly.")
+        deadline = time.monotonic() + 30
+        while not any(isinstance(e, SpeechFinished) and e.request == second for e in got):
+            assert time.monotonic() < deadline, "the appended speech never finished"
+            time.sleep(0.05)
+    finally:
+        engine.close()
+    for request, text in ((first, "Papa made a map."), (second, "Five big boxes move slowly.")):
+        mine = [e for e in got if getattr(e, "request", None) == request]
+        assert isinstance(mine[0], (SpeechStarted, SentenceTimed))
+        assert [e.text for e in mine if isinstance(e, SentenceTimed)] == [text]
+        assert sum(isinstance(e, VisemeTimed) for e in mine) > 5
+        assert isinstance(mine[-1], SpeechFinished) and not mine[-1].cancelled

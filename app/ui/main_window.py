@@ -35,6 +35,8 @@ from app.ui.settings_panel import (
     SettingsPanel,
 )
 from pipeline.audio.devices import STUCK_MESSAGE
+from pipeline.audio.input import InputStatus
+from pipeline.core.events import DeviceNotice
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.core.sync_metrics import viseme_change_offsets
 from pipeline.face.landmarks import PortraitError
@@ -105,7 +107,11 @@ class MainWindow(QMainWindow):
         self._bridge.voice_loaded.connect(self._on_voice_loaded)
         self._bridge.voice_failed.connect(self._on_voice_failed)
         self._bridge.mic_status.connect(self._on_engine_message)
-        self.engine = Engine(settings, self._bridge.speech.emit, self._bridge.mic_status.emit)
+        self.engine = Engine(settings)
+        # From the engine's threads to this one, through the bridge's queued signals.
+        self.engine.events.subscribe(self._bridge.speech.emit, SpeechStarted, SpeechFinished,
+                                     SpeechNotice, SpeechFailed)
+        self.engine.events.subscribe(self._mic_message, InputStatus, DeviceNotice)
         self.messages = MessageBoard()
         self._messages_shown = -1  # the board's version on screen
         self.message_area = MessageArea()
@@ -272,6 +278,12 @@ class MainWindow(QMainWindow):
             self.forget(AUDIO)
         else:
             self.tell(problem, Severity.ERROR, key=AUDIO)
+
+    def _mic_message(self, event: InputStatus | DeviceNotice) -> None:
+        """On the engine's threads: the microphone's news, and what the engine says of
+        the microphone (an output's is shown from start_audio's answer)."""
+        if isinstance(event, InputStatus) or event.device == "microphone":
+            self._bridge.mic_status.emit(event.message)
 
     def _on_engine_message(self, message: str) -> None:
         """The engine's messages as things happen: the microphone's statuses, what the
@@ -509,8 +521,11 @@ class MainWindow(QMainWindow):
         report = self.sync_offsets()
         parts.append(f"A/V offset {report.median_ms:+.1f} ms" if len(report.offsets_ms)
                      else "A/V offset –")
-        parts.append(f"frames {stats['presented']} presented / {stats['late']} late / "
-                     f"{stats['fallback']} fallback")
+        # Late frames are shown as a fallback: the last one held, or its neighbours'
+        # midpoint; frames of the producer's degraded path (it fell 2 ticks behind) too.
+        parts.append(f"frames {stats['presented']} presented / {stats['late']} late "
+                     f"({stats['held']} held, {stats['interpolated']} interpolated)"
+                     + (f" / {stats['degraded_shown']} degraded" if stats["degraded_shown"] else ""))
         parts.append(f"{stats['fps']:.0f} fps ({stats['display_mode']})")
         output = self.engine.output
         parts.append(f"audio {output.device_name} {output.sample_rate / 1000:g} kHz"
