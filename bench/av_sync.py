@@ -85,10 +85,14 @@ def main() -> int:
         counters_before = window.view.slots.counters()
         log_start = len(window.view.presentation_log())
         onset_times, onset_visemes, first_audio, fell_behind = [], [], [], []
+        leads, slacks = [], []
         for i, text in enumerate((SENTENCES * 2)[: args.sentences]):
+            leads.append(engine.speaker.start_lead_s * 1000)
             say(window, text)
             first_audio.append(window.first_audio_ms)
             wait_until_quiet(window, margin=0.25)
+            if window.finished.least_slack_s is not None:
+                slacks.append(window.finished.least_slack_s * 1000)
             if window.finished.gaps or window.finished.underruns:
                 fell_behind.append([i, window.finished.gaps, window.finished.underruns])
             times, visemes = engine.timeline.onsets()
@@ -152,7 +156,13 @@ def main() -> int:
         "tick_interval_p99_ms": round(float(np.percentile(ticks, 99)), 3),
         "missed_ticks": stats["missed_ticks"],
         "display_mode": stats["display_mode"],
+        # Heard first audio: Enter to the first sample at the DAC, the latency a user feels.
         "first_audio_ms_p50": round(float(np.median(first_audio)), 1),
+        "first_audio_ms": [round(float(v), 1) for v in first_audio],
+        # The speaker's start lead before each speech, and each speech's least chunk slack
+        # (how early its chunks after the first were ready), which steers the lead.
+        "start_lead_ms": [round(v, 1) for v in leads],
+        "least_slack_ms": [round(v, 1) for v in slacks],
         # [sentence, gaps, underruns] of each speech that fell behind playback.
         "speeches_fell_behind": fell_behind,
         "audio_output_latency_ms": round(output_latency * 1000, 2),
@@ -166,6 +176,8 @@ def main() -> int:
             "offset_median_le_5ms": ours.median_abs_ms <= 5,
             "offset_p99_le_one_tick": ours.p99_abs_ms <= period_ms,
             "zero_late_frames": counters["late"] == counters_before["late"],
+            "heard_first_audio_p50_le_40ms": float(np.median(first_audio)) <= 40,
+            "no_speech_fell_behind": not fell_behind,
         },
     }
     publish(result, args.out)

@@ -283,9 +283,9 @@ def test_mode_switch_storm_while_speaking(tts, output):
         speaker.close()
 
 
-def test_start_lead_grows_after_underruns_and_shrinks_after_clean_runs(tts):
+def test_start_lead_doubles_after_underruns_and_gives_back_half_the_unused_slack(tts):
     from pipeline.voice.speaker import (
-        CLEAN_RUNS_TO_SHRINK,
+        SLACK_MARGIN_S,
         START_LEAD_INITIAL_S,
         START_LEAD_MAX_S,
         START_LEAD_MIN_S,
@@ -294,19 +294,45 @@ def test_start_lead_grows_after_underruns_and_shrinks_after_clean_runs(tts):
     speaker = Speaker(tts, SpeechTimeline(), None, MediaClock(22050), Events())
     try:
         assert START_LEAD_MIN_S < speaker.start_lead_s == START_LEAD_INITIAL_S < START_LEAD_MAX_S
+        speaker._adapt_start_lead(1, 0.05)  # late: slack measured or not, it doubles
+        assert speaker.start_lead_s == 2 * START_LEAD_INITIAL_S
         for _ in range(10):
-            speaker._adapt_start_lead(2)
+            speaker._adapt_start_lead(2, None)
         assert speaker.start_lead_s == START_LEAD_MAX_S
-        for _ in range(CLEAN_RUNS_TO_SHRINK - 1):
-            speaker._adapt_start_lead(0)
+        speaker._adapt_start_lead(0, None)  # nothing measured (one chunk): kept
+        speaker._adapt_start_lead(0, SLACK_MARGIN_S)  # all used: kept
         assert speaker.start_lead_s == START_LEAD_MAX_S
-        speaker._adapt_start_lead(0)
-        assert speaker.start_lead_s < START_LEAD_MAX_S
-        for _ in range(200):
-            speaker._adapt_start_lead(0)
+        speaker._adapt_start_lead(0, SLACK_MARGIN_S + 0.1)
+        assert speaker.start_lead_s == pytest.approx(START_LEAD_MAX_S - 0.05)
+        for _ in range(20):
+            speaker._adapt_start_lead(0, START_LEAD_MAX_S)
         assert speaker.start_lead_s == START_LEAD_MIN_S
     finally:
         speaker.close()
+
+
+@pytest.mark.audio
+def test_the_slack_of_a_speech_is_measured_on_the_output_and_steers_the_lead(tts, output):
+    from pipeline.voice.speaker import SLACK_MARGIN_S, START_LEAD_MIN_S
+
+    events = Events()
+    speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events)
+    try:
+        leads = [speaker.start_lead_s]
+        finished = []
+        for _ in range(3):
+            speaker.say("Papa made a map. Five big boxes move slowly.")
+            finished.append(events.next(SpeechFinished))
+            leads.append(speaker.start_lead_s)
+    finally:
+        speaker.close()
+    for f, before, after in zip(finished, leads, leads[1:]):
+        assert f.least_slack_s is not None
+        if f.underruns or f.gaps:
+            assert after == min(2 * before, 0.2)
+        else:  # the lead gives back half of what went unused
+            assert after == pytest.approx(max(START_LEAD_MIN_S, before - max(
+                0.0, f.least_slack_s - SLACK_MARGIN_S) / 2))
 
 
 TWO_SENTENCES = ("Papa made a map.", "Five big boxes move slowly.")

@@ -48,18 +48,23 @@ MAX_AHEAD_S = 8.0
 # Without an audio device, speech starts this long after the request is scheduled.
 SILENT_LEAD_S = 0.05
 # A jitter buffer for the start of speech: playback begins this far behind the first
-# chunk, so the next chunks have time to arrive. It grows after a request that had
-# underruns and shrinks back after clean ones, as VoIP jitter buffers do.
-# Measured in the app on 2 cores with software GL: with the streaming voice's preview
-# start, the third chunk arrived 13-24 ms before it was due with a 30 ms lead, and 1 in
-# ~8 first speeches had a late chunk; 45 ms gives it a margin of ~30 ms.
-START_LEAD_MIN_S = 0.045
-# A fresh app starts a little cautious and tightens after clean runs: its first speeches
-# pay first-use costs (caches, numpy and onnxruntime code paths, a UI just started), and
-# on 2 cores a 45 ms lead still let a first speech underrun in 1 of ~20 test runs.
+# chunk, so the next chunks have time to arrive. It doubles after a request that had
+# underruns and, after a clean one, gives back half of what went unused: the least
+# slack of the chunks after the first (how long before its place could no longer be
+# written each was written) beyond SLACK_MARGIN_S. The first chunk's own slack is the
+# lead itself, so it says nothing.
+# A fresh app starts cautious: its first speeches pay first-use costs (caches, numpy and
+# onnxruntime code paths, a UI just started), and on 2 cores a 45 ms lead still let a
+# first speech underrun in 1 of ~20 test runs.
 START_LEAD_INITIAL_S = 0.06
 START_LEAD_MAX_S = 0.2
-CLEAN_RUNS_TO_SHRINK = 4
+# The least lead: the slack measurement steers it, this only keeps a wrong measurement
+# from taking it all away.
+START_LEAD_MIN_S = 0.005
+# Slack kept beyond what speeches used: one JACK period (10.7 ms), the granularity at
+# which the output callback takes audio, so a chunk a period later than any measured
+# still plays.
+SLACK_MARGIN_S = 0.011
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,9 @@ class SpeechFinished:
     cancelled: bool
     gaps: int  # sentences that could not follow the previous one seamlessly
     underruns: int  # chunks that arrived after their time to play (their late part dropped)
+    # The least slack of the chunks after the first (seconds before their place could no
+    # longer be written); None without an audio device or with one chunk only.
+    least_slack_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +176,6 @@ class Speaker:
         self._schedule_lock = threading.Lock()
         self._silent_end = 0.0
         self.start_lead_s = START_LEAD_INITIAL_S
-        self._clean_runs = 0
         self._finished_id = 0  # the last request the worker is done with
         self._heard_until = 0.0  # media time at which the last speech's sound ends
         self._worker = threading.Thread(target=self._run, name="speaker", daemon=True)
@@ -261,6 +268,7 @@ class Speaker:
                 and self._tail[0] / rate > self._clock.media_time_now()):
             end_pos = self._tail[0]
         resampler: StreamResampler | None = None
+        least_slack: int | None = None  # samples
         stream = self._tts.stream(
             request.text, mode=lambda: self.mode, cancel=request.cancel,
             length_scale=1.0 / self.speech_rate,
@@ -292,6 +300,9 @@ class Speaker:
                     # As many samples as the resampler makes of the plan (it rounds up).
                     end_pos = plan_start + -(-plan.total_samples * rate // plan.sample_rate)
                     self._announce(request.id, plan, track, plan_start / rate)
+                if started and self._output is not None:
+                    slack = plan_start + written - self._output.earliest_pos()
+                    least_slack = slack if least_slack is None else min(least_slack, slack)
                 dropped = self._write(plan_start + written, audio)
                 if dropped:
                     underruns += 1
@@ -302,12 +313,14 @@ class Speaker:
                 self._emit(SpeechStarted(
                     request.id, heard_at - request.requested_at, self._now() - request.requested_at,
                 ))
-        self._adapt_start_lead(underruns + gaps)
+        least_slack_s = None if least_slack is None else least_slack / rate
+        self._adapt_start_lead(underruns + gaps, least_slack_s)
         if end_pos is not None and not request.cancel.is_set():
             self._heard_until = end_pos / rate
         self._tail = None if end_pos is None or request.cancel.is_set() else (end_pos, request.stops)
         self._emit(SpeechFinished(
             request.id, (end_pos or 0) / rate, request.cancel.is_set(), gaps, underruns,
+            least_slack_s,
         ))
 
     def _announce(self, request: int, plan: SentencePlan, track: VisemeTrack, start: float) -> None:
@@ -317,17 +330,15 @@ class Speaker:
         for cue in track.cues():
             self._emit(VisemeTimed(request, cue.value, start + cue.start, start + cue.end))
 
-    def _adapt_start_lead(self, late_events: int) -> None:
+    def _adapt_start_lead(self, late_events: int, least_slack_s: float | None) -> None:
         if late_events:
             self.start_lead_s = min(START_LEAD_MAX_S, 2 * self.start_lead_s)
-            self._clean_runs = 0
             log.info("speech fell behind playback %d time(s): starting %.0f ms later from now on",
                      late_events, self.start_lead_s * 1000)
             return
-        self._clean_runs += 1
-        if self._clean_runs >= CLEAN_RUNS_TO_SHRINK:
-            self.start_lead_s = max(START_LEAD_MIN_S, 0.75 * self.start_lead_s)
-            self._clean_runs = 0
+        if least_slack_s is not None and least_slack_s > SLACK_MARGIN_S:
+            unused = least_slack_s - SLACK_MARGIN_S
+            self.start_lead_s = max(START_LEAD_MIN_S, self.start_lead_s - unused / 2)
 
     def _start_of_plan(self, previous_end: int | None, lead: float) -> int:
         rate = self.rate
