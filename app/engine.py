@@ -3,7 +3,8 @@
 Kept apart from the window so the command line, tests and benchmarks drive the very
 same objects the app does. What happens is published on ``Engine.events`` (an
 EventBus): the speaker's events (pipeline.voice.speaker), the microphone's statuses
-(InputStatus) and what the engine itself must tell (DeviceNotice). The window, the
+(InputStatus), each move of the mic's delay (DelayChange: the OBS sync offset to
+enter) and what the engine itself must tell (DeviceNotice). The window, the
 command line and (later) the API subscribe to the kinds they show.
 """
 
@@ -105,7 +106,8 @@ class Engine:
         self.mic = mic
         # Through the engine, not the clock object: the output (and its clock) can be
         # reopened while the mic runs.
-        self.mic_stage = MicLipSync(mic, self._mic_analyser(), lambda media: self.clock.monotonic_at(media))
+        self.mic_stage = MicLipSync(mic, self._mic_analyser(), lambda media: self.clock.monotonic_at(media),
+                                    on_delay_change=self.events.publish)
         self.mic_stage.start()
         self.mouth = MouthMixer(self.timeline, self.mic_stage)
         return None

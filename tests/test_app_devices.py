@@ -13,7 +13,7 @@ import pytest
 from app.settings import Settings
 from pipeline.audio.devices import reinitialize_portaudio
 from pipeline.audio.resample import resample
-from pipeline.voice.tts import PiperTTS
+from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from tests.harness.app_driver import (
     open_window,
     pump,
@@ -40,9 +40,10 @@ def test_a_chosen_microphone_plugged_in_while_speaking_is_taken_after_the_speech
         # Made before the long sentence starts: loading a voice and synthesising took 3 s
         # (2.6 + 0.4 s, at load 3.5), and with it the 8.2 s sentence had ended before the
         # check below that the voice is still speaking (2 of 8 runs).
-        tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+        tts = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
+        text = "Hello there. How are you today?"
         speech = np.concatenate([resample(s.audio, s.sample_rate, jack_server.rate)
-                                 for s in tts.synthesize("Hello there. How are you today?")])
+                                 for s in tts.synthesize(text, LATENCY_MODES["premium"])])
         say(w, "While this long sentence is being read out to everyone watching the stream, "
                "somebody plugs the microphone that was chosen in the settings back in.")
         usb = plug_in_microphone(USB_MIC, speech)

@@ -15,7 +15,7 @@ from pipeline.core.frames import PhonemeTiming
 from pipeline.core.visemes import VISEME_INDEX
 from pipeline.lipsync.mic import MicLipSync, MouthMixer, VolumeGate
 from pipeline.voice.speech_timeline import SpeechTimeline
-from pipeline.voice.tts import PiperTTS
+from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from pipeline.voice.viseme_track import VisemeTrack
 from tests.harness.jack_recorder import capture_latency_frames, recorded_player
 
@@ -257,12 +257,12 @@ def test_tts_takes_the_mouth_while_it_plays_and_the_mic_gets_it_back(run):
 
 
 def test_on_real_speech_the_mouth_is_open_on_vowels_and_shut_in_the_pause(jack_server):
-    tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+    tts = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
     rate = jack_server.rate
     pause = 0.5
     pieces, vowels, pauses = [np.zeros(int(0.2 * rate), dtype=np.float32)], [], []
     at = 0.2
-    for segment in tts.synthesize("Hello there. How are you today?"):
+    for segment in tts.synthesize("Hello there. How are you today?", LATENCY_MODES["premium"]):
         audio = resample(segment.audio, segment.sample_rate, rate)
         vowels += [at + (p.start + p.end) / 2 for p in segment.phonemes
                    if p.viseme in ("aa", "E", "oh") and p.end - p.start >= 0.06]
@@ -297,7 +297,9 @@ class Replay:
 
     def __init__(self):
         self.now = 0.0
-        self.stage = MicLipSync(AudioInput("system"), VolumeGate(), identity, clock=lambda: self.now)
+        self.told: list = []  # what the stage told of each change (on_delay_change)
+        self.stage = MicLipSync(AudioInput("system"), VolumeGate(), identity, clock=lambda: self.now,
+                                on_delay_change=self.told.append)
         self.captured = 0  # samples fed so far
         self.changes: list[tuple[float, float]] = []  # (clock, new delay) at every change
         # A healthy stage, as issue 11 measured it: P50 13 ms, P99 17 ms.
@@ -351,6 +353,9 @@ def test_after_a_stall_the_delay_comes_back_down_in_a_few_steps_and_stays(caplog
     settled = len(replay.changes)
     replay.play(300.0)
     assert len(replay.changes) == settled
+    # Every change was told as it happened (the engine publishes them on its bus).
+    assert [(c.at, c.new) for c in replay.told] == replay.changes
+    assert replay.told[0].old == pytest.approx(0.030) and replay.told[0].worst_ms > 400
 
 
 def test_stalls_that_keep_coming_back_keep_the_delay_up_instead_of_flapping():

@@ -188,9 +188,12 @@ class MicLipSync:
         delay: float = 0.030,
         render_margin: float = 0.010,
         clock: Callable[[], float] = time.monotonic,
+        on_delay_change: Callable[[DelayChange], None] = lambda change: None,
     ) -> None:
         """``clock`` is the monotonic clock the mic's capture instants are on; tests pass
-        their own to replay hours of latencies without waiting for them."""
+        their own to replay hours of latencies without waiting for them.
+        ``on_delay_change`` hears every move of the delay (the OBS offset to enter), on
+        the stage's thread."""
         self.mic = mic
         self.analyser = analyser
         self.monotonic_at = monotonic_at
@@ -215,6 +218,7 @@ class MicLipSync:
         self._calm_since = -math.inf
         self._calm_peak = 0.0
         self.last_change: DelayChange | None = None
+        self._on_delay_change = on_delay_change
         # The latencies the last review judged the delay by; those measured since wait
         # for the next one (REVIEW_EVERY later, at the next captured block).
         self.last_review: LatencyStats | None = None
@@ -348,6 +352,7 @@ class MicLipSync:
         self.last_change = DelayChange(now, old, self.delay, worst_ms)
         self._calm_since, self._calm_peak = now, 0.0
         self._version += 1
+        self._on_delay_change(self.last_change)
         return old
 
     def restart_measurement(self) -> None:
