@@ -8,8 +8,9 @@ import tracemalloc
 
 import pytest
 
+from pipeline.core.avatar_state import EXPRESSIONS, FIELDS, AvatarState, blend_into
 from pipeline.core.frames import MouthPose
-from render.timing.frame_slots import FrameSlots, midway
+from render.timing.frame_slots import FrameSlots
 
 P = 1 / 60
 
@@ -150,10 +151,66 @@ def test_writing_frames_allocates_nothing():
     assert grown < 4096
 
 
+def mouth(pose: MouthPose) -> AvatarState:
+    state = AvatarState()
+    state.set_mouth(pose)
+    return state
+
+
 def test_midway_between_neighbours():
-    a = MouthPose(10, 13, 0.2, 0.8)
-    assert midway(a, MouthPose(10, 13, 0.6, 0.4)) == MouthPose(10, 13, pytest.approx(0.4), pytest.approx(0.6))
-    assert midway(a, MouthPose(1, 1, 0.0, 0.0)) == MouthPose(10, 1, 0.5, 0.4)
+    out = AvatarState()
+    a = mouth(MouthPose(10, 13, 0.2, 0.8))
+    blend_into(out, a, mouth(MouthPose(10, 13, 0.6, 0.4)), 0.5)
+    assert out.mouth_pose() == MouthPose(10, 13, pytest.approx(0.4), pytest.approx(0.6))
+    blend_into(out, a, mouth(MouthPose(1, 1, 0.0, 0.0)), 0.5)
+    assert out.mouth_pose() == MouthPose(10, 1, 0.5, 0.4)
+
+
+def state_for(k: int) -> AvatarState:
+    """A whole avatar state whose every field is derived from k."""
+    state = AvatarState()
+    state.values[:] = [((k * 31 + i * 7) % 101) / 101 for i in range(len(FIELDS))]
+    state.set_mouth(pose_for(k))
+    return state
+
+
+def test_the_whole_avatar_state_goes_through_the_slots_field_for_field():
+    slots = FrameSlots(30, P)
+    written = state_for(7)
+    written.set_blink(1.0, 0.25)  # a wink: the eyes apart
+    written.expressions[EXPRESSIONS.index("surprised")] = 0.75
+    slots.write(7, written)
+    out = AvatarState()
+    assert slots.take_state(7, out)
+    assert out.values.tolist() == written.values.tolist()
+    assert out.eyes_closed == 1.0 and out.expressions[EXPRESSIONS.index("surprised")] == 0.75
+    assert slots.take(7) == pose_for(7)
+    # A MouthPose alone is that mouth with the rest of the avatar at rest.
+    slots.write(8, pose_for(8))
+    assert slots.take_state(8, out) and out.values[4:].tolist() == [0.0] * (len(FIELDS) - 4)
+    assert not slots.take_state(9, out)
+
+
+def test_writing_and_taking_whole_states_allocates_nothing():
+    slots = FrameSlots(30, P)
+    states = [state_for(k) for k in range(64)]
+    out = AvatarState()
+    for k in range(64):
+        slots.write(k, states[k])
+        slots.take_state(k, out)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for k in range(64, 20_064):
+            slots.write(k, states[k % 64])
+            assert slots.take_state(k, out)
+        grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(before, "filename")
+                    if s.size_diff > 0)
+    finally:
+        tracemalloc.stop()
+    # The same bound as MouthPose writes above: 20,000 frames, under 4 KiB in all (a
+    # frame's allocation would be tens of bytes each, over 400 KiB).
+    assert grown < 4096
 
 
 def test_refuses_a_ring_too_small_to_hold_neighbours():

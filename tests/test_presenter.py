@@ -11,10 +11,10 @@ import threading
 
 import pytest
 
+from pipeline.core.avatar_state import AvatarState, blend_into
 from pipeline.core.frames import MouthPose
 from render.timing import idle_motion
 from render.timing.display_clock import DEADLINE, VSYNC
-from render.timing.frame_slots import midway
 from render.timing.presenter import (
     IDLE,
     LATE_HELD,
@@ -152,10 +152,14 @@ def test_a_frame_missing_between_two_made_ones_is_interpolated():
     slots = presenter.slots
     k = slots.frame_index(media(presenter.clock.next_presentation()) + P / 2)
     slots.seq[k % slots.count] = -1
-    before, after = slots.take(k - 1), slots.take(k + 1)
+    before, after, midway = AvatarState(), AvatarState(), AvatarState()
+    assert slots.take_state(k - 1, before) and slots.take_state(k + 1, after)
+    blend_into(midway, before, after, 0.5)
     frame = tick(presenter, clock)
     assert frame.status == LATE_INTERPOLATED
-    assert frame.pose == midway(before, after)
+    assert frame.pose == midway.mouth_pose()
+    # The whole avatar is interpolated, eyelids and breathing too.
+    assert frame.state.values.tolist() == midway.values.tolist()
     assert frame.stamp == pytest.approx(slots.frame_start(k) + P / 2)
     stats = presenter.stats()
     assert (stats["late"], stats["held"], stats["interpolated"]) == (1, 0, 1)
@@ -248,3 +252,22 @@ def test_vsync_ticks_on_swaps_and_falls_back_to_deadlines_when_they_stop():
     clock.t += wake
     frame, wake = presenter.timer_fired(clock.t)
     assert frame is None and presenter.clock.mode == DEADLINE and wake == pytest.approx(P)
+
+
+def test_with_a_voice_blinks_and_breathing_come_through_the_slots_made_for_the_frame():
+    # The producer fills in idle motion at each frame's own media time (the stamp), as
+    # a tracker's or the API's state will be: frame-exact like the mouth.
+    clock = FakeClock(100.0 + 3.3)  # seed 5 blinks at 3.49 s of media time
+    presenter = paced(clock, seed=5)
+    voice = Voice(clock)
+    presenter.set_sources(voice, media, start=False)
+    blinks = []
+    for _ in range(60):
+        presenter.producer.fill()
+        f = tick(presenter, clock)
+        assert f.status == PRESENTED
+        assert f.blink == idle_motion.blink(f.stamp, 5)
+        assert f.breath == idle_motion.breathing(f.stamp, 5)
+        assert f.state.values[4] == f.state.values[5] == f.blink  # both eyes
+        blinks.append(f.blink)
+    assert max(blinks) > 0.5  # a blink lay within the second shown

@@ -1,5 +1,9 @@
 """Keeps the frame slots filled ahead of the display, on a thread of its own.
 
+Each frame is a whole AvatarState: the mouth from the pose source, and the rest (blinks,
+breathing; later a tracker's head and brows) from the motion filled in at the frame's own
+media time, so every part of the avatar is as frame-exact as the mouth.
+
 The display never waits for this thread: it takes whatever its slot holds at its tick.
 So the producer's job is to be ahead, and when it cannot be (a slow pose source) to
 degrade rather than fall further behind: a frame that took longer than two display
@@ -14,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from pipeline.core.avatar_state import AvatarState
 from pipeline.core.frames import MouthPose
 from render.timing.frame_slots import FrameSlots
 
@@ -21,6 +26,8 @@ log = logging.getLogger(__name__)
 
 PoseSource = Callable[[float, float], MouthPose]
 MediaClock = Callable[[float], float]
+# Fills in what is not the mouth, for the frame centred on a media time.
+Motion = Callable[[AvatarState, float], None]
 
 
 def unblended(source: PoseSource) -> PoseSource:
@@ -53,10 +60,13 @@ class FrameProducer:
         degraded_source: PoseSource | None = None,
         degraded_hold: float = 1.0,
         source_version: Callable[[], int] | None = None,
+        motion: Motion | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.slots = slots
         self.pose_source = pose_source
+        self.motion = motion
+        self._state = AvatarState()  # the frame being made, copied into its slot
         # When what the source says changes (speech scheduled or stopped), frames already
         # made for the coming lookahead are stale and are made again from now on.
         self.source_version = source_version or (lambda: 0)
@@ -142,6 +152,11 @@ class FrameProducer:
             else:
                 pose = self.degraded_source(phase + k * period, period)
                 held = pose
+            state = self._state
+            state.clear()
+            state.set_mouth(pose)
+            if self.motion is not None:
+                self.motion(state, phase + (k + 0.5) * period)
             finished = self.clock()
             # Counted before the re-phase check: a source too slow for the tick must be
             # degraded even when the slots re-phased under it and its frame is thrown away
@@ -149,7 +164,7 @@ class FrameProducer:
             self._note_cost(finished - started, finished, degraded)
             if slots.timebase != timebase:
                 return written
-            slots.write(k, pose, timebase, degraded)
+            slots.write(k, state, timebase, degraded)
             written += 1
             self.produced += 1
             self._next = k + 1

@@ -22,17 +22,10 @@ import time
 
 import numpy as np
 
+from pipeline.core.avatar_state import SIZE, AvatarState
 from pipeline.core.frames import MouthPose
 
 _WRITING = -1
-
-
-def midway(before: MouthPose, after: MouthPose) -> MouthPose:
-    """A stand-in for a missing frame from its two neighbours: halfway between them."""
-    openness = 0.5 * (before.openness + after.openness)
-    if before.viseme_a == after.viseme_a and before.viseme_b == after.viseme_b:
-        return MouthPose(before.viseme_a, before.viseme_b, 0.5 * (before.mix + after.mix), openness)
-    return MouthPose(before.dominant, after.dominant, 0.5, openness)
 
 
 _TORN = object()
@@ -52,10 +45,9 @@ class FrameSlots:
         self.frame = np.full(count, np.iinfo(np.int64).min, dtype=np.int64)
         self.epoch = np.zeros(count, dtype=np.int64)
         self.stamp = np.zeros(count, dtype=np.float64)
-        self.viseme_a = np.zeros(count, dtype=np.int16)
-        self.viseme_b = np.zeros(count, dtype=np.int16)
-        self.mix = np.zeros(count, dtype=np.float64)
-        self.openness = np.zeros(count, dtype=np.float64)
+        # One AvatarState row per slot (pipeline.core.avatar_state): the whole avatar.
+        self.states = np.zeros((count, SIZE), dtype=np.float64)
+        self._scratch = AvatarState()  # take()'s, for callers that want the mouth only
         self.made_degraded = np.zeros(count, dtype=np.bool_)
         self.seq = np.zeros(count, dtype=np.int64)
         self._writes = 0
@@ -107,57 +99,66 @@ class FrameSlots:
     def frame_start(self, frame_index: int) -> float:
         return self._timebase[1] + frame_index * self.period
 
-    def write(self, frame_index: int, pose: MouthPose,
+    def write(self, frame_index: int, frame: AvatarState | MouthPose,
               timebase: tuple[int, float] | None = None, degraded: bool = False) -> None:
-        """Store `pose` as frame `frame_index`. `timebase` is the (epoch, phase) the
-        producer computed the frame under; a frame of a superseded epoch is never taken.
-        `degraded`: the frame was made on the producer's cheaper path."""
+        """Store `frame` as frame `frame_index` (a MouthPose: that mouth, the rest of the
+        avatar at rest). `timebase` is the (epoch, phase) the producer computed the frame
+        under; a frame of a superseded epoch is never taken. `degraded`: the frame was
+        made on the producer's cheaper path. Copies a row: allocates nothing."""
         epoch, phase = self._timebase if timebase is None else timebase
         s = frame_index % self.count
         self.seq[s] = _WRITING
         self.frame[s] = frame_index
         self.epoch[s] = epoch
         self.stamp[s] = phase + (frame_index + 0.5) * self.period
-        self.viseme_a[s] = pose.viseme_a
-        self.viseme_b[s] = pose.viseme_b
-        self.mix[s] = pose.mix
-        self.openness[s] = pose.openness
+        row = self.states[s]
+        if isinstance(frame, MouthPose):
+            row.fill(0.0)
+            row[0], row[1], row[2], row[3] = frame.viseme_a, frame.viseme_b, frame.mix, frame.openness
+        else:
+            np.copyto(row, frame.values)
         self.made_degraded[s] = degraded
         self._writes += 1
         self.seq[s] = self._writes
 
     def take(self, frame_index: int) -> MouthPose | None:
-        """The pose stored for `frame_index`, or None when the slot does not hold that
-        frame: not produced yet, overwritten, of an older epoch, or made for a phase more
-        than period/4 away from the current one. A slot caught mid-write (the producer
-        re-making it) is read again: the write takes microseconds."""
+        """The mouth of the frame stored for `frame_index` (see take_state), or None."""
+        if not self.take_state(frame_index, self._scratch):
+            return None
+        return self._scratch.mouth_pose()
+
+    def take_state(self, frame_index: int, out: AvatarState) -> bool:
+        """Copy the frame stored for `frame_index` into `out`; False (and `out` left
+        undefined) when the slot does not hold that frame: not produced yet, overwritten,
+        of an older epoch, or made for a phase more than period/4 away from the current
+        one. A slot caught mid-write (the producer re-making it) is read again: the
+        write takes microseconds. Allocates nothing."""
         for _ in range(_READ_TRIES):
-            pose = self._read(frame_index)
-            if pose is not _TORN:
-                return pose
+            read = self._read(frame_index, out)
+            if read is not _TORN:
+                return read
             # The writer is another Python thread: yield the GIL so it can finish.
             time.sleep(0)
-        return None
+        return False
 
-    def _read(self, frame_index: int):
+    def _read(self, frame_index: int, out: AvatarState):
         s = frame_index % self.count
         before = self.seq[s]
         if before == _WRITING:
             return _TORN
         epoch, phase = self._timebase
         if self.frame[s] != frame_index or self.epoch[s] != epoch:
-            return None
+            return False
         stamp = self.stamp[s]
         if abs(stamp - (phase + (frame_index + 0.5) * self.period)) > 0.25 * self.period:
-            return None
-        pose = MouthPose(int(self.viseme_a[s]), int(self.viseme_b[s]),
-                         float(self.mix[s]), float(self.openness[s]))
+            return False
+        np.copyto(out.values, self.states[s])
         degraded = bool(self.made_degraded[s])
         if self.seq[s] != before:
             return _TORN
         self.taken_stamp = float(stamp)
         self.taken_degraded = degraded
-        return pose
+        return True
 
     def counters(self) -> dict[str, int]:
         return {"presented": self.presented, "late": self.late, "held": self.held,

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import math
 
+from pipeline.core.avatar_state import AvatarState
+from pipeline.core.easing import smoothstep
+
 BLINK_MEAN_INTERVAL = 4.0
 BLINK_JITTER = 1.0
 DOUBLE_BLINK_CHANCE = 0.12
@@ -59,13 +62,11 @@ def _lid(dt: float) -> float:
     if dt < 0.0 or dt >= BLINK_DURATION:
         return 0.0
     if dt < BLINK_CLOSE:
-        x = dt / BLINK_CLOSE
-        return x * x * (3.0 - 2.0 * x)
+        return smoothstep(dt / BLINK_CLOSE)
     dt -= BLINK_CLOSE
     if dt < BLINK_SHUT:
         return 1.0
-    x = 1.0 - (dt - BLINK_SHUT) / BLINK_OPEN
-    return x * x * (3.0 - 2.0 * x)
+    return smoothstep(1.0 - (dt - BLINK_SHUT) / BLINK_OPEN)
 
 
 def blink(t: float, seed: int = 0) -> float:
@@ -94,3 +95,11 @@ def breath_transform(breath: float) -> tuple[float, float]:
     """(vertical offset, vertical scale) of the body for a breathing phase, in canvas
     units: the chest rises and the figure stretches slightly upward on inhale."""
     return BREATH_OFFSET * breath, 1.0 + BREATH_SCALE * breath
+
+
+def apply(state: AvatarState, t: float, seed: int = 0, *, blinking: bool = True,
+          breathing_on: bool = True) -> None:
+    """Set ``state``'s blinks (both eyes) and breathing for time ``t``: idle motion is
+    one source of the avatar state, as a tracker or the API will be."""
+    state.set_blink(blink(t, seed) if blinking else 0.0)
+    state.breath = breathing(t, seed) if breathing_on else 0.0

@@ -22,11 +22,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pipeline.core.avatar_state import AvatarState, blend_into
 from pipeline.core.frames import MouthPose
 from render.timing import idle_motion
 from render.timing.display_clock import VSYNC, DisplayClock
 from render.timing.frame_producer import FrameProducer, MediaClock, PoseSource
-from render.timing.frame_slots import FrameSlots, midway
+from render.timing.frame_slots import FrameSlots
 
 PRESENTED = 0           # the frame made for the heard time
 LATE_HELD = 1           # it was not ready: the last frame shown again
@@ -51,7 +52,10 @@ _VSYNC_WATCHDOG_PERIODS = 4
 
 @dataclass(frozen=True, slots=True)
 class AvatarFrame:
-    """What one tick shows: draw `pose` with eyelids at `blink` and the body at `breath`.
+    """What one tick shows: the whole avatar in `state`, and of it the mouth `pose`, the
+    eyelids' `blink` (the more closed eye) and the body's `breath`, for rigs that draw
+    those (snapshots: they stay valid). `state` is the presenter's own record, valid
+    until its next present() (copy it to keep it).
 
     `stamp` is the media time the pose was made for (NaN before any voice frame was
     shown); `heard` the media time heard when the frame is on screen (NaN when idle);
@@ -66,6 +70,7 @@ class AvatarFrame:
     breath: float
     status: int
     degraded: bool
+    state: AvatarState
 
 
 class Pacing(NamedTuple):
@@ -95,7 +100,12 @@ class Presenter:
         self.clock = DisplayClock(self.period, now)
         self.producer: FrameProducer | None = None
         self._media_time_at: MediaClock | None = None
-        self._pose = REST
+        # The state shown last, and scratch for the next one and a late frame's
+        # neighbours: preallocated, the tick copies frames into them.
+        self._shown = AvatarState()
+        self._taken = AvatarState()
+        self._before = AvatarState()
+        self._after = AvatarState()
         self._stamp = math.nan
         self._degraded = False
         self._blinking = True
@@ -123,14 +133,19 @@ class Presenter:
         self.slots.align(self._media_time_at(self.clock.next_presentation()))
         self.producer = FrameProducer(self.slots, pose_source, self._media_time_at,
                                       lookahead=self.lookahead, source_version=source_version,
-                                      clock=self.now)
+                                      motion=self._motion, clock=self.now)
         if start:
             self.producer.start()
 
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
-        """Switch blinking and breathing on or off (both on by default)."""
+        """Switch blinking and breathing on or off (both on by default). Frames made
+        ahead keep what they were made with: the change shows within the lookahead."""
         self._blinking = blinking
         self._breathing = breathing
+
+    def _motion(self, state: AvatarState, t: float) -> None:
+        idle_motion.apply(state, t, self.seed, blinking=self._blinking,
+                          breathing_on=self._breathing)
 
     @property
     def degraded(self) -> bool:
@@ -148,29 +163,29 @@ class Presenter:
             self._tick_times[self._ticks % len(self._tick_times)] = tick
             self._ticks += 1
         predicted = self.clock.predicted_presentation()
-        blink = idle_motion.blink(predicted, self.seed) if self._blinking else 0.0
-        breath = idle_motion.breathing(predicted, self.seed) if self._breathing else 0.0
         media_time_at = self._media_time_at
+        shown = self._shown
         if media_time_at is None:
-            return AvatarFrame(tick, predicted, math.nan, self._stamp, self._pose, blink,
-                               breath, IDLE, self._degraded)
+            # Idle: the last mouth, with blinking and breathing at the tick's own time.
+            self._motion(shown, predicted)
+            return self._frame(tick, predicted, math.nan, IDLE)
         slots = self.slots
         heard = media_time_at(predicted)
         k = slots.frame_index(heard + 0.5 * self.period)
-        pose = slots.take(k)
-        if pose is not None:
-            status, stamp, degraded = PRESENTED, slots.taken_stamp, slots.taken_degraded
+        if slots.take_state(k, self._taken):
+            status, self._stamp, self._degraded = PRESENTED, slots.taken_stamp, slots.taken_degraded
+            self._shown, self._taken = self._taken, shown
         else:
-            before = slots.take(k - 1)
-            before_degraded = slots.taken_degraded
-            after = slots.take(k + 1)
-            if before is not None and after is not None:
-                pose, status = midway(before, after), LATE_INTERPOLATED
-                stamp = slots.frame_start(k) + 0.5 * self.period
-                degraded = before_degraded or slots.taken_degraded
-            else:
-                pose, status, stamp, degraded = self._pose, LATE_HELD, self._stamp, self._degraded
-        self._pose, self._stamp, self._degraded = pose, stamp, degraded
+            status = LATE_HELD  # unless both neighbours are there: the last frame, again
+            if slots.take_state(k - 1, self._before):
+                before_degraded = slots.taken_degraded
+                if slots.take_state(k + 1, self._after):
+                    blend_into(self._taken, self._before, self._after, 0.5)
+                    status = LATE_INTERPOLATED
+                    self._stamp = slots.frame_start(k) + 0.5 * self.period
+                    self._degraded = before_degraded or slots.taken_degraded
+                    self._shown, self._taken = self._taken, shown
+        frame = self._frame(tick, predicted, heard, status)
         if counted:
             if status == PRESENTED:
                 slots.presented += 1
@@ -180,13 +195,19 @@ class Presenter:
                     slots.held += 1
                 else:
                     slots.interpolated += 1
-            if degraded:
+            if self._degraded:
                 slots.degraded_shown += 1
+            pose = frame.pose
             self._log[self._log_count % len(self._log)] = (
-                tick, predicted, heard, stamp, pose.dominant, pose.mix, pose.openness, status)
+                tick, predicted, heard, self._stamp, pose.dominant, pose.mix, pose.openness, status)
             self._log_count += 1
             self._align_next()
-        return AvatarFrame(tick, predicted, heard, stamp, pose, blink, breath, status, degraded)
+        return frame
+
+    def _frame(self, tick: float, predicted: float, heard: float, status: int) -> AvatarFrame:
+        shown = self._shown
+        return AvatarFrame(tick, predicted, heard, self._stamp, shown.mouth_pose(),
+                           shown.eyes_closed, shown.breath, status, self._degraded, shown)
 
     # -- pacing for a display surface -----------------------------------------------
 

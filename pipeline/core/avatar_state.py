@@ -1,0 +1,110 @@
+"""The whole avatar at one instant: what travels through the frame slots to every output.
+
+One typed record for every source of motion: the voice and the microphone set the mouth,
+idle motion sets blinks and breathing, and a face tracker or the API (later) set eyes,
+brows, head and expressions the same way. Rigs draw what they support of it — the sprite
+and photo rigs the mouth, the eyelids (as closed as the more closed eye) and breathing,
+through the presenter's AvatarFrame; the rest is carried, so an output or app that can
+show it (VMC, VTube Studio) gets it frame-exact.
+
+The record is a fixed float64 vector with named fields, so it is preallocated once and
+copied in place: a slot holds a row of a 2-D array, and writing or reading a frame copies
+a row, allocating nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.core.frames import MouthPose
+
+# Expression weights, 0..1: VRM's preset expressions, as VMC and VTube Studio name them.
+EXPRESSIONS = ("happy", "angry", "sad", "relaxed", "surprised")
+
+# Field → index in the vector. Units: visemes are indices into OVR_VISEMES (stored exactly
+# as floats), mix and openness 0..1 (MouthPose's meaning), blinks 0 open .. 1 shut, brows
+# -1 lowered .. 1 raised, head angles in radians (yaw left-positive, pitch up-positive,
+# roll counter-clockwise-positive), offset in canvas units (x right, y up), breath -1..1.
+FIELDS = ("viseme_a", "viseme_b", "mix", "openness", "blink_left", "blink_right",
+          "brow_left", "brow_right", "yaw", "pitch", "roll", "offset_x", "offset_y",
+          "breath", *(f"expression_{name}" for name in EXPRESSIONS))
+INDEX = {name: i for i, name in enumerate(FIELDS)}
+SIZE = len(FIELDS)
+_MOUTH = slice(0, 4)
+_EXPRESSIONS = slice(INDEX[f"expression_{EXPRESSIONS[0]}"], SIZE)
+
+
+class AvatarState:
+    """A view of one row of floats with a property per field.
+
+    ``values`` is the row: a state of its own (``AvatarState()``) or a row of a slot
+    array (``AvatarState(array[k])``) — writing a property writes that row.
+    """
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray | None = None) -> None:
+        self.values = np.zeros(SIZE, np.float64) if values is None else values
+
+    def clear(self) -> None:
+        """The avatar at rest: silent mouth, eyes open, head straight, no expression."""
+        self.values.fill(0.0)
+
+    def copy_from(self, other: AvatarState) -> None:
+        np.copyto(self.values, other.values)
+
+    # -- the mouth -----------------------------------------------------------------
+
+    def set_mouth(self, pose: MouthPose) -> None:
+        v = self.values
+        v[0], v[1], v[2], v[3] = pose.viseme_a, pose.viseme_b, pose.mix, pose.openness
+
+    def mouth_pose(self) -> MouthPose:
+        v = self.values
+        return MouthPose(int(v[0]), int(v[1]), float(v[2]), float(v[3]))
+
+    def same_mouth(self, other: AvatarState) -> bool:
+        return bool(np.array_equal(self.values[_MOUTH], other.values[_MOUTH]))
+
+    # -- the rest ------------------------------------------------------------------
+
+    def set_blink(self, left: float, right: float | None = None) -> None:
+        """Eyelid closure per eye (both alike when ``right`` is None)."""
+        self.values[INDEX["blink_left"]] = left
+        self.values[INDEX["blink_right"]] = left if right is None else right
+
+    @property
+    def eyes_closed(self) -> float:
+        """For a rig that draws both eyes as one: as closed as the more closed eye."""
+        v = self.values
+        return float(max(v[INDEX["blink_left"]], v[INDEX["blink_right"]]))
+
+    @property
+    def breath(self) -> float:
+        return float(self.values[INDEX["breath"]])
+
+    @breath.setter
+    def breath(self, value: float) -> None:
+        self.values[INDEX["breath"]] = value
+
+    @property
+    def expressions(self) -> np.ndarray:
+        """The expression weights in EXPRESSIONS order (a view: writable)."""
+        return self.values[_EXPRESSIONS]
+
+
+def blend_into(out: AvatarState, a: AvatarState, b: AvatarState, t: float) -> None:
+    """``out`` (neither ``a`` nor ``b``) = the state ``t`` of the way from ``a`` to ``b``
+    (0..1), in place: every continuous field blended; the mouth as MouthPose's midway
+    rule does it — the same viseme pair blends its mix, different pairs cross-fade from
+    a's shown viseme to b's."""
+    va, vb, v = a.values, b.values, out.values
+    np.subtract(vb, va, out=v)
+    np.multiply(v, t, out=v)
+    np.add(v, va, out=v)
+    if va[0] == vb[0] and va[1] == vb[1]:
+        v[0], v[1] = va[0], va[1]
+    else:
+        v[0] = va[1] if va[2] >= 0.5 else va[0]
+        v[1] = vb[1] if vb[2] >= 0.5 else vb[0]
+        v[2] = t
