@@ -16,6 +16,7 @@ from pipeline.voice.speaker import (
     SpeechNotice,
     SpeechStarted,
     VisemeTimed,
+    WordTimed,
 )
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.streaming_tts import StreamingTTS
@@ -418,7 +419,7 @@ def test_pieces_are_spoken_a_sentence_at_a_time_and_a_stop_drops_what_is_held(tt
     assert ends[second].gaps == 0 and starts[second] == ends[first].end_media_time
 
 
-def test_sentences_and_visemes_are_published_with_the_media_times_the_mouth_uses(tts):
+def test_sentences_words_and_visemes_are_published_with_the_media_times_the_mouth_uses(tts):
     events = Events()
     timeline = SpeechTimeline()
     speaker = Speaker(tts, timeline, None, MediaClock(22050), events)
@@ -430,8 +431,17 @@ def test_sentences_and_visemes_are_published_with_the_media_times_the_mouth_uses
         speaker.close()
     published = events.seen
     shapes = [e for e in published if isinstance(e, VisemeTimed)]
+    words = [e for e in published if isinstance(e, WordTimed)]
     sentences = [e for e in published if isinstance(e, SentenceTimed)]
-    assert {e.request for e in shapes + sentences} == {request}
+    assert {e.request for e in shapes + sentences + words} == {request}
+    # Four words, then five, counted per sentence across the windows it is read in, in
+    # order, each within its sentence's sound and with the voice's phonemes for it.
+    assert [w.index for w in words] == [0, 1, 2, 3, 0, 1, 2, 3, 4]
+    assert all(a.end <= b.start for a, b in zip(words, words[1:]))
+    assert all(w.phonemes and w.start < w.end for w in words)
+    assert words[0].start > sentences[0].start and words[4].start > sentences[1].start
+    assert words[3].end <= sentences[1].start and words[-1].end < finished.end_media_time
+    assert words[1].phonemes.startswith("m") and words[5].phonemes.startswith("b")  # made, big
     assert [e.text for e in sentences] == list(TWO_SENTENCES)
     # The mouth's own cues, at the media times the timeline shows them.
     assert [(e.start, VISEME_INDEX[e.viseme]) for e in shapes] == list(zip(times.tolist(),

@@ -214,3 +214,14 @@ def test_word_gaps_inside_a_phrase_go_to_their_neighbours():
     assert folded[2].end - folded[2].start == pytest.approx(0.05)  # 3 + half of 4
     assert folded[3].end - folded[3].start == pytest.approx(0.07)  # 5 + half of 4
     assert folded[-1].end == pytest.approx(0.55)
+
+
+def test_words_are_the_runs_between_pauses_on_the_phonemes_sample_grid():
+    from pipeline.core.frames import WordTiming
+    from pipeline.voice.viseme_track import word_timings
+
+    alignments = [("^", 100), ("h", 200), ("ˈ", 0), ("a", 300), (" ", 50), ("b", 100),
+                  ("ɪ", 150), (",", 400), (" ", 60), ("s", 40), ("$", 10)]
+    assert word_timings(alignments, 1000) == [
+        WordTiming("hˈa", 0.1, 0.6), WordTiming("bɪ", 0.65, 0.9), WordTiming("s", 1.36, 1.4)]
+    assert word_timings([("^", 5), ("$", 5)], 1000) == []

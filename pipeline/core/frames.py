@@ -17,6 +17,16 @@ class PhonemeTiming:
     end: float
 
 
+@dataclass(frozen=True, slots=True)
+class WordTiming:
+    """One spoken word on its utterance's own timeline: the voice's symbols for it (as
+    piper reads it) over [start, end) seconds from the first sample."""
+
+    phonemes: str
+    start: float
+    end: float
+
+
 @dataclass(slots=True)
 class SpeechSegment:
     """One synthesized piece of speech (a sentence or part of one) with exact timing."""

@@ -10,7 +10,7 @@ Text can also be appended to what is being said (``append``): it is spoken right
 sample-contiguous with it when it comes in time, as one speech would be. Text arriving
 in pieces (an LLM's tokens) is held until a sentence is complete (SentencePieces).
 
-Besides the speech's start and end, each sentence and viseme is published with
+Besides the speech's start and end, each sentence, word and viseme is published with
 the media time it will be heard at, as soon as it is scheduled (ahead of hearing: what
 captions and other apps follow).
 """
@@ -108,6 +108,19 @@ class SentenceTimed:
 
 
 @dataclass(frozen=True, slots=True)
+class WordTimed:
+    """A word scheduled: the voice's symbols for it (`phonemes`), heard over [start, end)
+    in media time. `index` counts the words of the sentence last announced by
+    SentenceTimed, across the windows it is read in."""
+
+    request: int
+    index: int
+    phonemes: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
 class VisemeTimed:
     """A viseme scheduled as the mouth's target over [start, end) in media time: the
     speech timeline's own cues (pipeline.voice.viseme_track), one event each."""
@@ -119,7 +132,7 @@ class VisemeTimed:
 
 
 SpeechEvent = (SpeechStarted | SpeechNotice | SpeechFailed | SpeechFinished
-               | SentenceTimed | VisemeTimed)
+               | SentenceTimed | WordTimed | VisemeTimed)
 
 
 @dataclass(slots=True)
@@ -268,6 +281,7 @@ class Speaker:
                 and self._tail[0] / rate > self._clock.media_time_now()):
             end_pos = self._tail[0]
         resampler: StreamResampler | None = None
+        words = 0  # of the sentence being read
         least_slack: int | None = None  # samples
         stream = self._tts.stream(
             request.text, mode=lambda: self.mode, cancel=request.cancel,
@@ -299,7 +313,7 @@ class Speaker:
                     self._timeline.schedule(track, plan_start / rate)
                     # As many samples as the resampler makes of the plan (it rounds up).
                     end_pos = plan_start + -(-plan.total_samples * rate // plan.sample_rate)
-                    self._announce(request.id, plan, track, plan_start / rate)
+                    words = self._announce(request.id, plan, track, plan_start / rate, words)
                 if started and self._output is not None:
                     slack = plan_start + written - self._output.earliest_pos()
                     least_slack = slack if least_slack is None else min(least_slack, slack)
@@ -323,12 +337,19 @@ class Speaker:
             least_slack_s,
         ))
 
-    def _announce(self, request: int, plan: SentencePlan, track: VisemeTrack, start: float) -> None:
-        """Publish the plan's sentence and visemes at their media times."""
+    def _announce(self, request: int, plan: SentencePlan, track: VisemeTrack, start: float,
+                  words: int) -> int:
+        """Publish the plan's sentence, words and visemes at their media times; returns
+        the count of the sentence's words so far (``words`` before this plan)."""
         if plan.text:
             self._emit(SentenceTimed(request, plan.text, start))
+            words = 0
+        for word in plan.words:
+            self._emit(WordTimed(request, words, word.phonemes, start + word.start, start + word.end))
+            words += 1
         for cue in track.cues():
             self._emit(VisemeTimed(request, cue.value, start + cue.start, start + cue.end))
+        return words
 
     def _adapt_start_lead(self, late_events: int, least_slack_s: float | None) -> None:
         if late_events:

@@ -54,7 +54,7 @@ from onnx.utils import Extractor
 from piper import PiperVoice
 from piper.const import BOS, EOS
 
-from pipeline.core.frames import PhonemeTiming, SpeechSegment
+from pipeline.core.frames import PhonemeTiming, SpeechSegment, WordTiming
 from pipeline.core.modes import BALANCED, DEFAULT_MODE, PREMIUM, ULTRA
 from pipeline.infer.sessions import ProviderChoice, build_session
 from pipeline.text.input import PreparedText, prepare_text
@@ -65,7 +65,7 @@ from pipeline.voice.phonemes import (
     symbol_ids,
     word_gap_cut,
 )
-from pipeline.voice.viseme_track import fold_phonemes
+from pipeline.voice.viseme_track import fold_phonemes, word_timings
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +238,7 @@ class SentencePlan:
     total_samples: int
     sample_rate: int
     notices: list[str] = field(default_factory=list)
+    words: list[WordTiming] = field(default_factory=list)  # the words spoken, on its timeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -689,6 +690,7 @@ class StreamingTTS:
             total_samples=total,
             sample_rate=self.sample_rate,
             notices=notices,
+            words=word_timings(alignments, self.sample_rate),
         )
         sentence.spans.append(_Span(plan, span_start, span_start + total // self.hop))
 

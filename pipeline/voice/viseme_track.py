@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.core.easing import smoothstep
-from pipeline.core.frames import MouthPose, PhonemeTiming, VisemeCue
+from pipeline.core.frames import MouthPose, PhonemeTiming, VisemeCue, WordTiming
 from pipeline.core.visemes import (
     CLUSTERS,
     LENGTH_MARKS,
@@ -94,6 +94,28 @@ def fold_phonemes(alignments: Sequence[tuple[str, int]], sample_rate: int) -> li
         timings.append(PhonemeTiming(symbol, viseme, position / sample_rate, end / sample_rate))
         position = end
     return timings
+
+
+def word_timings(alignments: Sequence[tuple[str, int]], sample_rate: int) -> list[WordTiming]:
+    """The words of piper's per-symbol sample counts: each run of symbols between pauses
+    (word gaps, punctuation, BOS/EOS: PAUSES), timed on the same sample grid as
+    fold_phonemes (seconds from the first sample)."""
+    words: list[WordTiming] = []
+    word: list[str] = []
+    position = start = 0
+    for symbol, samples in alignments:
+        if symbol in PAUSES:
+            if word:
+                words.append(WordTiming("".join(word), start / sample_rate, position / sample_rate))
+                word = []
+        else:
+            if not word:
+                start = position
+            word.append(symbol)
+        position += samples
+    if word:
+        words.append(WordTiming("".join(word), start / sample_rate, position / sample_rate))
+    return words
 
 
 def _close_word_gaps(folded: list[list]) -> list[list]:
