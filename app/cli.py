@@ -21,12 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from app.settings import Settings
+from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES, OFFLINE_MODE
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-
-# The keys of pipeline.voice.streaming_tts.LATENCY_MODES, spelled out so that `--help` does not
-# load the voice's libraries; tests/test_cli.py checks that the two agree.
-MODE_NAMES = ("ultra", "balanced", "premium")
 
 log = logging.getLogger("lipsync_studio")
 
@@ -62,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     say.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
                      help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
     say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
-    say.add_argument("--mode", choices=MODE_NAMES, default="balanced",
+    say.add_argument("--mode", choices=MODE_NAMES, default=DEFAULT_MODE,
                      help="latency mode: how soon speech starts against how it sounds")
     lipsync = commands.add_parser(
         "lipsync", help="write mouth cues for an audio file (the live mic model, offline)",
@@ -92,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--background", default=Settings.background,
                         help=f"background colour behind the avatar (default {Settings.background})")
     render.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
-    render.add_argument("--mode", choices=MODE_NAMES, default="premium",
+    render.add_argument("--mode", choices=MODE_NAMES, default=OFFLINE_MODE,
                         help="voice latency mode; offline nothing waits, so the default is premium "
                         "(whole-sentence prosody)")
     return parser

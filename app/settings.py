@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
+
 SETTINGS_VERSION = 1
 
 
@@ -33,7 +35,7 @@ class Settings:
     # None = the bundled avatar.
     avatar_manifest: str | None = None
     # Streaming trade-off between time to first audio and quality (see pipeline.voice.streaming_tts).
-    latency_mode: str = "balanced"
+    latency_mode: str = DEFAULT_MODE
     # Speaking rate as a multiple of the voice's natural rate (piper length_scale = 1/rate).
     speech_rate: float = 1.0
     volume: float = 1.0
@@ -58,7 +60,7 @@ class FieldRule:
 
 RULES: dict[str, FieldRule] = {
     "audio_output_device": FieldRule(str, optional=True),
-    "latency_mode": FieldRule(str, choices=("ultra", "balanced", "premium")),
+    "latency_mode": FieldRule(str, choices=MODE_NAMES),
     "avatar_manifest": FieldRule(str, optional=True),
     "mic_enabled": FieldRule(bool),
     "mic_device": FieldRule(str, optional=True),
