@@ -7,20 +7,13 @@ import random
 import pytest
 
 from render.timing.display_clock import DEADLINE, VSYNC, DisplayClock
+from tests.harness.fake_clock import FakeClock
 
 P = 1 / 60
 
 
-class FakeClock:
-    def __init__(self, t: float = 50.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def probed(swap_intervals, period=P) -> DisplayClock:
-    clock = DisplayClock(period, FakeClock())
+    clock = DisplayClock(period, FakeClock(50.0))
     t = 10.0
     clock.on_swap(t)
     for interval in swap_intervals:

@@ -10,17 +10,10 @@ import pytest
 from pipeline.core.frames import MouthPose
 from render.timing.frame_producer import FrameProducer
 from render.timing.frame_slots import FrameSlots
+from tests.harness.fake_clock import FakeClock
 
 P = 1 / 60
 MEDIA_OFFSET = 100.0   # media time = monotonic - 100 s
-
-
-class FakeClock:
-    def __init__(self, t: float = 100.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def media(t: float) -> float:

@@ -22,17 +22,10 @@ from render.timing.presenter import (
     PRESENTED,
     Presenter,
 )
+from tests.harness.fake_clock import FakeClock
 
 P = 1 / 60
 MEDIA_OFFSET = 100.0   # media time = monotonic - 100 s
-
-
-class FakeClock:
-    def __init__(self, t: float = 100.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class Voice:
