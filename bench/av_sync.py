@@ -89,7 +89,7 @@ def main() -> int:
         for i, text in enumerate((SENTENCES * 2)[: args.sentences]):
             leads.append(engine.speaker.start_lead_s * 1000)
             say(window, text)
-            first_audio.append(window.first_audio_ms)
+            first_audio.append(window.first_audio.heard_ms)
             wait_until_quiet(window, margin=0.25)
             if window.finished.least_slack_s is not None:
                 slacks.append(window.finished.least_slack_s * 1000)

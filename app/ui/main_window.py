@@ -29,6 +29,7 @@ from app.settings import Settings, SettingsStore
 from app.ui.message_view import MessageArea, MessageHistory
 from app.ui.messages import EVENT_SECONDS, MessageBoard, Severity
 from app.ui.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
+from app.ui.status_line import FirstAudio, status_line
 from app.ui.settings_panel import (
     HEARD_FIRST_AUDIO,
     SYNTHESIS_FIRST_AUDIO,
@@ -121,11 +122,8 @@ class MainWindow(QMainWindow):
         self.history_button.clicked.connect(self.open_history)
         for number, problem in enumerate(store.problems):
             self.tell(f"In {store.path}: {problem}", key=(SETTINGS_FILE, number))
-        # The last speech's heard and synthesis first audio, and the mode it was said in
-        # (None: the mode was switched while it started, so either could have made it).
-        self.first_audio_ms: float | None = None
-        self.first_audio_synthesis_ms: float | None = None
-        self.first_audio_mode: str | None = None
+        # The last speech's heard and synthesis first audio, and the mode it was said in.
+        self.first_audio: FirstAudio | None = None
         # The latency mode of each request said and not started yet.
         self._request_modes: dict[int, str | None] = {}
         # The last finished request and the media time its sound ends at.
@@ -441,9 +439,8 @@ class MainWindow(QMainWindow):
 
     def _on_speech_event(self, event: SpeechEvent) -> None:
         if isinstance(event, SpeechStarted):
-            self.first_audio_ms = event.first_audio_s * 1000
-            self.first_audio_synthesis_ms = event.synthesis_s * 1000
-            self.first_audio_mode = self._request_modes.pop(event.request, None)
+            self.first_audio = FirstAudio(event.first_audio_s * 1000, event.synthesis_s * 1000,
+                                          self._request_modes.pop(event.request, None))
         elif isinstance(event, SpeechFinished):
             self.finished = event
         elif isinstance(event, (SpeechNotice, SpeechFailed)):
@@ -515,32 +512,13 @@ class MainWindow(QMainWindow):
         self.mic_level.setValue(max(METER_FLOOR_DB, min(0, round(peak))))
 
     def refresh_status(self) -> None:
-        stats = self.view.stats()
-        parts = []
-        parts.append(self._first_audio_text())
         report = self.sync_offsets()
-        parts.append(f"A/V offset {report.median_ms:+.1f} ms" if len(report.offsets_ms)
-                     else "A/V offset –")
-        # Late frames are shown as a fallback: the last one held, or its neighbours'
-        # midpoint; frames of the producer's degraded path (it fell 2 ticks behind) too.
-        parts.append(f"frames {stats['presented']} presented / {stats['late']} late "
-                     f"({stats['held']} held, {stats['interpolated']} interpolated)"
-                     + (f" / {stats['degraded_shown']} degraded" if stats["degraded_shown"] else ""))
-        parts.append(f"{stats['fps']:.0f} fps ({stats['display_mode']})")
-        output = self.engine.output
-        parts.append(f"audio {output.device_name} {output.sample_rate / 1000:g} kHz"
-                     if output is not None else "audio off")
-        if self.engine.mic_stage is not None:
-            parts.append(self.engine.mic_stage.status_text())
-        self.status.setText(" · ".join(parts))
-
-    def _first_audio_text(self) -> str:
-        if self.first_audio_ms is None:
-            return f"{HEARD_FIRST_AUDIO} –"
-        mode = (f"{self.first_audio_mode} mode" if self.first_audio_mode is not None
-                else "latency mode switched as it started")
-        return (f"{HEARD_FIRST_AUDIO} {self.first_audio_ms:.0f} ms ({mode}; "
-                f"{SYNTHESIS_FIRST_AUDIO} {self.first_audio_synthesis_ms:.0f} ms)")
+        output, stage = self.engine.output, self.engine.mic_stage
+        self.status.setText(status_line(
+            self.first_audio, report.median_ms if len(report.offsets_ms) else None,
+            self.view.stats(),
+            (output.device_name, output.sample_rate) if output is not None else None,
+            stage.status_text() if stage is not None else None))
 
     def closeEvent(self, event) -> None:
         self._closed.set()

@@ -44,11 +44,11 @@ def open_window(config_dir: Path, settings: Settings | None = None, size=(640, 7
 
 def say(window, text: str, timeout: float = 10) -> None:
     """Type `text`, press Speak, and return once its first audio is scheduled."""
-    window.first_audio_ms = None
+    window.first_audio = None
     window.finished = None
     window.text.setText(text)
     window.speak()
-    pump_until(lambda: window.first_audio_ms is not None, timeout, "speech start")
+    pump_until(lambda: window.first_audio is not None, timeout, "speech start")
 
 
 def wait_until_quiet(window, margin: float = 0.0, timeout: float = 30) -> None:
