@@ -26,7 +26,7 @@ import onnxruntime
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine import describe, publish  # noqa: E402
-from tests.streaming_cases import END_S, EXACT_CASES, exact_region, whole_audio  # noqa: E402
+from tests.streaming_cases import END_S, EXACT_CASES, exact_region, snr_db, whole_audio  # noqa: E402
 
 
 def cpu_isa() -> str:
@@ -36,12 +36,6 @@ def cpu_isa() -> str:
     except (OSError, StopIteration):
         return "unknown"
     return "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
-
-
-def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
-    noise = float(np.sum((other - reference) ** 2, dtype=np.float64))
-    signal = float(np.sum(reference.astype(np.float64) ** 2))
-    return float("inf") if noise == 0 else 10 * np.log10(signal / noise)
 
 
 def main() -> None:

@@ -89,3 +89,18 @@ def exact_region(tts, whole, text, mode_name):
     start = sum(len(c.samples) for c in chunks[:2]) if mode.previews else 0
     end = len(ours) - int(END_S * tts.sample_rate)
     return ours, reference, start, end
+
+
+# What "equal" means for fp32 audio. Stock piper is not bit-stable itself: the same
+# sentence run with onnxruntime's graph fusions off differs from the fused run by an SNR of
+# 77.6 dB at worst over EXACT_CASES on an AVX2 CPU and 84.4 dB on an AVX-512 one (median 93
+# / 92 dB; bench/results/stream_exactness_*.json): that is what two equally right orders of
+# fp32 additions differ by.
+KERNEL_ROUNDING_SNR_DB = 77.0
+
+
+def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
+    """How far `other` is from `reference`: signal over difference power, in dB."""
+    noise = float(np.sum((other - reference).astype(np.float64) ** 2))
+    signal = float(np.sum(reference.astype(np.float64) ** 2))
+    return float("inf") if noise == 0 else float(10 * np.log10(signal / noise))

@@ -19,7 +19,8 @@ from pipeline.voice.speaker import (
     WordTimed,
 )
 from pipeline.voice.speech_timeline import SpeechTimeline
-from pipeline.voice.streaming_tts import StreamingTTS
+from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
+from tests.streaming_cases import KERNEL_ROUNDING_SNR_DB, snr_db
 
 
 @pytest.fixture(scope="module")
@@ -350,14 +351,22 @@ def _recorded_speech(tts, output, speak) -> tuple[np.ndarray, list[SpeechFinishe
         recorder = JackRecorder(max_seconds=8)
         recorder.start()
         underflows = output.underflows
-        speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events)
+        # Premium reads each sentence whole, as one speech's second sentence is read: in
+        # the other modes a new request's first sentence starts with a short preview
+        # window, whose durations differ slightly by design (test_streaming_tts bounds it).
+        speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events,
+                          mode=LATENCY_MODES["premium"])
         speaker.start_lead_s = 0.1  # a first chunk in time even on a loaded machine
         try:
             ids = speak(speaker)
             finished = []
             while len(finished) < len(ids):
                 finished.append(events.next(SpeechFinished))
-            time.sleep(0.3 + output.output_latency)
+            # Finished says synthesis is done: the sound plays on until the read head
+            # reaches what was scheduled, and is heard one output latency later.
+            while output.read_pos < output.scheduled_end:
+                time.sleep(0.02)
+            time.sleep(0.1 + output.output_latency)
         finally:
             speaker.close()
             recorder.stop()
@@ -386,10 +395,15 @@ def test_appended_text_is_heard_gap_free_as_if_it_were_one_speech(tts, output):
     timed = [e for e in events.seen if isinstance(e, SentenceTimed)]
     assert [(t.request, t.text) for t in timed] == [(first.request, TWO_SENTENCES[0]),
                                                   (second.request, TWO_SENTENCES[1])]
-    # The second sentence's sound starts on the sample after the first one's ends.
+    # The second sentence's sound starts on the sample after the first one's ends: as
+    # long as the one speech, and the same sound, sample for sample, but for fp32 kernel
+    # rounding (a sentence read as a speech's second runs the voice's engines at other
+    # padded shapes; KERNEL_ROUNDING_SNR_DB is the worst such difference measured). A gap
+    # of even one sample at the join shifts the whole second sentence: 20.7 dB for these
+    # two sentences (2 samples: 14.9 dB; computed offline from the same synthesis).
     assert timed[1].start == first.end_media_time
     assert len(joined) == len(whole)
-    np.testing.assert_array_equal(joined, whole)
+    assert snr_db(whole, joined) >= KERNEL_ROUNDING_SNR_DB
 
 
 def test_pieces_are_spoken_a_sentence_at_a_time_and_a_stop_drops_what_is_held(tts):

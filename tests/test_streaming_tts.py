@@ -23,11 +23,13 @@ from pipeline.voice.streaming_tts import (
 )
 from tests.streaming_cases import (
     EXACT_CASES,
+    KERNEL_ROUNDING_SNR_DB,
     SHORT,
     WINDOWED,
     audio_of,
     collect,
     exact_region,
+    snr_db,
     stream_and_whole,
     timeline_of,
     whole_audio,
@@ -51,28 +53,19 @@ def whole():
     return PiperVoice.load(model_path(), config_path=config_path())
 
 
-# What "equal" means for fp32 audio. Stock piper is not bit-stable itself: the same
-# sentence run with onnxruntime's graph fusions off differs from the fused run by an SNR of
-# 77.6 dB at worst over EXACT_CASES on an AVX2 CPU and 84.4 dB on an AVX-512 one (median 93
-# / 92 dB; bench/results/stream_exactness_*.json): that is what two equally right orders of
-# fp32 additions differ by. The stream is held to the worst of those per sentence. Measured:
-# the stream's worst is 84.0 dB on both CPUs (median 99.6), and almost every case is
-# identical on the two (the chunk seams' own arithmetic); the long premium sentence is the
-# one that moves with the CPU's kernels (95.0 dB AVX2, 87.5 dB AVX-512, where the former
-# absolute bound of 1e-4 failed at 1.75e-4).
-KERNEL_ROUNDING_SNR_DB = 77.0
-
-
-def _snr_db(reference, other):
-    noise = np.sum((other - reference).astype(np.float64) ** 2)
-    return np.inf if noise == 0 else 10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / noise)
+# The stream is held to the worst kernel-rounding difference per sentence
+# (KERNEL_ROUNDING_SNR_DB, tests/streaming_cases.py). Measured: the stream's worst is
+# 84.0 dB on both CPUs (median 99.6), and almost every case is identical on the two (the
+# chunk seams' own arithmetic); the long premium sentence is the one that moves with the
+# CPU's kernels (95.0 dB AVX2, 87.5 dB AVX-512, where the former absolute bound of 1e-4
+# failed at 1.75e-4).
 
 
 @pytest.mark.parametrize("text, mode_name", EXACT_CASES)
 def test_unwindowed_stream_equals_whole_sentence_synthesis(tts, whole, text, mode_name):
     ours, reference, start, end = exact_region(tts, whole, text, mode_name)
     assert LATENCY_MODES[mode_name].previews == (mode_name == "balanced")
-    assert _snr_db(reference[start:end], ours[start:end]) >= KERNEL_ROUNDING_SNR_DB
+    assert snr_db(reference[start:end], ours[start:end]) >= KERNEL_ROUNDING_SNR_DB
     # The padded last chunk's trailing silence: at most 1.74e-4 on both CPU kinds.
     assert np.max(np.abs(ours[end:] - reference[end:])) <= 2e-4
 
@@ -88,8 +81,8 @@ def test_stream_is_as_close_to_stock_piper_as_stock_piper_is_to_itself(tts, whol
     stream, kernels = [], []
     for text, mode_name in EXACT_CASES:
         ours, reference, start, end = exact_region(tts, whole, text, mode_name)
-        stream.append(_snr_db(reference[start:end], ours[start:end]))
-        kernels.append(_snr_db(reference[start:end], whole_audio(unfused, text)[start:end]))
+        stream.append(snr_db(reference[start:end], ours[start:end]))
+        kernels.append(snr_db(reference[start:end], whole_audio(unfused, text)[start:end]))
     assert np.median(stream) >= np.median(kernels)
 
 
