@@ -4,10 +4,11 @@ gives it at each display tick.
 The presenter (render/timing/presenter.py) decides what each tick shows; this output
 only paces it with the window's buffer swaps and a timer, and draws. The avatar is a
 QOpenGLWindow inside a window container rather than a QOpenGLWidget: a widget's frame is
-drawn into a texture that Qt then composes with the rest of the window on every frame,
-and with software GL (llvmpipe) that composing was two thirds of the 0.8 cores 60 fps
-cost (issue 12; bench/results/app_cpu_*.json has the figures). A native window is
-swapped on its own and nothing else is redrawn with it.
+drawn into a texture that Qt then composes with the rest of the window on every frame.
+With software GL (llvmpipe, 2 cores) at 60 fps that cost the idle app 1.27 cores, and it
+held only 52.6 fps; as a window 0.53 cores at 59.9 fps, 8.8 ms of CPU a frame instead of
+24 (bench/results/app_cpu_vm_2core_epyc.json, medians of 3 interleaved rounds). A native
+window is swapped on its own and nothing else is redrawn with it.
 """
 
 from __future__ import annotations
