@@ -2,7 +2,7 @@
 
 Two sources, both reproducible from a seed and needing no download:
 - the bundled piper voice (en_US-joe-medium): per-phoneme durations from its duration
-  predictor (pipeline.voice.tts), at random speaking rates and noise;
+  predictor (pipeline.voice.streaming_tts, premium mode), at random speaking rates and noise;
 - espeak-ng (inside piper's espeakbridge.so, through ctypes): PHONEME events carry the
   sample position of every phoneme; many voices, variants, rates and pitches.
 
@@ -35,6 +35,7 @@ from scipy.signal import butter, fftconvolve, lfilter, sosfilt  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.lipsync.features import HOP, SAMPLE_RATE, log_mel  # noqa: E402
 from pipeline.audio.resample import resample  # noqa: E402
+from pipeline.core.modes import PREMIUM  # noqa: E402
 from pipeline.core.visemes import OPENNESS, OVR_VISEMES, PAUSES, STRESS_MARKS, VISEME_INDEX, viseme_for_phoneme  # noqa: E402,E501
 
 SIL = VISEME_INDEX["sil"]
@@ -192,10 +193,10 @@ def espeak_viseme(symbol: str) -> int:
 
 # ---------------------------------------------------------------- piper
 
-def piper_utterance(tts, text: str, length_scale: float) -> Utterance | None:
+def piper_utterance(tts, mode, text: str, length_scale: float) -> Utterance | None:
     """One utterance of the bundled voice: its sentences joined, exact phoneme spans."""
     audio_parts, spans, offset = [], [], 0.0
-    for segment in tts.synthesize(text, length_scale=length_scale):
+    for segment in tts.synthesize(text, mode, length_scale=length_scale):
         for p in segment.phonemes:
             spans.append((VISEME_INDEX[p.viseme], offset + p.start, offset + p.end))
         audio_parts.append(segment.audio)
@@ -326,14 +327,15 @@ def _piper_job(args):
     index, text, seed, variants = args
     rng = np.random.default_rng(seed)
     if "tts" not in _STATE:
-        from pipeline.voice.tts import PiperTTS
+        from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 
-        _STATE["tts"] = PiperTTS(intra_op_threads=1)
+        # Premium reads each sentence whole, timed as the unsplit voice times it.
+        _STATE["tts"] = StreamingTTS(seed=seed), LATENCY_MODES[PREMIUM]
         import onnxruntime
 
         onnxruntime.set_seed(seed)
     try:
-        utt = piper_utterance(_STATE["tts"], text, float(rng.uniform(0.75, 1.35)))
+        utt = piper_utterance(*_STATE["tts"], text, float(rng.uniform(0.75, 1.35)))
     except Exception:  # texts the voice cannot speak are skipped, not fatal
         return []
     if utt is None:

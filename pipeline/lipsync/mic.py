@@ -27,11 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.audio.input import AudioInput, CapturedBlock, dbfs
+from pipeline.core.easing import smoothstep
 from pipeline.core.frames import MouthPose
 from pipeline.core.visemes import VISEME_INDEX
 from pipeline.lipsync.model import LipShapeModel, VisemeSmoother
 from pipeline.voice.speech_timeline import SpeechTimeline
-from pipeline.voice.viseme_track import SIL_POSE, smoothstep
+from pipeline.voice.viseme_track import SIL_POSE
 
 # (block, sample rate) → [(instant the pose describes, seconds from the stream's first
 # sample; pose)] for every hop completed by this block. Called with consecutive blocks.

@@ -29,6 +29,7 @@ import numpy as np
 from pipeline.audio.output import AudioOutput
 from pipeline.audio.resample import StreamResampler
 from pipeline.core.clock import MediaClock
+from pipeline.core.modes import DEFAULT_MODE
 from pipeline.text.incremental import SentencePieces
 from pipeline.text.input import TextInputError
 from pipeline.voice.speech_timeline import SpeechTimeline
@@ -162,7 +163,7 @@ class Speaker:
         *,
         volume: float = 1.0,
         speech_rate: float = 1.0,
-        mode: LatencyMode = LATENCY_MODES["balanced"],
+        mode: LatencyMode = LATENCY_MODES[DEFAULT_MODE],
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self._tts = tts
