@@ -41,9 +41,12 @@ class Settings:
     volume: float = 1.0
     target_fps: int = 60
     # The frame rate at most when OpenGL renders on the CPU (no GPU driver: llvmpipe).
-    # There, at 60 fps, drawing took ~0.8 of 2 cores and 7 in 80 speeches fell behind
-    # playback; at 30 fps, 1 in 80 (bench/results/session6_trials.json).
-    software_gl_fps: int = 30
+    # With the avatar drawn in a GL window of its own (no Qt composing), the idle app at
+    # 60 fps takes 0.53 cores on 2-core llvmpipe, less than 30 fps took before it (0.73;
+    # bench/results/app_cpu_vm_2core_epyc.json), and only at 60 fps does the A/V offset
+    # median stay within 5 ms (4.2 ms against 8.4 at 30: bench/results/av_sync*.json).
+    # A user can still cap it here for a busy machine.
+    software_gl_fps: int = 60
     blinking: bool = True
     breathing: bool = True
     background: str = "#20232a"

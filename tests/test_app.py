@@ -277,7 +277,8 @@ def test_on_software_gl_the_avatar_is_drawn_at_its_own_frame_rate_and_the_user_t
     renderer = gl_renderer()
     if not renders_on_cpu(renderer):
         pytest.skip(f"OpenGL on the test display draws on a GPU here ({renderer})")
-    w = open_window(tmp_path, Settings(audio_output_device=HARNESS_DEVICE, mic_enabled=False))
+    w = open_window(tmp_path, Settings(audio_output_device=HARNESS_DEVICE, mic_enabled=False,
+                                       software_gl_fps=30))
     try:
         notice = next(n for n in w.notices if "draws on the CPU" in n)
         assert f"({renderer})" in notice and "shown at 30 fps, not 60" in notice

@@ -59,9 +59,14 @@ SILENT_LEAD_S = 0.05
 # first speech underrun in 1 of ~20 test runs.
 START_LEAD_INITIAL_S = 0.06
 START_LEAD_MAX_S = 0.2
-# The least lead: the slack measurement steers it, this only keeps a wrong measurement
-# from taking it all away.
-START_LEAD_MIN_S = 0.005
+# The least lead. Steered by slack alone (a 5 ms floor), the lead came down to 8-30 ms in
+# bench/av_sync.py on 2 cores, and 3 of 20 speeches then fell behind at both 30 and 60
+# fps (chunks up to 64 ms later against the first than in the speech before), for no
+# gain in heard first audio (P50 113 ms against 114 with this floor): the rest of it is
+# synthesis, the output's safety blocks and the device. Measured in the app on 2 cores
+# with software GL: with a 30 ms lead the third chunk arrived 13-24 ms before it was due,
+# and 1 in ~8 first speeches had a late chunk; 45 ms gives it a margin of ~30 ms.
+START_LEAD_MIN_S = 0.045
 # Slack kept beyond what speeches used: one JACK period (10.7 ms), the granularity at
 # which the output callback takes audio, so a chunk a period later than any measured
 # still plays.
