@@ -305,6 +305,7 @@ class Speaker:
             if self.volume != 1.0:
                 audio = audio * np.float32(self.volume)
             self._wait_for_room(request, rate)
+            scheduled = None
             with self._schedule_lock:
                 if request.cancel.is_set():
                     break
@@ -319,7 +320,7 @@ class Speaker:
                     self._timeline.schedule(track, plan_start / rate)
                     # As many samples as the resampler makes of the plan (it rounds up).
                     end_pos = plan_start + -(-plan.total_samples * rate // plan.sample_rate)
-                    words = self._announce(request.id, plan, track, plan_start / rate, words)
+                    scheduled = track
                 if started and self._output is not None:
                     slack = plan_start + written - self._output.earliest_pos()
                     least_slack = slack if least_slack is None else min(least_slack, slack)
@@ -327,6 +328,10 @@ class Speaker:
                 if dropped:
                     underruns += 1
                 written += len(audio)
+            if scheduled is not None:
+                # Published outside the lock: subscribers run on this thread, and a Stop
+                # waiting for the lock must not wait for them too.
+                words = self._announce(request.id, plan, scheduled, plan_start / rate, words)
             if not started:
                 started = True
                 heard_at = self._clock.monotonic_at(plan_start / rate)
