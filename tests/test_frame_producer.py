@@ -11,6 +11,7 @@ from pipeline.core.frames import MouthPose
 from render.timing.frame_producer import FrameProducer
 from render.timing.frame_slots import FrameSlots
 from tests.harness.fake_clock import FakeClock
+from tests.harness.frames import taken_pose
 
 P = 1 / 60
 MEDIA_OFFSET = 100.0   # media time = monotonic - 100 s
@@ -48,8 +49,8 @@ def test_fills_from_now_to_the_lookahead():
     clock, voice, slots, producer = make()
     assert producer.fill() == 13                       # frames 0..12 cover 0 .. 200 ms
     assert voice.calls == pytest.approx([k * P for k in range(13)])
-    assert all(slots.take(k) is not None for k in range(13))
-    assert slots.take(13) is None
+    assert all(taken_pose(slots, k) is not None for k in range(13))
+    assert taken_pose(slots, 13) is None
     assert producer.fill() == 0                        # nothing new until time moves
 
 
@@ -76,7 +77,7 @@ def test_lookahead_is_clamped_to_what_the_ring_holds():
     clock, voice, slots, producer = make(lookahead=5.0, count=10)
     assert producer.lookahead == pytest.approx(8 * P)
     producer.fill()
-    assert all(slots.take(k) is not None for k in range(9))
+    assert all(taken_pose(slots, k) is not None for k in range(9))
 
 
 def test_a_new_phase_is_filled_afresh():
@@ -85,7 +86,7 @@ def test_a_new_phase_is_filled_afresh():
     slots.align(0.004)
     assert producer.fill() == 13
     assert voice.calls[-13] == pytest.approx(0.004 - P)   # span [-P+4ms, 4ms) holds now
-    assert slots.take(5) is not None
+    assert taken_pose(slots, 5) is not None
 
 
 def test_media_clock_going_back_restarts_at_now():
@@ -114,10 +115,10 @@ def test_overrun_switches_to_degraded_mode_without_stalling(caplog):
     assert producer.degraded_frames == made
     assert len(voice.calls) - calls == 7
     for k in range(6, 19):
-        pose = slots.take(k)
+        pose = taken_pose(slots, k)
         assert pose.mix == 0.0 and pose.viseme_a == pose.viseme_b
         assert slots.taken_degraded                     # and the display can tell
-    assert slots.take(7) == slots.take(6)
+    assert taken_pose(slots, 7) == taken_pose(slots, 6)
 
 
 def test_a_slow_frame_discarded_by_a_rephase_still_counts_as_an_overrun():
@@ -141,7 +142,7 @@ def test_degraded_mode_ends_after_the_hold():
     assert not producer.degraded
     producer.fill()
     k = slots.frame_index(media(clock.t)) + 3
-    assert slots.take(k).mix == 0.25 and not slots.taken_degraded
+    assert taken_pose(slots, k).mix == 0.25 and not slots.taken_degraded
 
 
 def test_runs_on_its_own_thread_and_stops():
@@ -152,7 +153,7 @@ def test_runs_on_its_own_thread_and_stops():
 
     def ahead() -> bool:
         now = slots.frame_index(time.monotonic() - origin)
-        return all(slots.take(k) is not None for k in range(now, now + 5))
+        return all(taken_pose(slots, k) is not None for k in range(now, now + 5))
 
     producer.start()
     try:
@@ -185,10 +186,10 @@ def test_frames_made_ahead_are_made_again_when_the_source_changes():
         lambda t: t, lookahead=0.1, source_version=lambda: version[0], clock=lambda: now[0],
     )
     producer.fill()
-    assert slots.take(5).dominant == 0
+    assert taken_pose(slots, 5).dominant == 0
     says["viseme"] = 10
     producer.fill()
-    assert slots.take(5).dominant == 0  # nothing said the source changed
+    assert taken_pose(slots, 5).dominant == 0  # nothing said the source changed
     version[0] += 1
     producer.fill()
-    assert slots.take(5).dominant == 10
+    assert taken_pose(slots, 5).dominant == 10

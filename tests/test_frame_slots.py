@@ -11,6 +11,7 @@ import pytest
 from pipeline.core.avatar_state import EXPRESSIONS, FIELDS, AvatarState, blend_into
 from pipeline.core.frames import MouthPose
 from render.timing.frame_slots import FrameSlots
+from tests.harness.frames import taken_pose
 
 P = 1 / 60
 
@@ -20,30 +21,37 @@ def pose_for(k: int) -> MouthPose:
     return MouthPose(k % 15, (k + 7) % 15, (k % 97) / 97, (k % 89) / 89)
 
 
+def mouth(pose: MouthPose) -> AvatarState:
+    """A frame of that mouth, the rest of the avatar at rest."""
+    state = AvatarState()
+    state.set_mouth(pose)
+    return state
+
+
 def test_write_then_take_returns_the_frame():
     slots = FrameSlots(30, P)
-    slots.write(5, pose_for(5))
-    assert slots.take(5) == pose_for(5)
+    slots.write(5, mouth(pose_for(5)))
+    assert taken_pose(slots, 5) == pose_for(5)
     assert slots.taken_stamp == pytest.approx(5.5 * P)
 
 
 def test_a_frame_says_whether_it_was_made_on_the_degraded_path():
     slots = FrameSlots(30, P)
-    slots.write(5, pose_for(5), degraded=True)
-    slots.write(6, pose_for(6))
-    assert slots.take(5) == pose_for(5) and slots.taken_degraded
-    assert slots.take(6) == pose_for(6) and not slots.taken_degraded
-    slots.write(35, pose_for(35))              # the slot reused: the flag goes with its frame
-    assert slots.take(35) is not None and not slots.taken_degraded
+    slots.write(5, mouth(pose_for(5)), degraded=True)
+    slots.write(6, mouth(pose_for(6)))
+    assert taken_pose(slots, 5) == pose_for(5) and slots.taken_degraded
+    assert taken_pose(slots, 6) == pose_for(6) and not slots.taken_degraded
+    slots.write(35, mouth(pose_for(35)))              # the slot reused: the flag goes with its frame
+    assert taken_pose(slots, 35) is not None and not slots.taken_degraded
 
 
 def test_missing_or_overwritten_frames_are_none():
     slots = FrameSlots(30, P)
-    assert slots.take(3) is None
-    slots.write(3, pose_for(3))
-    slots.write(33, pose_for(33))          # same slot, 30 frames later
-    assert slots.take(3) is None
-    assert slots.take(33) == pose_for(33)
+    assert taken_pose(slots, 3) is None
+    slots.write(3, mouth(pose_for(3)))
+    slots.write(33, mouth(pose_for(33)))          # same slot, 30 frames later
+    assert taken_pose(slots, 3) is None
+    assert taken_pose(slots, 33) == pose_for(33)
 
 
 def test_slot_index_follows_media_time_and_phase():
@@ -69,38 +77,38 @@ def test_small_drift_does_not_rephase_and_the_check_is_wrap_aware():
 
 def test_frames_survive_a_small_rephase_but_not_a_large_one():
     slots = FrameSlots(30, P)
-    slots.write(10, pose_for(10))
-    slots.write(11, pose_for(11))
+    slots.write(10, mouth(pose_for(10)))
+    slots.write(11, mouth(pose_for(11)))
     assert slots.align(P / 6)               # just over P/8: old frames are P/6 off, kept
-    assert slots.take(10) == pose_for(10)
+    assert taken_pose(slots, 10) == pose_for(10)
     assert slots.frame_index(10.5 * P + P / 6) == 10
     assert slots.align(P / 6 + P / 5)       # now P/6 + P/5 > P/4 away from frame 10's time
-    assert slots.take(10) is None
+    assert taken_pose(slots, 10) is None
 
 
 def test_invalidate_makes_every_frame_stale():
     slots = FrameSlots(30, P)
     for k in range(30):
-        slots.write(k, pose_for(k))
+        slots.write(k, mouth(pose_for(k)))
     slots.invalidate()
-    assert all(slots.take(k) is None for k in range(30))
-    slots.write(4, pose_for(4))
-    assert slots.take(4) == pose_for(4)
+    assert all(taken_pose(slots, k) is None for k in range(30))
+    slots.write(4, mouth(pose_for(4)))
+    assert taken_pose(slots, 4) == pose_for(4)
 
 
 def test_a_frame_from_a_superseded_timebase_is_never_taken():
     slots = FrameSlots(30, P)
     stale = slots.timebase
     slots.invalidate()
-    slots.write(7, pose_for(7), stale)      # producer finished a frame begun before the reset
-    assert slots.take(7) is None
+    slots.write(7, mouth(pose_for(7)), stale)      # producer finished a frame begun before the reset
+    assert taken_pose(slots, 7) is None
 
 
 def test_a_slot_being_written_is_not_ready():
     slots = FrameSlots(30, P)
-    slots.write(2, pose_for(2))
+    slots.write(2, mouth(pose_for(2)))
     slots.seq[2] = -1                       # as the producer leaves it mid-write
-    assert slots.take(2) is None
+    assert taken_pose(slots, 2) is None
 
 
 def test_concurrent_reader_never_sees_a_torn_frame():
@@ -110,7 +118,7 @@ def test_concurrent_reader_never_sees_a_torn_frame():
     def writer():
         k = 0
         while not stop.is_set():
-            slots.write(k, pose_for(k))
+            slots.write(k, mouth(pose_for(k)))
             k += 1
 
     thread = threading.Thread(target=writer)
@@ -123,7 +131,7 @@ def test_concurrent_reader_never_sees_a_torn_frame():
         while (time.monotonic() < start + 0.3 or taken < 1000) and time.monotonic() < start + 10:
             head = int(slots.frame.max())
             for k in range(head - 7, head + 1):
-                pose = slots.take(k)
+                pose = taken_pose(slots, k)
                 if pose is not None:
                     taken += 1
                     torn += pose != pose_for(k)
@@ -132,29 +140,6 @@ def test_concurrent_reader_never_sees_a_torn_frame():
         thread.join()
     assert taken > 1000
     assert torn == 0
-
-
-def test_writing_frames_allocates_nothing():
-    slots = FrameSlots(30, P)
-    poses = [pose_for(k) for k in range(64)]
-    for k in range(64):
-        slots.write(k, poses[k])
-    tracemalloc.start()
-    try:
-        before = tracemalloc.take_snapshot()
-        for k in range(64, 20_064):
-            slots.write(k, poses[k % 64])
-        grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(before, "filename")
-                    if s.size_diff > 0)
-    finally:
-        tracemalloc.stop()
-    assert grown < 4096
-
-
-def mouth(pose: MouthPose) -> AvatarState:
-    state = AvatarState()
-    state.set_mouth(pose)
-    return state
 
 
 def test_midway_between_neighbours():
@@ -184,14 +169,11 @@ def test_the_whole_avatar_state_goes_through_the_slots_field_for_field():
     assert slots.take_state(7, out)
     assert out.values.tolist() == written.values.tolist()
     assert out.eyes_closed == 1.0 and out.expressions[EXPRESSIONS.index("surprised")] == 0.75
-    assert slots.take(7) == pose_for(7)
-    # A MouthPose alone is that mouth with the rest of the avatar at rest.
-    slots.write(8, pose_for(8))
-    assert slots.take_state(8, out) and out.values[4:].tolist() == [0.0] * (len(FIELDS) - 4)
-    assert not slots.take_state(9, out)
+    assert taken_pose(slots, 7) == pose_for(7)
+    assert not slots.take_state(8, out)
 
 
-def test_writing_and_taking_whole_states_allocates_nothing():
+def test_writing_and_taking_frames_allocates_nothing():
     slots = FrameSlots(30, P)
     states = [state_for(k) for k in range(64)]
     out = AvatarState()
@@ -208,8 +190,8 @@ def test_writing_and_taking_whole_states_allocates_nothing():
                     if s.size_diff > 0)
     finally:
         tracemalloc.stop()
-    # The same bound as MouthPose writes above: 20,000 frames, under 4 KiB in all (a
-    # frame's allocation would be tens of bytes each, over 400 KiB).
+    # 20,000 frames written and taken, under 4 KiB in all (a frame's allocation would be
+    # tens of bytes each, over 400 KiB).
     assert grown < 4096
 
 

@@ -30,7 +30,6 @@ FIELDS = ("viseme_a", "viseme_b", "mix", "openness", "blink_left", "blink_right"
           "breath", *(f"expression_{name}" for name in EXPRESSIONS))
 INDEX = {name: i for i, name in enumerate(FIELDS)}
 SIZE = len(FIELDS)
-_MOUTH = slice(0, 4)
 _EXPRESSIONS = slice(INDEX[f"expression_{EXPRESSIONS[0]}"], SIZE)
 
 
@@ -50,9 +49,6 @@ class AvatarState:
         """The avatar at rest: silent mouth, eyes open, head straight, no expression."""
         self.values.fill(0.0)
 
-    def copy_from(self, other: AvatarState) -> None:
-        np.copyto(self.values, other.values)
-
     # -- the mouth -----------------------------------------------------------------
 
     def set_mouth(self, pose: MouthPose) -> None:
@@ -62,9 +58,6 @@ class AvatarState:
     def mouth_pose(self) -> MouthPose:
         v = self.values
         return MouthPose(int(v[0]), int(v[1]), float(v[2]), float(v[3]))
-
-    def same_mouth(self, other: AvatarState) -> bool:
-        return bool(np.array_equal(self.values[_MOUTH], other.values[_MOUTH]))
 
     # -- the rest ------------------------------------------------------------------
 

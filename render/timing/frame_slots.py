@@ -23,7 +23,6 @@ import time
 import numpy as np
 
 from pipeline.core.avatar_state import SIZE, AvatarState
-from pipeline.core.frames import MouthPose
 
 _WRITING = -1
 
@@ -47,14 +46,13 @@ class FrameSlots:
         self.stamp = np.zeros(count, dtype=np.float64)
         # One AvatarState row per slot (pipeline.core.avatar_state): the whole avatar.
         self.states = np.zeros((count, SIZE), dtype=np.float64)
-        self._scratch = AvatarState()  # take()'s, for callers that want the mouth only
         self.made_degraded = np.zeros(count, dtype=np.bool_)
         self.seq = np.zeros(count, dtype=np.int64)
         self._writes = 0
         # (epoch, phase) is replaced as one tuple so the producer never pairs an epoch
         # with another's phase; a new epoch makes every frame written before it stale.
         self._timebase: tuple[int, float] = (0, 0.0)
-        # Stamp and path of the last frame take() returned, read inside its consistency check.
+        # Stamp and path of the last frame take_state() found, read inside its consistency check.
         self.taken_stamp = 0.0
         self.taken_degraded = False
         self.presented = 0
@@ -70,7 +68,7 @@ class FrameSlots:
 
     @property
     def timebase(self) -> tuple[int, float]:
-        """(epoch, phase): frames written under another epoch are not returned by take()."""
+        """(epoch, phase): frames written under another epoch are not returned by take_state()."""
         return self._timebase
 
     def align(self, heard: float) -> bool:
@@ -99,33 +97,22 @@ class FrameSlots:
     def frame_start(self, frame_index: int) -> float:
         return self._timebase[1] + frame_index * self.period
 
-    def write(self, frame_index: int, frame: AvatarState | MouthPose,
+    def write(self, frame_index: int, frame: AvatarState,
               timebase: tuple[int, float] | None = None, degraded: bool = False) -> None:
-        """Store `frame` as frame `frame_index` (a MouthPose: that mouth, the rest of the
-        avatar at rest). `timebase` is the (epoch, phase) the producer computed the frame
-        under; a frame of a superseded epoch is never taken. `degraded`: the frame was
-        made on the producer's cheaper path. Copies a row: allocates nothing."""
+        """Store `frame` as frame `frame_index`. `timebase` is the (epoch, phase) the
+        producer computed the frame under; a frame of a superseded epoch is never taken.
+        `degraded`: the frame was made on the producer's cheaper path. Copies a row:
+        allocates nothing."""
         epoch, phase = self._timebase if timebase is None else timebase
         s = frame_index % self.count
         self.seq[s] = _WRITING
         self.frame[s] = frame_index
         self.epoch[s] = epoch
         self.stamp[s] = phase + (frame_index + 0.5) * self.period
-        row = self.states[s]
-        if isinstance(frame, MouthPose):
-            row.fill(0.0)
-            row[0], row[1], row[2], row[3] = frame.viseme_a, frame.viseme_b, frame.mix, frame.openness
-        else:
-            np.copyto(row, frame.values)
+        np.copyto(self.states[s], frame.values)
         self.made_degraded[s] = degraded
         self._writes += 1
         self.seq[s] = self._writes
-
-    def take(self, frame_index: int) -> MouthPose | None:
-        """The mouth of the frame stored for `frame_index` (see take_state), or None."""
-        if not self.take_state(frame_index, self._scratch):
-            return None
-        return self._scratch.mouth_pose()
 
     def take_state(self, frame_index: int, out: AvatarState) -> bool:
         """Copy the frame stored for `frame_index` into `out`; False (and `out` left
