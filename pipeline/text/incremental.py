@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 
-# A sentence-ending mark (closing quotes and brackets may follow it) and then white space.
-_SENTENCE_END = re.compile(r"[.!?;…]+[\"'”’)\]]*\s+|\n\s*")
+from pipeline.text.input import SENTENCE_END
+
+# Where the voice splits sentences (split_sentences), or a line break: a chat relay's
+# line is complete when the next begins.
+_COMPLETE = re.compile(rf"{SENTENCE_END.pattern}|\n\s*")
 # A run-on text with no sentence end is released at a word gap past this many
 # characters, so a listener is not kept waiting: about 3 s of speech at the voice's
 # rate (bench/tts_latency.py's paragraph: ~15 characters a second).
@@ -33,7 +36,7 @@ class SentencePieces:
     def push(self, piece: str) -> str:
         self._held += piece
         end = 0
-        for match in _SENTENCE_END.finditer(self._held):
+        for match in _COMPLETE.finditer(self._held):
             end = match.end()
         if end == 0 and len(self._held) > self._max_held:
             gap = self._held.rfind(" ", 0, len(self._held) - 1)

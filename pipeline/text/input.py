@@ -199,7 +199,7 @@ def prepare_text(raw: str) -> PreparedText:
 
 
 # A sentence ends at . ! ? or … (with any closing quotes/brackets) followed by a space.
-_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s+")
+SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s+")
 _CLAUSE_END = re.compile(r"[,;:]\s+")
 
 
@@ -212,7 +212,7 @@ def split_sentences(text: str, max_chars: int = MAX_PIECE_CHARS) -> Iterator[str
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
     start = 0
-    for match in _SENTENCE_END.finditer(text):
+    for match in SENTENCE_END.finditer(text):
         yield from _fit(text[start:match.end()].strip(), max_chars)
         start = match.end()
     yield from _fit(text[start:].strip(), max_chars)
