@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
+from render.outputs.background import BACKGROUND_MODES, COLOUR_FORMS, ColourError, parse_colour
 
 SETTINGS_VERSION = 1
 
@@ -50,6 +51,35 @@ class Settings:
     blinking: bool = True
     breathing: bool = True
     background: str = "#20232a"
+    # -- outputs for OBS (issue 13) --
+    # The avatar-only window ("Lipsync Studio — Avatar"), opened at start when on.
+    output_window: bool = False
+    # "720p", "1080p" or WIDTHxHEIGHT.
+    output_size: str = "720p"
+    output_borderless: bool = False
+    output_on_top: bool = False
+    # transparent (premultiplied alpha), solid (output_colour) or chroma (chroma_colour).
+    output_background: str = "transparent"
+    output_colour: str = "#20232a"
+    chroma_colour: str = "#00ff00"
+    # The browser-source page on 127.0.0.1.
+    browser_source: bool = False
+    browser_source_port: int = 8765
+    # The virtual camera (pyvirtualcam, the [vcam] extra).
+    virtual_camera: bool = False
+    virtual_camera_size: str = "720p"
+    virtual_camera_fps: int = 30
+    # Captions: the voice's words shown this long before they are heard.
+    captions_lead_ms: float = 150.0
+    captions_in_window: bool = True
+    # Also written into an OBS text source named obs_captions_source.
+    captions_to_obs: bool = False
+    # obs-websocket v5; the password lives in the system keyring (app/obs/credentials.py).
+    obs_host: str = "127.0.0.1"
+    obs_port: int = 4455
+    # None = OBS's current program scene.
+    obs_scene: str | None = None
+    obs_captions_source: str = "Lipsync Studio captions"
 
 
 @dataclass(frozen=True)
@@ -77,7 +107,40 @@ RULES: dict[str, FieldRule] = {
     "blinking": FieldRule(bool),
     "breathing": FieldRule(bool),
     "background": FieldRule(str),
+    "output_window": FieldRule(bool),
+    "output_size": FieldRule(str),
+    "output_borderless": FieldRule(bool),
+    "output_on_top": FieldRule(bool),
+    "output_background": FieldRule(str, choices=BACKGROUND_MODES),
+    "output_colour": FieldRule(str),
+    "chroma_colour": FieldRule(str),
+    "browser_source": FieldRule(bool),
+    "browser_source_port": FieldRule(int, 1024, 65535),
+    "virtual_camera": FieldRule(bool),
+    "virtual_camera_size": FieldRule(str, choices=("720p", "1080p")),
+    "virtual_camera_fps": FieldRule(int, 30, 60),
+    "captions_lead_ms": FieldRule(float, 0.0, 2000.0),
+    "captions_in_window": FieldRule(bool),
+    "captions_to_obs": FieldRule(bool),
+    "obs_host": FieldRule(str),
+    "obs_port": FieldRule(int, 1, 65535),
+    "obs_scene": FieldRule(str, optional=True),
+    "obs_captions_source": FieldRule(str),
 }
+
+COLOUR_FIELDS = ("background", "output_colour", "chroma_colour")
+SIZE_PRESETS = {"720p": (1280, 720), "1080p": (1920, 1080)}
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """Pixels for "720p", "1080p" or "WIDTHxHEIGHT" (each 16 to 7680); ValueError says the
+    forms accepted."""
+    if text in SIZE_PRESETS:
+        return SIZE_PRESETS[text]
+    width, sep, height = text.lower().partition("x")
+    if sep and width.isdigit() and height.isdigit() and all(16 <= int(v) <= 7680 for v in (width, height)):
+        return int(width), int(height)
+    raise ValueError(f"{text!r} is not a size: use 720p, 1080p or WIDTHxHEIGHT (16 to 7680 each)")
 
 
 def _check(name: str, value: Any) -> str | None:
@@ -95,15 +158,19 @@ def _check(name: str, value: Any) -> str | None:
         return f"must be between {rule.low:g} and {rule.high:g}"
     if rule.choices and value not in rule.choices:
         return "must be one of " + ", ".join(rule.choices)
-    if name == "background" and not _is_hex_colour(value):
-        return "must be a colour like #20232a"
+    if name in COLOUR_FIELDS:
+        try:
+            parse_colour(value)
+        except ColourError:
+            return f"must be a colour: {COLOUR_FORMS}"
+    if name == "output_size":
+        try:
+            parse_size(value)
+        except ValueError:
+            return "must be 720p, 1080p or WIDTHxHEIGHT"
     if rule.kind is str and not rule.optional and not value:
         return "must not be empty"
     return None
-
-
-def _is_hex_colour(value: str) -> bool:
-    return len(value) == 7 and value[0] == "#" and all(c in "0123456789abcdefABCDEF" for c in value[1:])
 
 
 def validate(data: dict[str, Any]) -> tuple[Settings, list[str]]:

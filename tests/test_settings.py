@@ -15,7 +15,7 @@ def test_round_trip(tmp_path):
 def test_bad_values_fall_back_one_by_one_and_are_reported():
     settings, problems = validate({
         "speech_rate": 9.0, "volume": "loud", "target_fps": 60, "blinking": "yes",
-        "background": "red", "colour": 1,
+        "background": "reddish", "colour": 1,
     })
     assert settings.speech_rate == 1.0 and settings.volume == 1.0
     assert settings.target_fps == 60  # a good value next to bad ones is kept
@@ -56,3 +56,16 @@ def test_latency_mode_must_be_a_known_mode():
     assert settings.latency_mode == "balanced"
     assert "ultra, balanced, premium" in problems[0]
     assert validate({"latency_mode": "ultra"})[0].latency_mode == "ultra"
+
+
+def test_colours_are_accepted_in_every_form_users_type():
+    # Names and #rrggbbaa as well as #rrggbb (issue 13); anything else names the forms.
+    settings, problems = validate({"background": "DarkSlateGray", "output_colour": "#00ff0080",
+                                   "chroma_colour": "#0f0", "output_size": "800x600"})
+    assert problems == []
+    assert (settings.background, settings.output_colour, settings.chroma_colour,
+            settings.output_size) == ("DarkSlateGray", "#00ff0080", "#0f0", "800x600")
+    settings, problems = validate({"chroma_colour": "greenish", "output_size": "huge"})
+    assert settings.chroma_colour == Settings().chroma_colour
+    assert any("#rrggbbaa" in p and "colour name" in p for p in problems)
+    assert any("WIDTHxHEIGHT" in p for p in problems)
