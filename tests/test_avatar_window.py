@@ -1,0 +1,141 @@
+"""The avatar-only window for OBS, for real: Qt + Mesa GL under Xvfb, the bundled avatar
+(an SVG rig, so its outline is antialiased: partly covered pixels exist to check)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.display
+
+SIZE = (320, 240)
+
+
+def _pixels(image) -> np.ndarray:
+    """A premultiplied RGBA QImage as H×W×4 uint8."""
+    from PySide6.QtGui import QImage
+
+    image = image.convertToFormat(QImage.Format.Format_RGBA8888_Premultiplied)
+    ptr = image.constBits()
+    return np.frombuffer(ptr, np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)[
+        :, : image.width()].copy()
+
+
+def _shown(qt_app, window) -> None:
+    window.show()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and not (window.gl_ready and window.draws > 2):
+        qt_app.processEvents()
+        time.sleep(0.002)
+    assert window.gl_ready and window.draws > 2, "the avatar window never drew"
+
+
+@pytest.fixture()
+def avatar_window(qt_app):
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.outputs.avatar_window import AvatarWindow
+    from render.rigs.loader import load_avatar_rig
+
+    made = []
+
+    def make(**kwargs):
+        window = AvatarWindow(SIZE, **kwargs)
+        window.set_idle_motion(blinking=False, breathing=False)
+        window.set_rig(load_avatar_rig(DEFAULT_AVATAR_MANIFEST))
+        _shown(qt_app, window)
+        made.append(window)
+        return window
+
+    yield make
+    for window in made:
+        window.shutdown()
+        window.close()
+        window.deleteLater()
+    qt_app.processEvents()
+
+
+def test_the_window_is_titled_for_obs_and_has_an_alpha_visual(avatar_window):
+    from render.outputs.avatar_window import TITLE
+
+    window = avatar_window()
+    assert window.title() == TITLE == "Lipsync Studio — Avatar"
+    info = subprocess.run(["xwininfo", "-id", str(int(window.winId()))],
+                          capture_output=True, text=True, check=True).stdout
+    # Depth 32 is the ARGB visual: without it X drops the alpha OBS's capture would read.
+    assert "Depth: 32" in info, info
+    assert f"Width: {SIZE[0]}" in info and f"Height: {SIZE[1]}" in info
+
+
+def test_transparent_solid_and_chroma_backgrounds(avatar_window):
+    from render.outputs.background import CHROMA, SOLID, Background, parse_colour
+
+    window = avatar_window()
+    clear = _pixels(window.grab_frame()).astype(np.int32)
+    alpha = clear[..., 3]
+    assert alpha[0, 0] == 0 and alpha[-1, -1] == 0, "corners must be transparent"
+    assert (alpha == 255).any(), "the avatar must be drawn"
+    edge = (alpha > 0) & (alpha < 255)
+    assert edge.sum() > 50, "an SVG outline has antialiased pixels"
+    # Premultiplied: no channel above its alpha.
+    assert (clear[..., :3] <= alpha[..., None]).all()
+
+    window.set_background(Background(SOLID, parse_colour("#336699")))
+    solid = _pixels(window.grab_frame()).astype(np.int32)
+    assert tuple(solid[0, 0]) == (0x33, 0x66, 0x99, 255)
+    assert (solid[..., 3] == 255).all()
+
+    key = parse_colour("#00ff00")
+    window.set_background(Background(CHROMA, key))
+    chroma = _pixels(window.grab_frame()).astype(np.int32)
+    assert (chroma[..., 3] == 255).all()
+    # Background: exactly the key. Outline: the avatar over the key's complement
+    # (magenta), computed here from the transparent frame; 1/255 for the shader's rounding.
+    assert (chroma[alpha == 0][:, :3] == (0, 255, 0)).all()
+    complement = np.array([255, 0, 255])
+    expected = clear[..., :3] + ((255 - alpha[..., None]) * complement + 127) // 255
+    assert np.abs(chroma[edge][:, :3] - expected[edge]).max() <= 1
+    # Which is what keeps keying clean: no outline pixel is any closer to the key than
+    # the avatar's own opaque colours are.
+    def green_distance(rgb):
+        return np.linalg.norm(rgb - np.array([0, 255, 0]), axis=-1)
+    assert green_distance(chroma[edge][:, :3]).min() >= green_distance(chroma[alpha == 255][:, :3]).min() - 1
+
+
+def test_borderless_and_always_on_top(avatar_window):
+    from PySide6.QtCore import Qt
+
+    window = avatar_window(borderless=True, on_top=True)
+    flags = window.flags()
+    assert flags & Qt.WindowType.FramelessWindowHint
+    assert flags & Qt.WindowType.WindowStaysOnTopHint
+    window.set_window_flags(False, False)
+    assert not window.flags() & Qt.WindowType.FramelessWindowHint
+    assert window.isVisible()
+
+
+def test_it_shows_the_same_avatar_as_the_main_view(avatar_window, qt_app):
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.outputs.avatar_view import AvatarView
+    from render.rigs.loader import load_avatar_rig
+
+    window = avatar_window()
+    view = AvatarView()
+    view.set_idle_motion(blinking=False, breathing=False)
+    view.set_rig(load_avatar_rig(DEFAULT_AVATAR_MANIFEST))
+    view.resize(*SIZE)
+    view.show()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and view._draws < 3:
+        qt_app.processEvents()
+        time.sleep(0.002)
+    try:
+        ours, theirs = _pixels(window.grab_frame()), _pixels(view.grab())
+        # Same rig, size, pose and background: the same pixels, widgets or not.
+        assert ours.shape == theirs.shape and np.array_equal(ours, theirs)
+    finally:
+        view.shutdown()
+        view.close()
+        view.deleteLater()
