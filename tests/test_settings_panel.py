@@ -57,13 +57,39 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
     dialog.blinking.setChecked(False)
     dialog.breathing.setChecked(False)
     dialog.background.setText("#102030")
+    dialog.output_window.setChecked(True)
+    dialog.output_size.setCurrentText("800x800")
+    dialog.output_borderless.setChecked(True)
+    dialog.output_on_top.setChecked(True)
+    dialog.output_background.setCurrentIndex(dialog.output_background.findData("chroma"))
+    dialog.output_colour.setText("navy")
+    dialog.chroma_colour.setText("#0000ff")
+    dialog.browser_source.setChecked(True)
+    dialog.browser_source_port.setValue(9000)
+    dialog.virtual_camera.setChecked(True)
+    dialog.virtual_camera_size.setCurrentText("1080p")
+    dialog.virtual_camera_fps.setCurrentIndex(dialog.virtual_camera_fps.findData(60))
+    dialog.captions_lead.setValue(200)
+    dialog.captions_in_window.setChecked(False)
+    dialog.captions_to_obs.setChecked(True)
+    dialog.obs_host.setText("192.0.2.7")
+    dialog.obs_port.setValue(4456)
+    dialog.obs_scene.setText("Just chatting")
+    dialog.obs_captions_source.setText("Subtitles")
     dialog._accept()
     result = dialog.result_settings()
     assert dialog.error.text() == ""
     expected = Settings(latency_mode="premium", mic_enabled=False, mic_gain_db=6.5,
                         mic_gate_db=-42.0, mic_lipsync="volume",
                         avatar_manifest="/tmp/rig/manifest.json", speech_rate=1.25, volume=0.8,
-                        target_fps=30, software_gl_fps=24, blinking=False, breathing=False, background="#102030")
+                        target_fps=30, software_gl_fps=24, blinking=False, breathing=False, background="#102030",
+                        output_window=True, output_size="800x800", output_borderless=True,
+                        output_on_top=True, output_background="chroma", output_colour="navy",
+                        chroma_colour="#0000ff", browser_source=True, browser_source_port=9000,
+                        virtual_camera=True, virtual_camera_size="1080p", virtual_camera_fps=60,
+                        captions_lead_ms=200.0, captions_in_window=False, captions_to_obs=True,
+                        obs_host="192.0.2.7", obs_port=4456, obs_scene="Just chatting",
+                        obs_captions_source="Subtitles")
     assert result == expected
     # Every field but the version was set to something other than its default here, or
     # is a device (next test): the panel has a widget for each knob.
@@ -89,8 +115,10 @@ def test_a_bad_value_is_explained_and_nothing_is_taken(panel):
     original = Settings()
     dialog = panel(original)
     dialog.background.setText("not a colour")
+    dialog.output_size.setCurrentText("big")
     dialog._accept()
-    assert "background" in dialog.error.text()
+    assert "background" in dialog.error.text() and "#rrggbbaa" in dialog.error.text()
+    assert "output_size" in dialog.error.text()
     assert dialog.result_settings() is original
     assert not dialog.result()  # the dialog did not close as accepted
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QCheckBox,
+    QColorDialog,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -18,6 +20,8 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -25,6 +29,7 @@ from app.settings import Settings, validate
 from pipeline.audio.devices import Kind, list_devices, list_devices_now
 from pipeline.lipsync.model import MIC_TRADES
 from pipeline.voice.streaming_tts import LATENCY_MODES
+from render.outputs.background import CHROMA, SOLID, TRANSPARENT, ColourError, parse_colour
 
 SYSTEM_DEFAULT = "System default"
 BUNDLED_AVATAR = ""
@@ -70,7 +75,10 @@ class SettingsPanel(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Lipsync Studio settings")
         self._settings = settings
-        form = QFormLayout(self)
+        tabs = QTabWidget()
+        general = QWidget()
+        form = QFormLayout(general)
+        tabs.addTab(general, "General")
 
         self.mode = QComboBox()
         measured = mode_first_audio_ms or {}
@@ -146,17 +154,102 @@ class SettingsPanel(QDialog):
         idle.addWidget(self.breathing)
         form.addRow("Idle motion", idle)
         self.background = QLineEdit(settings.background)
-        form.addRow("Background colour", self.background)
+        form.addRow("Background colour", _with_picker(self.background))
+
+        outputs = QWidget()
+        tabs.addTab(outputs, "Outputs (OBS)")
+        self._build_outputs(QFormLayout(outputs), settings)
 
         self.error = QLabel()
         self.error.setStyleSheet("color: #c0392b")
         self.error.setWordWrap(True)
-        form.addRow(self.error)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.reject)
-        form.addRow(buttons)
+        layout = QVBoxLayout(self)
+        layout.addWidget(tabs)
+        layout.addWidget(self.error)
+        layout.addWidget(buttons)
         self._result = settings
+
+    def _build_outputs(self, form: QFormLayout, settings: Settings) -> None:
+        """The avatar window, browser source, virtual camera, captions and OBS."""
+        self.output_window = QCheckBox("Show the avatar-only window (for OBS window capture)")
+        self.output_window.setChecked(settings.output_window)
+        form.addRow("Avatar window", self.output_window)
+        self.output_size = QComboBox()
+        self.output_size.setEditable(True)
+        self.output_size.addItems(["720p", "1080p"])
+        self.output_size.setCurrentText(settings.output_size)
+        self.output_size.setToolTip("720p, 1080p or any WIDTHxHEIGHT, e.g. 800x800")
+        form.addRow("Window size", self.output_size)
+        self.output_borderless = QCheckBox("Borderless")
+        self.output_borderless.setChecked(settings.output_borderless)
+        self.output_on_top = QCheckBox("Always on top")
+        self.output_on_top.setChecked(settings.output_on_top)
+        flags = QHBoxLayout()
+        flags.addWidget(self.output_borderless)
+        flags.addWidget(self.output_on_top)
+        form.addRow("", flags)
+        self.output_background = QComboBox()
+        for mode, label in ((TRANSPARENT, "Transparent (alpha)"), (SOLID, "Solid colour"),
+                            (CHROMA, "Chroma key")):
+            self.output_background.addItem(label, mode)
+        self.output_background.setCurrentIndex(self.output_background.findData(settings.output_background))
+        form.addRow("Background", self.output_background)
+        self.output_colour = QLineEdit(settings.output_colour)
+        form.addRow("Solid colour", _with_picker(self.output_colour))
+        self.chroma_colour = QLineEdit(settings.chroma_colour)
+        form.addRow("Chroma key colour", _with_picker(self.chroma_colour))
+
+        self.browser_source = QCheckBox("Serve the avatar as a web page (OBS browser source)")
+        self.browser_source.setChecked(settings.browser_source)
+        form.addRow("Browser source", self.browser_source)
+        self.browser_source_port = QSpinBox(minimum=1024, maximum=65535)
+        self.browser_source_port.setValue(settings.browser_source_port)
+        form.addRow("Page port (127.0.0.1)", self.browser_source_port)
+
+        self.virtual_camera = QCheckBox("Send the avatar to a virtual camera")
+        self.virtual_camera.setChecked(settings.virtual_camera)
+        form.addRow("Virtual camera", self.virtual_camera)
+        self.virtual_camera_size = QComboBox()
+        self.virtual_camera_size.addItems(["720p", "1080p"])
+        self.virtual_camera_size.setCurrentText(settings.virtual_camera_size)
+        self.virtual_camera_fps = QComboBox()
+        self.virtual_camera_fps.addItem("30 fps", 30)
+        self.virtual_camera_fps.addItem("60 fps", 60)
+        self.virtual_camera_fps.setCurrentIndex(self.virtual_camera_fps.findData(settings.virtual_camera_fps))
+        camera = QHBoxLayout()
+        camera.addWidget(self.virtual_camera_size)
+        camera.addWidget(self.virtual_camera_fps)
+        form.addRow("Camera format", camera)
+
+        self.captions_lead = QDoubleSpinBox(minimum=0.0, maximum=2000.0, singleStep=10.0,
+                                            decimals=0, suffix=" ms")
+        self.captions_lead.setValue(settings.captions_lead_ms)
+        self.captions_lead.setToolTip("Captions show each word this long before it is heard.")
+        form.addRow("Captions lead", self.captions_lead)
+        self.captions_in_window = QCheckBox("In the avatar window and the page")
+        self.captions_in_window.setChecked(settings.captions_in_window)
+        self.captions_to_obs = QCheckBox("Into an OBS text source")
+        self.captions_to_obs.setChecked(settings.captions_to_obs)
+        captions = QHBoxLayout()
+        captions.addWidget(self.captions_in_window)
+        captions.addWidget(self.captions_to_obs)
+        form.addRow("Captions", captions)
+
+        self.obs_host = QLineEdit(settings.obs_host)
+        self.obs_port = QSpinBox(minimum=1, maximum=65535)
+        self.obs_port.setValue(settings.obs_port)
+        obs = QHBoxLayout()
+        obs.addWidget(self.obs_host, 1)
+        obs.addWidget(self.obs_port)
+        form.addRow("OBS websocket", obs)
+        self.obs_scene = QLineEdit(settings.obs_scene or "")
+        self.obs_scene.setPlaceholderText("OBS's current scene")
+        form.addRow("OBS scene", self.obs_scene)
+        self.obs_captions_source = QLineEdit(settings.obs_captions_source)
+        form.addRow("OBS captions source", self.obs_captions_source)
 
     def _browse_avatar(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Avatar manifest", "", "Rig manifest (*.json)")
@@ -182,6 +275,25 @@ class SettingsPanel(QDialog):
             "blinking": self.blinking.isChecked(),
             "breathing": self.breathing.isChecked(),
             "background": self.background.text().strip(),
+            "output_window": self.output_window.isChecked(),
+            "output_size": self.output_size.currentText().strip(),
+            "output_borderless": self.output_borderless.isChecked(),
+            "output_on_top": self.output_on_top.isChecked(),
+            "output_background": self.output_background.currentData(),
+            "output_colour": self.output_colour.text().strip(),
+            "chroma_colour": self.chroma_colour.text().strip(),
+            "browser_source": self.browser_source.isChecked(),
+            "browser_source_port": self.browser_source_port.value(),
+            "virtual_camera": self.virtual_camera.isChecked(),
+            "virtual_camera_size": self.virtual_camera_size.currentText(),
+            "virtual_camera_fps": self.virtual_camera_fps.currentData(),
+            "captions_lead_ms": self.captions_lead.value(),
+            "captions_in_window": self.captions_in_window.isChecked(),
+            "captions_to_obs": self.captions_to_obs.isChecked(),
+            "obs_host": self.obs_host.text().strip(),
+            "obs_port": self.obs_port.value(),
+            "obs_scene": self.obs_scene.text().strip() or None,
+            "obs_captions_source": self.obs_captions_source.text().strip(),
         }
 
     def _accept(self) -> None:
@@ -194,3 +306,26 @@ class SettingsPanel(QDialog):
 
     def result_settings(self) -> Settings:
         return self._result
+
+
+def _with_picker(field: QLineEdit) -> QHBoxLayout:
+    """A colour field with a button that opens the system colour picker on its colour."""
+    button = QPushButton("Pick…")
+
+    def pick() -> None:
+        try:
+            r, g, b, a = parse_colour(field.text())
+        except ColourError:
+            r, g, b, a = 0.0, 0.0, 0.0, 1.0
+        start = QColor.fromRgbF(r, g, b, a)
+        colour = QColorDialog.getColor(start, field, "Colour",
+                                       QColorDialog.ColorDialogOption.ShowAlphaChannel)
+        if colour.isValid():
+            text = colour.name(QColor.NameFormat.HexRgb)
+            field.setText(text if colour.alpha() == 255 else f"{text}{colour.alpha():02x}")
+
+    button.clicked.connect(pick)
+    row = QHBoxLayout()
+    row.addWidget(field, 1)
+    row.addWidget(button)
+    return row
