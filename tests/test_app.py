@@ -80,7 +80,7 @@ def _grab(window) -> np.ndarray:
 
 def _mouth_box(window, grab_shape) -> tuple[int, int, int, int]:
     """The rig's mouth area mapped into the view (letterboxed, centred), with a margin."""
-    rig = window.view._rig
+    rig = window.view.rig
     alpha = np.zeros(rig.base.shape[:2], bool)
     for mouth in rig.mouths.values():
         alpha |= mouth[..., 3] > 0

@@ -64,14 +64,14 @@ def test_a_portrait_becomes_the_talking_avatar_and_is_kept(window, pictures, qt_
     window.importer.prepare()  # as the file dialog does while the user picks
     started = time.monotonic()
     window.import_portrait(pictures / "astronaut.png")
-    pump_until(lambda: isinstance(window.view._rig, PhotoRig), 15, "the photo avatar")
+    pump_until(lambda: isinstance(window.view.rig, PhotoRig), 15, "the photo avatar")
     took = time.monotonic() - started
     # The landmarks are shown over the new avatar for a moment (1.5 s), then go. Looked at
     # as the avatar appears and waited for, not at fixed times: saving the rig meanwhile
     # took 0.09-0.18 s here (4 runs, load 4.2), on a slower machine more.
     assert window.landmarks.isVisible()
     _wait_for_import(window)
-    rig = window.view._rig
+    rig = window.view.rig
     print(f"portrait on screen {took:.2f} s after the request")
     pump_until(lambda: not window.landmarks.isVisible(), 10, "the landmarks to go")
 
@@ -106,7 +106,7 @@ def test_the_imported_avatar_loads_at_the_next_start_without_the_landmarker(
     again = MainWindow(store, store.load())
     try:
         # Loaded in the constructor: no import thread, no MediaPipe run.
-        assert isinstance(again.view._rig, PhotoRig)
+        assert isinstance(again.view.rig, PhotoRig)
         assert not again.importer.busy and again.importer._landmarker is None
     finally:
         again.close()
@@ -120,7 +120,7 @@ def test_several_faces_ask_which_one(window, pictures):
     assert [b.text() for b in picker.buttons] == ["Face 1", "Face 2", "Face 3"]
     picker.buttons[2].click()
     _wait_for_import(window)
-    rig = window.view._rig
+    rig = window.view.rig
     assert isinstance(rig, PhotoRig) and rig.name == "three"
     width = rig.canvas_size[0] / 3
     mouth_x = rig.landmarks[13, 0]
@@ -133,11 +133,11 @@ def test_several_faces_ask_which_one(window, pictures):
 ])
 def test_a_picture_that_cannot_be_used_is_explained_and_nothing_changes(
         window, pictures, name, message):
-    rig, settings = window.view._rig, window.settings
+    rig, settings = window.view.rig, window.settings
     window.import_portrait(pictures / name)
     _wait_for_import(window)
     assert any(message in notice for notice in window.notices[-2:]), window.notices[-3:]
-    assert window.view._rig is rig and window.settings == settings
+    assert window.view.rig is rig and window.settings == settings
 
 
 def _drop(window, path):
@@ -158,6 +158,6 @@ def test_dropping_a_picture_imports_it_and_other_files_are_explained(window, pic
     event = _drop(window, pictures / "astronaut.png")
     assert event.isAccepted()
     _wait_for_import(window)
-    assert isinstance(window.view._rig, PhotoRig) and window.view._rig.name == "astronaut"
+    assert isinstance(window.view.rig, PhotoRig) and window.view.rig.name == "astronaut"
     saved = json.loads(open(window.settings.avatar_manifest, encoding="utf-8").read())
     assert saved["format"] == "lipsync-studio.photo-rig"

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine import Engine
+from app.outputs import Outputs
 from app.settings import Settings, SettingsStore
 from app.ui.message_view import MessageArea, MessageHistory
 from app.ui.messages import EVENT_SECONDS, MessageBoard, Severity
@@ -96,7 +97,10 @@ def _colour(hex_colour: str) -> tuple[float, float, float, float]:
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, store: SettingsStore, settings: Settings) -> None:
+    def __init__(self, store: SettingsStore, settings: Settings, *,
+                 output_window: bool | None = None) -> None:
+        """`output_window` True opens the avatar-only window whatever the settings say
+        (the command line's --output-window)."""
         super().__init__()
         self.setWindowTitle("Lipsync Studio")
         self.store = store
@@ -130,8 +134,11 @@ class MainWindow(QMainWindow):
         self.finished: SpeechFinished | None = None
         self.mode_first_audio_ms: dict[str, float] = {}
 
-        self.view = AvatarView(fps=self._frame_rate(settings),
-                               clear_color=_colour(settings.background))
+        frame_rate = self._frame_rate(settings)
+        self.view = AvatarView(fps=frame_rate, clear_color=_colour(settings.background))
+        self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=frame_rate)
+        self.outputs.window_closed = self._on_avatar_window_closed
+        self._output_window = output_window
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
         self.view.setMinimumSize(480, 480)
         self.text = QLineEdit()
@@ -147,6 +154,11 @@ class MainWindow(QMainWindow):
         self.import_button.setToolTip("Make any face picture (PNG or JPEG) the avatar; "
                                       "you can also drop a picture on the window.")
         self.import_button.clicked.connect(self.choose_portrait)
+        self.avatar_window_button = QPushButton("Avatar window")
+        self.avatar_window_button.setCheckable(True)
+        self.avatar_window_button.setToolTip(
+            "A window with the avatar alone, for OBS's window capture (Lipsync Studio — Avatar)")
+        self.avatar_window_button.toggled.connect(self._toggle_avatar_window)
         self.landmarks = LandmarkOverlay(self.view)
         self.face_picker: FacePicker | None = None
         self.importer = PortraitImporter(store.path.parent / "avatars", self)
@@ -180,6 +192,7 @@ class MainWindow(QMainWindow):
         controls.addWidget(self.stop_button)
         controls.addWidget(self.settings_button)
         controls.addWidget(self.import_button)
+        controls.addWidget(self.avatar_window_button)
         controls.addWidget(self.mic_level)
         layout = QVBoxLayout()
         layout.addWidget(self.view, 1)
@@ -196,6 +209,7 @@ class MainWindow(QMainWindow):
 
         self._load_avatar(settings.avatar_manifest)
         self._start_audio()
+        self._apply_outputs()
         self._status_timer = QTimer(self)
         self._status_timer.timeout.connect(self._follow_returned_mic)
         self._status_timer.timeout.connect(self.refresh_status)
@@ -310,12 +324,14 @@ class MainWindow(QMainWindow):
     def _connect_view(self) -> None:
         source, version = self.engine.mouth_source()
         self.view.set_sources(source, self.engine.clock.media_time_at, version)
+        self.outputs.connect_sources()
 
     def _load_avatar(self, manifest: str | None) -> None:
         self.forget(AVATAR)  # a new choice: what was said of the last one is over
         rig = self._read_rig(manifest)
         if rig is not None:
             self.view.set_rig(rig)
+            self.outputs.set_rig(rig)
 
     def _read_rig(self, manifest: str | None) -> AvatarRig | None:
         path = Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST
@@ -353,6 +369,7 @@ class MainWindow(QMainWindow):
 
     def _on_portrait_imported(self, rig, seconds: float) -> None:
         self.view.set_rig(rig)
+        self.outputs.set_rig(rig)
         self.landmarks.show_for(rig)
         self.forget(AVATAR)
         self.tell(f"{rig.name} is the avatar now (face found and rigged in {seconds:.2f} s).",
@@ -434,6 +451,28 @@ class MainWindow(QMainWindow):
             self.view.set_clear_color(_colour(settings.background))
         if (settings.target_fps, settings.software_gl_fps) != (old.target_fps, old.software_gl_fps):
             self.tell("The new frame rate takes effect when the app restarts.", Severity.INFO)
+        if settings.output_window != old.output_window:
+            self._output_window = None  # the user chose here: the command line's word is over
+        self._apply_outputs()
+
+    # -- outputs --------------------------------------------------------------------
+
+    def _apply_outputs(self) -> None:
+        self.outputs.apply(self.settings, window=self._output_window)
+        # The button shows what is open, without toggling it again.
+        self.avatar_window_button.blockSignals(True)
+        self.avatar_window_button.setChecked(self.outputs.avatar_window is not None)
+        self.avatar_window_button.blockSignals(False)
+
+    def _toggle_avatar_window(self, on: bool) -> None:
+        self._output_window = None
+        self.settings = replace(self.settings, output_window=on)
+        self._save_settings()
+        self._apply_outputs()
+
+    def _on_avatar_window_closed(self) -> None:
+        """The user closed the avatar window itself: it stays closed, next start too."""
+        self._toggle_avatar_window(False)
 
     # -- events and status ----------------------------------------------------------
 
@@ -526,16 +565,17 @@ class MainWindow(QMainWindow):
         self._meter_timer.stop()
         self.importer.close()
         self.view.shutdown()
+        self.outputs.close()
         self.engine.close()
         super().closeEvent(event)
 
 
-def run_app(argv: list[str] | None = None) -> int:
+def run_app(argv: list[str] | None = None, *, output_window: bool | None = None) -> int:
     app = QApplication.instance() or QApplication(argv or sys.argv)
     app.setApplicationName("Lipsync Studio")
     store = SettingsStore()
     settings = store.load()
-    window = MainWindow(store, settings)
+    window = MainWindow(store, settings, output_window=output_window)
     window.resize(720, 820)
     window.show()
     return app.exec()

@@ -91,6 +91,11 @@ class AvatarSurface(QOpenGLWindow):
         self.presenter.set_idle_motion(blinking, breathing)
 
     @property
+    def rig(self) -> AvatarRig | None:
+        """The rig shown (or to be shown once GL is up)."""
+        return self._rig
+
+    @property
     def background(self) -> Background:
         return self._background
 

@@ -69,6 +69,10 @@ class AvatarView(QWidget):
         return self._surface.renderer
 
     @property
+    def rig(self):
+        return self._surface.rig
+
+    @property
     def period(self) -> float:
         return self.presenter.period
 

@@ -1,0 +1,118 @@
+"""The outputs besides the main window's view: the avatar-only window OBS captures (and,
+with them, the browser source and virtual camera). One place that opens, reconfigures
+and closes them from the settings, for the windowed app and `--headless` alike.
+
+Each output pulls its own frames on its own ticks from the engine's media clock; this
+module only wires them to the engine (mouth source, clock, rig) and follows settings.
+Problems are told through `tell(message, severity)` and never stop the app.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from app.engine import Engine
+from app.settings import Settings, parse_size
+from app.ui.messages import Severity
+from render.outputs.avatar_window import AvatarWindow
+from render.outputs.background import CHROMA, SOLID, Background, parse_colour
+from render.rigs.loader import AvatarRig
+
+log = logging.getLogger(__name__)
+
+Tell = Callable[[str, Severity], None]
+
+
+def output_background(settings: Settings) -> Background:
+    """The outputs' background from the settings (colours were validated there)."""
+    if settings.output_background == CHROMA:
+        return Background(CHROMA, parse_colour(settings.chroma_colour))
+    if settings.output_background == SOLID:
+        return Background(SOLID, parse_colour(settings.output_colour))
+    return Background()
+
+
+class Outputs:
+    """Owns the outputs that are on. `frame_rate` is the rate the window's own view runs
+    at (software GL caps it), used by every output here too."""
+
+    def __init__(self, engine: Engine, settings: Settings, tell: Tell, *,
+                 frame_rate: float, now: Callable[[], float] = time.monotonic) -> None:
+        self.engine = engine
+        self.settings = settings
+        self._tell = tell
+        self._frame_rate = frame_rate
+        self._now = now
+        self._rig: AvatarRig | None = None
+        self.avatar_window: AvatarWindow | None = None
+        # Told when the user closes the avatar window, so the app can save it as off.
+        self.window_closed: Callable[[], None] | None = None
+
+    # -- wiring ---------------------------------------------------------------------
+
+    def set_rig(self, rig: AvatarRig) -> None:
+        self._rig = rig
+        if self.avatar_window is not None:
+            self.avatar_window.set_rig(rig)
+
+    def connect_sources(self) -> None:
+        """Follow the engine's current mouth source and media clock (after a device
+        change gave it new ones)."""
+        if self.avatar_window is not None:
+            source, version = self.engine.mouth_source()
+            self.avatar_window.set_sources(source, self.engine.clock.media_time_at, version)
+
+    def apply(self, settings: Settings, *, window: bool | None = None) -> None:
+        """Open, reconfigure or close outputs for `settings`. `window` overrides
+        settings.output_window (the command line's --output-window)."""
+        self.settings = settings
+        want_window = settings.output_window if window is None else window
+        if want_window:
+            self._open_window()
+        elif self.avatar_window is not None:
+            self._close_window()
+
+    def close(self) -> None:
+        if self.avatar_window is not None:
+            self._close_window()
+
+    # -- the avatar window -------------------------------------------------------------
+
+    def _open_window(self) -> None:
+        settings = self.settings
+        size = parse_size(settings.output_size)
+        background = output_background(settings)
+        window = self.avatar_window
+        if window is None:
+            window = AvatarWindow(size, fps=self._frame_rate, background=background,
+                                  borderless=settings.output_borderless,
+                                  on_top=settings.output_on_top, now=self._now)
+            window.closed = self._on_window_closed
+            self.avatar_window = window
+            if self._rig is not None:
+                window.set_rig(self._rig)
+            self.connect_sources()
+            window.show()
+            log.info("avatar window open at %dx%d, background %s", *size, background.mode)
+        else:
+            window.set_window_flags(settings.output_borderless, settings.output_on_top)
+            window.set_size(size)
+            window.set_background(background)
+        window.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
+
+    def _close_window(self) -> None:
+        window, self.avatar_window = self.avatar_window, None
+        window.closed = None
+        window.shutdown()
+        window.close()
+        window.deleteLater()
+
+    def _on_window_closed(self) -> None:
+        window, self.avatar_window = self.avatar_window, None
+        if window is not None:
+            window.shutdown()
+            window.deleteLater()
+        if self.window_closed is not None:
+            self.window_closed()

@@ -1,0 +1,81 @@
+"""The avatar-only window as a user drives it from the app: opened from the settings (or
+--output-window), speaking moves its mouth in sync like the main view's, closing it is
+remembered, and settings changes reach it. Real window, voice and JACK audio."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from app.settings import SettingsStore
+from pipeline.core.sync_metrics import viseme_change_offsets
+from render.outputs.avatar_view import PRESENTED
+from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
+from tests.test_app import QUIET, harness_device  # noqa: F401  (the fixture, used by name)
+
+pytestmark = [pytest.mark.display, pytest.mark.audio]
+
+TEXT = "Papa made a map of five big boats."
+
+
+@pytest.fixture()
+def window(qt_app, jack_server, tmp_path):
+    w = open_window(tmp_path, replace(QUIET, output_window=True, output_size="480x360"))
+    yield w
+    w.close()
+    pump(0.1)
+
+
+def _offsets(log, timeline):
+    rows = log[log["status"] == PRESENTED]
+    times, visemes = timeline.onsets()
+    return viseme_change_offsets(rows["heard"], rows["viseme"], times, visemes, 0.1)
+
+
+def test_the_avatar_window_opens_from_the_settings_and_lip_syncs_like_the_view(window):
+    from render.outputs.avatar_window import TITLE
+
+    avatar = window.outputs.avatar_window
+    assert avatar is not None and avatar.title() == TITLE
+    assert (avatar.width(), avatar.height()) == (480, 360)
+    assert window.avatar_window_button.isChecked()
+    pump_until(lambda: avatar.draws > 5, 10, "the avatar window drawing")
+    say(window, TEXT)
+    wait_until_quiet(window, margin=0.2)
+    theirs = _offsets(window.view.presentation_log(), window.engine.timeline)
+    ours = _offsets(avatar.presenter.presentation_log(), window.engine.timeline)
+    # Both outputs pull from one media clock: every viseme change of the speech is shown
+    # by each, as close to its onset as a tick allows (one period, the presenter's grid).
+    period_ms = 1e3 * avatar.presenter.period
+    assert len(ours.offsets_ms) == len(theirs.offsets_ms) > 10
+    assert np.median(np.abs(ours.offsets_ms)) <= period_ms
+
+
+def test_closing_the_avatar_window_is_remembered_and_the_button_reopens_it(window):
+    avatar = window.outputs.avatar_window
+    avatar.close()
+    pump(0.1)
+    assert window.outputs.avatar_window is None
+    assert not window.avatar_window_button.isChecked()
+    assert SettingsStore(window.store.path).load().output_window is False
+    window.avatar_window_button.click()
+    pump(0.1)
+    assert window.outputs.avatar_window is not None
+    assert SettingsStore(window.store.path).load().output_window is True
+
+
+def test_settings_reach_the_open_avatar_window(window):
+    from PySide6.QtCore import Qt
+
+    avatar = window.outputs.avatar_window
+    window.apply_settings(replace(window.settings, output_background="chroma",
+                                  chroma_colour="#0000ff", output_size="720p",
+                                  output_borderless=True))
+    assert window.outputs.avatar_window is avatar  # reconfigured, not reopened
+    assert avatar.background.mode == "chroma" and avatar.background.colour == (0.0, 0.0, 1.0, 1.0)
+    assert (avatar.width(), avatar.height()) == (1280, 720)
+    assert avatar.flags() & Qt.WindowType.FramelessWindowHint
+    window.apply_settings(replace(window.settings, output_window=False))
+    assert window.outputs.avatar_window is None
