@@ -1,0 +1,130 @@
+"""An output nobody looks at directly: the avatar drawn offscreen on its own ticks and
+read back, frame by frame, for outputs that need pixels on the CPU (the browser source's
+page, the virtual camera).
+
+Like the on-screen outputs it has a presenter of its own pulling from the engine's media
+clock. Its frames are read back asynchronously (render/gl/readback.py): a frame drawn at
+one tick reaches the sinks at the next, so its presentation is a period after its tick,
+and the presenter is told so (each delivery counts as the frame's "swap"), so it makes
+frames for the media time heard when they are delivered.
+
+Sinks are called on the GUI thread with (pixels, media_time): H×W×4 uint8 premultiplied
+RGBA, top row first, valid only during the call (a sink keeps a copy, not the view).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+from PySide6.QtCore import QObject, Qt, QTimer
+
+from render.gl.offscreen import OffscreenTarget
+from render.gl.readback import AsyncReadback
+from render.gl.sprite_renderer import GLRenderer
+from render.rigs.loader import AvatarRig, renderer_for
+from render.timing.frame_producer import MediaClock, PoseSource
+from render.timing.presenter import AvatarFrame, Presenter
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[np.ndarray, float], None]
+
+
+class FrameFeed(QObject):
+    """Draws the avatar at width×height on a transparent background `fps` times a second
+    and hands each frame to every sink. start() begins ticking, stop() ends it and frees
+    the GL objects. A sink that raises is logged and dropped (the feed goes on)."""
+
+    def __init__(self, width: int, height: int, fps: float, *,
+                 now: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.width, self.height = width, height
+        self.presenter = Presenter(fps, now=now)
+        self._now = now
+        self._target = OffscreenTarget(width, height)
+        self.renderer = GLRenderer((0.0, 0.0, 0.0, 0.0))
+        self.renderer.initialize()
+        self.renderer.resize(width, height)
+        self._readback = AsyncReadback(width, height)
+        self._rig: AvatarRig | None = None
+        self.sinks: list[Sink] = []
+        self._timer = QTimer(self)
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._tick)
+        self.delivered = 0
+        self._draw_seconds = np.zeros(600, dtype=np.float64)
+        self._draws = 0
+
+    def set_rig(self, rig: AvatarRig) -> None:
+        self._target.make_current()
+        fresh = renderer_for(rig, (0.0, 0.0, 0.0, 0.0))
+        if type(fresh) is not type(self.renderer):
+            self.renderer.release()
+            self.renderer = fresh
+            fresh.initialize()
+            fresh.resize(self.width, self.height)
+        self.renderer.set_rig(rig)
+        self._rig = rig
+
+    def set_sources(self, pose_source: PoseSource | None, media_time_at: MediaClock | None,
+                    source_version: Callable[[], int] | None = None) -> None:
+        self.presenter.set_sources(pose_source, media_time_at, source_version)
+
+    def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
+        self.presenter.set_idle_motion(blinking, breathing)
+
+    def start(self) -> None:
+        # No buffer swaps offscreen: ticks are paced by deadlines from the start.
+        self.presenter.clock.fall_back_to_deadline(self._now())
+        self._timer.start(0)
+
+    def stop(self) -> None:
+        self._timer.stop()
+        self.presenter.shutdown()
+        self._target.make_current()
+        self._readback.release()
+        self.renderer.release()
+        self._target.close()
+
+    def stats(self) -> dict:
+        draws = self._draw_seconds[: min(self._draws, len(self._draw_seconds))] * 1e3
+        draw_p50, draw_p99 = np.percentile(draws, (50, 99)) if len(draws) else (0.0, 0.0)
+        return {**self.presenter.stats(), "delivered": self.delivered,
+                "readback": self._readback.stats(),
+                "draw_ms": {"p50": float(draw_p50), "p99": float(draw_p99)}}
+
+    def _tick(self) -> None:
+        self._target.make_current()
+        got = self._readback.collect()
+        if got is not None:
+            # The previous tick's frame reaches its viewers now: its "swap".
+            self.presenter.clock.on_swap(self._now())
+            self._deliver(*got)
+        pacing = self.presenter.timer_fired(self._now())
+        if pacing.frame is not None:
+            self._draw(pacing.frame)
+        if pacing.wake_in is not None:
+            self._timer.start(max(0, round(pacing.wake_in * 1e3)))
+
+    def _draw(self, frame: AvatarFrame) -> None:
+        started = time.perf_counter()
+        self._target.bind()
+        self.renderer.draw(frame.pose, frame.blink, frame.breath)
+        self._target.bind()  # the photo renderer binds its own targets meanwhile
+        self._readback.request(frame.heard if not math.isnan(frame.heard) else frame.stamp)
+        self._draw_seconds[self._draws % len(self._draw_seconds)] = time.perf_counter() - started
+        self._draws += 1
+
+    def _deliver(self, pixels: np.ndarray, media_time: float) -> None:
+        self.delivered += 1
+        for sink in list(self.sinks):
+            try:
+                sink(pixels, media_time)
+            except Exception:  # one broken output must not stop the others
+                log.exception("a frame sink failed; it gets no more frames")
+                self.sinks.remove(sink)

@@ -1,0 +1,85 @@
+"""The offscreen frame feed for the browser source and virtual camera, for real: Qt + Mesa
+GL under Xvfb, the bundled avatar, a media clock that runs with real time."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from tests.test_avatar_window import SIZE, _pixels, _shown
+
+pytestmark = pytest.mark.display
+
+
+def _run(qt_app, seconds: float, until=None) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not (until and until()):
+        qt_app.processEvents()
+        time.sleep(0.001)
+
+
+@pytest.fixture()
+def rig(qt_app):
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.rigs.loader import load_avatar_rig
+
+    return load_avatar_rig(DEFAULT_AVATAR_MANIFEST)
+
+
+def test_the_feed_delivers_the_same_picture_as_the_avatar_window(qt_app, rig):
+    from render.outputs.avatar_window import AvatarWindow
+    from render.outputs.frame_feed import FrameFeed
+
+    feed = FrameFeed(*SIZE, 60.0)
+    feed.set_idle_motion(blinking=False, breathing=False)
+    feed.set_rig(rig)
+    got = []
+    feed.sinks.append(lambda pixels, media_time: got.append(pixels.copy()))
+    window = AvatarWindow(SIZE)
+    window.set_idle_motion(blinking=False, breathing=False)
+    window.set_rig(rig)
+    _shown(qt_app, window)
+    feed.start()
+    try:
+        _run(qt_app, 5, until=lambda: len(got) >= 3)
+        assert len(got) >= 3, "the feed delivered no frames"
+        # Same rig, size, pose and transparent background, drawn by another context.
+        assert np.array_equal(got[-1], _pixels(window.grab_frame()))
+        assert got[-1][0, 0, 3] == 0 and (got[-1][..., 3] == 255).any()
+    finally:
+        feed.stop()
+        window.shutdown()
+        window.close()
+
+
+def test_frames_carry_the_media_time_heard_when_they_are_delivered(qt_app, rig):
+    from pipeline.core.frames import MouthPose
+    from render.outputs.frame_feed import FrameFeed
+
+    start = time.monotonic()
+
+    def media_time_at(t: float) -> float:
+        return t - start  # media time runs with real time from the test's start
+
+    feed = FrameFeed(*SIZE, 30.0)
+    feed.set_rig(rig)
+    feed.set_sources(lambda t0, period: MouthPose(int(t0 * 10) % 15, 0, 0.0, 0.5), media_time_at)
+    deliveries = []
+    feed.sinks.append(lambda pixels, media_time: deliveries.append((time.monotonic(), media_time)))
+    feed.start()
+    try:
+        _run(qt_app, 10, until=lambda: len(deliveries) >= 40)
+    finally:
+        feed.stop()
+    assert len(deliveries) >= 40
+    at, heard = np.array(deliveries[10:]).T  # after the latency estimate has settled
+    # Ticks are a period apart, and each frame is made for what is heard as it is
+    # delivered: the presenter learns the one-frame readback delay from the deliveries.
+    # Bound: half a period, the frame grid's own rounding of the heard time.
+    period = 1 / 30
+    assert np.all(np.diff(heard) > 0)
+    assert abs(np.median(np.diff(heard)) - period) < 0.1 * period
+    assert np.median(np.abs(media_time_at(at) - heard)) < period / 2
+    assert feed.stats()["readback"]["collected"] >= 40
