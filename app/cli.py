@@ -35,6 +35,10 @@ EXIT_STATUS = (
 )
 
 
+CAPTIONS_HELP = ("write word-timed captions of the speech to this file: WebVTT (.vtt) or SRT "
+                 "(.srt), by its suffix; the words at the times they are heard")
+
+
 class CliError(Exception):
     """Something the user must fix, said in one line that names the path (if any) and
     what is wrong with it."""
@@ -56,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     say.add_argument("text", help="what to say")
     say.add_argument("--wav", type=Path, help="write the speech to this WAV file instead of playing it")
     say.add_argument("--cues", type=Path, help="write mouth cues (JSON) to this file")
+    say.add_argument("--captions", type=Path, help=CAPTIONS_HELP)
     say.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
                      help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
     say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
@@ -81,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="a face picture (PNG/JPG), a saved photo rig folder, or a sprite rig "
                         "(manifest.json or its folder); default: the bundled avatar")
     render.add_argument("--out", type=Path, required=True, help="the .mp4 file to write")
+    render.add_argument("--captions", type=Path, help=CAPTIONS_HELP + " (with TEXT)")
     render.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30)")
     sizes = render.add_mutually_exclusive_group()
     sizes.add_argument("--size", help="video WIDTHxHEIGHT in pixels (default: the avatar's own, "
@@ -180,6 +186,10 @@ def _export(args: argparse.Namespace) -> int:
         check_output(args.out)
     except ExportError as exc:
         return _fail(str(exc))
+    if args.audio is not None and args.captions is not None:
+        return _fail("--captions needs TEXT: a recording lip-synced with --audio has no words "
+                     "to caption")
+    captions_format = _check_captions(args.captions)
     if args.audio is not None:
         _check_wav(args.audio)
     platform = _headless_platform()
@@ -199,16 +209,20 @@ def _export(args: argparse.Namespace) -> int:
             soundtrack = audio_file_soundtrack(args.audio)
         else:
             print("synthesizing the speech ...", file=sys.stderr)
-            _, segments = _render(StreamingTTS(), args.text, LATENCY_MODES[args.mode], args.rate)
+            tts = StreamingTTS()
+            captions = _caption_track(tts, args.captions)
+            _, segments = _render(tts, args.text, LATENCY_MODES[args.mode], args.rate, captions)
             soundtrack = speech_soundtrack(segments)
         settings = VideoSettings(args.fps, size, (background.redF(), background.greenF(),
                                                   background.blueF()))
         result = export_video(args.out, rig, soundtrack, settings, ProgressLine(sys.stderr))
     except (ExportError, RigError, PortraitError, OffscreenError, TextInputError) as exc:
         return _fail(str(exc))
+    if args.captions is not None:
+        _write_captions(args.captions, captions, captions_format, result.duration)
     w, h = result.size
     print(f"wrote {result.path}: {result.duration:.2f} s, {result.frames} frames at "
-          f"{result.fps:g} fps, {w}x{h}")
+          f"{result.fps:g} fps, {w}x{h}" + (f", wrote {args.captions}" if args.captions else ""))
     return 0
 
 
@@ -258,6 +272,39 @@ def _check_wav(path: Path) -> float:
     return frames / rate
 
 
+def _check_captions(path: Path | None) -> str | None:
+    """The captions format of `path` ("vtt" or "srt"), None without one; CliError for
+    another suffix or a path that cannot be written."""
+    from pipeline.voice.captions import CaptionFileError, caption_format
+
+    if path is None:
+        return None
+    try:
+        fmt = caption_format(path)
+    except CaptionFileError as exc:
+        raise CliError(str(exc)) from None
+    _check_output(path)
+    return fmt
+
+
+def _caption_track(tts, path: Path | None):
+    """A track that keeps every word, for a captions file at `path` (None: no file)."""
+    from pipeline.voice.captions import CaptionTrack
+
+    return None if path is None else CaptionTrack(tts.phonemes_of, keep_s=float("inf"))
+
+
+def _write_captions(path: Path, track, fmt: str, duration: float, origin: float = 0.0) -> None:
+    # Files carry the true times, no display lead (pipeline.voice.captions).
+    from pipeline.voice.captions import caption_document
+
+    track.finish()
+    try:
+        path.write_text(caption_document(track.words(), fmt, duration, origin), encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}") from None
+
+
 def _write_json(path: Path, document: dict) -> None:
     try:
         path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
@@ -289,14 +336,18 @@ def _say(args: argparse.Namespace) -> int:
     for path in (args.wav, args.cues):
         if path is not None:
             _check_output(path)
+    captions_format = _check_captions(args.captions)
     tts = StreamingTTS()
     tts.warm_up()
+    captions = _caption_track(tts, args.captions)
+    captions_origin = 0.0
     mode = LATENCY_MODES[args.mode]
     try:
         if args.wav is None:
-            first_audio_s, cues, duration = _play(tts, args.text, args.mode, args.rate)
+            first_audio_s, cues, duration, captions_origin = _play(
+                tts, args.text, args.mode, args.rate, captions)
         else:
-            first_audio_s, segments = _render(tts, args.text, mode, args.rate)
+            first_audio_s, segments = _render(tts, args.text, mode, args.rate, captions)
             audio, cues = concat_tracks(segments)
             duration = len(audio) / tts.sample_rate
     except TextInputError as exc:
@@ -308,13 +359,17 @@ def _say(args: argparse.Namespace) -> int:
     if args.cues is not None:
         sound_file = str(args.wav) if args.wav is not None else ""
         _write_json(args.cues, cues_document(cues, sound_file, duration, args.format))
+    if args.captions is not None:
+        _write_captions(args.captions, captions, captions_format, duration, captions_origin)
     print(f"time to first audio {first_audio_s * 1000:.0f} ms ({args.mode}), {duration:.2f} s of speech"
-          + (f", wrote {args.wav}" if args.wav else "") + (f", wrote {args.cues}" if args.cues else ""))
+          + (f", wrote {args.wav}" if args.wav else "") + (f", wrote {args.cues}" if args.cues else "")
+          + (f", wrote {args.captions}" if args.captions else ""))
     return 0
 
 
-def _render(tts, text: str, mode, rate: float):
-    """Synthesize to memory: (time to first audio chunk, one SpeechSegment per plan)."""
+def _render(tts, text: str, mode, rate: float, captions=None):
+    """Synthesize to memory: (time to first audio chunk, one SpeechSegment per plan);
+    each plan also feeds `captions` (a CaptionTrack), at its place in the audio."""
     from pipeline.core.frames import SpeechSegment
     from pipeline.voice.streaming_tts import SentencePlan
 
@@ -322,10 +377,14 @@ def _render(tts, text: str, mode, rate: float):
     first_audio_s = None
     segments: list[SpeechSegment] = []
     chunks: list[np.ndarray] = []
+    samples = 0  # where the plan starts in the audio
     for item in tts.stream(text, mode, length_scale=1.0 / rate):
         if isinstance(item, SentencePlan):
             for notice in item.notices:
                 print(f"note: {notice}", file=sys.stderr)
+            if captions is not None:
+                captions.plan(item, samples / item.sample_rate)
+            samples += item.total_samples
             chunks = []
             segments.append(SpeechSegment(item.text, np.zeros(0, np.float32), item.sample_rate,
                                           item.phonemes))
@@ -338,23 +397,38 @@ def _render(tts, text: str, mode, rate: float):
     return first_audio_s or 0.0, segments
 
 
-def _play(tts, text: str, mode_name: str, rate: float):
+def _play(tts, text: str, mode_name: str, rate: float, captions=None):
     """Play through the default output as it is synthesized, through the app's own
-    Engine; returns the time to first audio, the cues of what played and its duration.
-    Raises AudioUnavailable when there is no output to play on."""
+    Engine; returns the time to first audio, the cues of what played, its duration and
+    the media time it started at. `captions` (a CaptionTrack) follows the speaker's
+    events on the speaker's thread, where the voice phonemizes. Raises
+    AudioUnavailable when there is no output to play on."""
     import queue
 
     from app.engine import Engine
     from app.settings import Settings
     from pipeline.audio.devices import AudioUnavailable
     from pipeline.text.input import TextInputError, prepare_text
-    from pipeline.voice.speaker import SpeechFailed, SpeechFinished, SpeechNotice, SpeechStarted
+    from pipeline.voice.speaker import (
+        SentenceTimed,
+        SpeechFailed,
+        SpeechFinished,
+        SpeechNotice,
+        SpeechStarted,
+        WordTimed,
+    )
 
     prepare_text(text)  # refuses text with nothing to speak before a device is opened
     engine = Engine(Settings(latency_mode=mode_name, speech_rate=rate, mic_enabled=False))
     events: queue.Queue = queue.Queue()
-    engine.events.subscribe(events.put, SpeechStarted, SpeechNotice, SpeechFailed, SpeechFinished)
+    if captions is not None:
+        # Subscribed first: the bus calls in order, so the track has every word by the
+        # time SpeechFinished reaches this thread.
+        engine.events.subscribe(captions.on_event, SentenceTimed, WordTimed, SpeechFinished)
+    engine.events.subscribe(events.put, SpeechStarted, SpeechNotice, SpeechFailed, SpeechFinished,
+                            SentenceTimed)
     first_audio_s = 0.0
+    origin = None  # the first sentence's media time: where the cues' timeline starts
     try:
         if engine.start_audio() is not None:
             raise AudioUnavailable(engine.audio_problem)
@@ -364,6 +438,8 @@ def _play(tts, text: str, mode_name: str, rate: float):
             event = events.get()
             if isinstance(event, SpeechStarted):
                 first_audio_s = event.first_audio_s
+            elif isinstance(event, SentenceTimed):
+                origin = event.start if origin is None else origin
             elif isinstance(event, SpeechNotice):
                 print(f"note: {event.message}", file=sys.stderr)
             elif isinstance(event, SpeechFailed):
@@ -377,4 +453,4 @@ def _play(tts, text: str, mode_name: str, rate: float):
         time.sleep(output.output_latency)
     finally:
         engine.close()
-    return first_audio_s, cues, (cues[-1].end if cues else 0.0)
+    return first_audio_s, cues, (cues[-1].end if cues else 0.0), origin or 0.0

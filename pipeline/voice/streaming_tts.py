@@ -409,6 +409,12 @@ class StreamingTTS:
             if progress is not None:
                 progress(done / len(runs))
 
+    def phonemes_of(self, text: str) -> str:
+        """The voice's symbols for `text` read on its own, its sentences run together:
+        what captions match written words by (pipeline.voice.captions). espeak is not
+        thread-safe: call it on the thread that pulls `stream`."""
+        return "".join("".join(sentence) for sentence in self._voice.phonemize(text))
+
     def stream(
         self,
         text: str,

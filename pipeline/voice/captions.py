@@ -1,0 +1,434 @@
+"""Captions from the speech timeline: the words of each sentence as the voice reads it,
+timed by the voice's own word timings, laid out as broadcast captions, shown live a fixed
+lead before they are heard (CaptionTrack) and written to WebVTT or SRT files.
+
+The words shown are the sentence text the speaker announces (SentenceTimed.text): the
+typed text after cleaning and normalising (pipeline.text.input.prepare_text), with its
+punctuation, so "$5" reads "5 dollars" and "Dr." reads "Doctor" as they are heard.
+
+Alignment: the voice times phoneme words (WordTimed: runs of symbols between pauses),
+and espeak reads words apart from how they are written: "25" is two phoneme words,
+"of the" one ("ʌvðə"), "well-known" one. Each written word is phonemized on its own,
+and the characters of those symbols (stress, length marks and pauses left out) are
+matched in order against the symbols of the phoneme words as they arrive
+(difflib.SequenceMatcher). Written and phoneme words linked by a match form a group;
+every written word of a group is timed from the group's first phoneme word's start to
+its last one's end, so each time written is a phoneme word's own. A written word with
+nothing matched (a lone "—") joins the group before it; a phoneme word with nothing
+matched extends the group before it. Where fewer than half of the phoneme symbols
+match (a reading nothing here predicts), the rest of the sentence is shown at once,
+timed from the first unaligned phoneme word to the sentence's last, and it is logged.
+
+Layout, as broadcast captions: at most MAX_LINE_CHARS characters a line (a longer word
+has its own line) and MAX_LINES lines a block; a sentence starts a new block, and a
+full block starts the next. Lines fill greedily, so words arriving later never move
+the ones already shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
+from pathlib import Path
+
+from pipeline.core.visemes import LENGTH_MARKS, PAUSES, STRESS_MARKS
+from pipeline.voice.speaker import SentenceTimed, SpeechEvent, SpeechFinished, WordTimed
+from pipeline.voice.streaming_tts import SentencePlan
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_CHARS = 42
+MAX_LINES = 2
+# A block stays up this long after its last word ends (unless the next one replaces it):
+# long enough to finish reading a short sentence, short enough not to linger over silence.
+HOLD_S = 1.5
+DEFAULT_LEAD_S = 0.15
+# Below this share of the phoneme symbols matched, an alignment is not trusted.
+_MIN_MATCHED = 0.5
+# While a sentence's words are still arriving, they are matched against the written
+# words ahead of the cursor up to about this many times their symbols (plus a word):
+# enough for a number read as several words, little enough that a common word is not
+# matched to its twin further on.
+_LOOKAHEAD_FACTOR = 2
+_IGNORED = frozenset(PAUSES) | frozenset(STRESS_MARKS) | frozenset(LENGTH_MARKS)
+_CACHE_LIMIT = 4096
+
+Phonemizer = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class CaptionWord:
+    """A written word heard over [start, end) (seconds on the timeline it was fed in),
+    on line `line` of caption block `block` (blocks count up from 0 across sentences)."""
+
+    text: str
+    start: float
+    end: float
+    block: int
+    line: int
+
+
+def _sounds(symbols: str) -> str:
+    return "".join(s for s in symbols if s not in _IGNORED)
+
+
+def align(written: Sequence[str], spoken: Sequence[str], complete: bool
+          ) -> list[tuple[int, int, int, int]] | None:
+    """Groups (first written, end written, first spoken, end spoken), half-open ranges
+    in order, of written words' sounds (`written`) against phoneme words' (`spoken`),
+    both as `_sounds` keeps them. The groups tile `spoken`; with `complete` they tile
+    `written` too, else written words after the last match are left out (not spoken
+    yet). None when fewer than _MIN_MATCHED of the spoken sounds match."""
+    a_owner = [i for i, w in enumerate(written) for _ in w]
+    b_owner = [j for j, w in enumerate(spoken) for _ in w]
+    blocks = SequenceMatcher(None, "".join(written), "".join(spoken),
+                             autojunk=False).get_matching_blocks()
+    if not b_owner or sum(b.size for b in blocks) < _MIN_MATCHED * len(b_owner):
+        return None
+    groups: list[list[int]] = []  # [first written, last written, first spoken, last spoken]
+    for a, b, size in blocks:
+        for i, j in zip(a_owner[a:a + size], b_owner[b:b + size]):
+            last_i, last_j = (groups[-1][1], groups[-1][3]) if groups else (-1, -1)
+            if i == last_i or j == last_j:  # linked to the group before: it grows
+                groups[-1][1], groups[-1][3] = i, j
+                continue
+            if i > last_i + 1 and j > last_j + 1:
+                # Unmatched words on both sides in between: a group of their own.
+                groups.append([last_i + 1, i - 1, last_j + 1, j - 1])
+            elif groups:
+                # Unmatched words on one side only: they go with the group before.
+                groups[-1][1], groups[-1][3] = i - 1, j - 1
+            groups.append([i, i, j, j])
+    groups[0][0] = groups[0][2] = 0  # unmatched words before the first match join it
+    last = groups[-1]
+    if complete and last[1] + 1 < len(written) and last[3] + 1 < len(spoken):
+        groups.append([last[1] + 1, len(written) - 1, last[3] + 1, len(spoken) - 1])
+    elif complete:
+        last[1] = len(written) - 1
+    groups[-1][3] = len(spoken) - 1
+    return [(g[0], g[1] + 1, g[2], g[3] + 1) for g in groups]
+
+
+@dataclass(slots=True)
+class _Sentence:
+    tokens: list[str]
+    placement: list[tuple[int, int]]  # (block, line) of each token
+    shown: list[str]  # each token's block text up to and including it
+    sounds: list[str | None]  # each token's sounds on its own, filled as needed
+    times: list[tuple[float, float] | None]
+    spoken: list[tuple[str, float, float]]  # phoneme words: sounds, start, end
+    cursor: tuple[int, int] = (0, 0)  # first token and phoneme word not final
+    fallback: bool = False
+    done: bool = False
+
+
+class CaptionTrack:
+    """Caption text by media time, fed as the speaker publishes a speech's sentences
+    and words (`on_event`, or `sentence` / `word` / `finish`), asked by the display
+    for what to show (`text_at`).
+
+    Feed it on one thread, the one the voice phonemizes on (a subscriber to the
+    speaker's events runs on the speaker's own): `phonemize` calls espeak. `text_at`
+    may be called from any other thread, lock-free: it reads one tuple the feeder
+    swaps, and allocates nothing.
+
+    Invariants: a word is shown from `start - lead_s` until the next word shown
+    replaces it or HOLD_S after its end; shown times never decrease; a sentence
+    scheduled at `s` replaces every word heard from `s` on (speech never overlaps).
+    Sentences over for longer than `keep_s` before the newest one starts are
+    forgotten (math.inf: keep all, for a file).
+    """
+
+    def __init__(self, phonemize: Phonemizer, lead_s: float = DEFAULT_LEAD_S,
+                 keep_s: float = 60.0) -> None:
+        if lead_s < 0:
+            raise ValueError("the captions lead must not be negative")
+        self._phonemize = phonemize
+        self.lead_s = lead_s
+        self._keep_s = keep_s
+        self._cache: dict[str, str] = {}
+        self._sentences: list[_Sentence] = []
+        self._next_block = 0
+        # What text_at reads: show times (ascending), texts, hide times, per timed word.
+        self._state: tuple[tuple[float, ...], tuple[str, ...], tuple[float, ...]] = ((), (), ())
+
+    def text_at(self, t: float) -> str:
+        """The caption shown at media time `t`: the current block's lines ("\\n"
+        between them) up to its last word shown by then, or "" for none."""
+        shows, texts, hides = self._state
+        k = bisect_right(shows, t) - 1
+        if k < 0 or t >= hides[k]:
+            return ""
+        return texts[k]
+
+    def on_event(self, event: SpeechEvent) -> None:
+        """Feed one of the speaker's events (others are ignored)."""
+        if isinstance(event, WordTimed):
+            self.word(event.phonemes, event.start, event.end)
+        elif isinstance(event, SentenceTimed):
+            self.sentence(event.text, event.start)
+        elif isinstance(event, SpeechFinished):
+            self.finish()
+
+    def plan(self, plan: SentencePlan, start: float) -> None:
+        """Feed a plan of the voice's stream heard from `start` on, as the speaker
+        announces it (its sentence, if it starts one, then its words)."""
+        if plan.text:
+            self.sentence(plan.text, start)
+        for w in plan.words:
+            self.word(w.phonemes, start + w.start, start + w.end)
+
+    def sentence(self, text: str, start: float) -> None:
+        """A sentence whose words follow (`word`), heard from `start` on."""
+        current = self._sentences[-1] if self._sentences else None
+        if (current is not None and not current.done and current.tokens == text.split()
+                and current.times[-1] is None):
+            # espeak read the piece as several sentences: the speaker announces the
+            # piece again for each, and its words go on (pipeline.voice.phonemes).
+            return
+        self.cut(start)
+        tokens = text.split()
+        if not tokens:
+            return
+        placement, shown = self._lay_out(tokens)
+        self._sentences.append(_Sentence(tokens, placement, shown, [None] * len(tokens),
+                                         [None] * len(tokens), []))
+        self._forget_before(start - self._keep_s)
+
+    def word(self, phonemes: str, start: float, end: float) -> None:
+        """The next phoneme word of the current sentence, heard over [start, end)."""
+        sentence = self._sentences[-1] if self._sentences else None
+        if sentence is None or sentence.done:
+            return
+        sentence.spoken.append((_sounds(phonemes), start, end))
+        self._align(sentence, complete=False)
+        self._publish()
+
+    def finish(self) -> None:
+        """The speech's words are all fed: the last sentence's alignment is final."""
+        if self._sentences and not self._sentences[-1].done:
+            self._close(self._sentences[-1])
+            self._publish()
+
+    def cut(self, t: float) -> None:
+        """Speech stops at media time `t`: words heard from `t` on are dropped, one
+        being heard then ends at `t`. The current sentence takes no more words."""
+        if self._sentences and not self._sentences[-1].done:
+            self._close(self._sentences[-1])
+        for s in self._sentences:
+            for i, times in enumerate(s.times):
+                if times is not None and times[0] >= t:
+                    s.times[i] = None
+                elif times is not None and times[1] > t:
+                    s.times[i] = (times[0], t)
+        self._sentences = [s for s in self._sentences if any(s.times)]
+        self._publish()
+
+    def words(self) -> list[CaptionWord]:
+        """Every word timed so far, in order."""
+        return [CaptionWord(token, times[0], times[1], *s.placement[i])
+                for s in self._sentences for i, (token, times) in enumerate(zip(s.tokens, s.times))
+                if times is not None]
+
+    def _lay_out(self, tokens: list[str]) -> tuple[list[tuple[int, int]], list[str]]:
+        """Each token's (block, line) and its block's text up to it, the sentence
+        starting a block of its own."""
+        block, line, width = self._next_block, 0, 0
+        placement: list[tuple[int, int]] = []
+        shown: list[str] = []
+        text = ""
+        for token in tokens:
+            if width and width + 1 + len(token) > MAX_LINE_CHARS:
+                line, width = line + 1, 0
+                if line == MAX_LINES:
+                    block, line, text = block + 1, 0, ""
+            if width:
+                text, width = f"{text} {token}", width + 1 + len(token)
+            else:
+                text, width = (f"{text}\n{token}" if text else token), len(token)
+            placement.append((block, line))
+            shown.append(text)
+        self._next_block = block + 1
+        return placement, shown
+
+    def _sounds_of(self, s: _Sentence, i: int) -> str:
+        sounds = s.sounds[i]
+        if sounds is None:
+            token = s.tokens[i]
+            sounds = self._cache.get(token)
+            if sounds is None:
+                if len(self._cache) >= _CACHE_LIMIT:
+                    self._cache.clear()
+                sounds = self._cache[token] = _sounds(self._phonemize(token))
+            s.sounds[i] = sounds
+        return sounds
+
+    def _close(self, sentence: _Sentence) -> None:
+        self._align(sentence, complete=True)
+        sentence.done = True
+
+    def _align(self, s: _Sentence, complete: bool) -> None:
+        first_token, first_word = s.cursor
+        spoken = s.spoken[first_word:]
+        if not spoken:
+            return
+        groups = None
+        if not s.fallback:
+            end = first_token
+            if complete:
+                end = len(s.tokens)
+            else:
+                budget = _LOOKAHEAD_FACTOR * sum(len(w[0]) for w in spoken)
+                total = 0
+                while end < len(s.tokens) and total <= budget:
+                    total += len(self._sounds_of(s, end))
+                    end += 1
+                end = min(len(s.tokens), end + 1)  # one more, for words read as one
+            written = [self._sounds_of(s, i) for i in range(first_token, end)]
+            groups = align(written, [w[0] for w in spoken], complete)
+            if groups is None:
+                s.fallback = True
+                log.info("captions: could not align the words of %r with the voice's "
+                         "reading %r; showing the rest of the sentence at once",
+                         " ".join(s.tokens), " ".join(w[0] for w in s.spoken))
+        if groups is None:
+            # The rest of the sentence at once, over the phoneme words not aligned.
+            for i in range(first_token, len(s.tokens)):
+                s.times[i] = (spoken[0][1], spoken[-1][2])
+            return
+        for t0, t1, w0, w1 in groups:
+            for i in range(first_token + t0, first_token + t1):
+                s.times[i] = (spoken[w0][1], spoken[w1 - 1][2])
+        if not complete:
+            # The last group may still grow (a number whose words are still arriving,
+            # a reading the next words explain): it is aligned again with them.
+            t0, _, w0, _ = groups[-1]
+            s.cursor = (first_token + t0, first_word + w0)
+
+    def _forget_before(self, t: float) -> None:
+        keep = [s for s in self._sentences
+                if not s.done or max(times[1] for times in s.times if times) + HOLD_S >= t]
+        if len(keep) != len(self._sentences):
+            self._sentences = keep
+
+    def _publish(self) -> None:
+        shows: list[float] = []
+        texts: list[str] = []
+        hides: list[float] = []
+        for s in self._sentences:
+            for i, times in enumerate(s.times):
+                if times is not None:
+                    shows.append(times[0] - self.lead_s)
+                    texts.append(s.shown[i])
+                    hides.append(times[1] + HOLD_S)
+        self._state = (tuple(shows), tuple(texts), tuple(hides))
+
+
+# Files: the true times (no lead: a file says when each word is heard; a player that
+# shows captions early applies its own offset), rounded to the millisecond, the formats'
+# resolution.
+
+class CaptionFileError(ValueError):
+    """A captions path with a suffix that names no captions format; says which do."""
+
+
+def caption_format(path: Path) -> str:
+    """"vtt" or "srt", from `path`'s suffix; CaptionFileError for anything else."""
+    suffix = path.suffix.lower()
+    if suffix not in (".vtt", ".srt"):
+        raise CaptionFileError(f"{path}: captions are written as WebVTT (.vtt) or SRT (.srt), "
+                               "chosen by the file's suffix")
+    return suffix[1:]
+
+
+def caption_blocks(words: Sequence[CaptionWord], until: float = math.inf
+                   ) -> list[tuple[float, float, list[CaptionWord]]]:
+    """(start, end, words) per block: from its first word's start until the next block's
+    first start, HOLD_S after its last word's end or `until` (where the sound ends),
+    whichever comes first."""
+    blocks: list[list[CaptionWord]] = []
+    for w in words:
+        if blocks and blocks[-1][0].block == w.block:
+            blocks[-1].append(w)
+        else:
+            blocks.append([w])
+    out = []
+    for k, block in enumerate(blocks):
+        end = min(block[-1].end + HOLD_S, until)
+        if k + 1 < len(blocks):
+            end = min(end, blocks[k + 1][0].start)
+        out.append((block[0].start, end, block))
+    return out
+
+
+def _ms(t: float) -> int:
+    return round(t * 1000)
+
+
+def _clock(ms: int, separator: str) -> str:
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, millis = divmod(rest, 1000)
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}{separator}{millis:03d}"
+
+
+def _vtt_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def webvtt(words: Sequence[CaptionWord], until: float = math.inf) -> str:
+    """A WebVTT file: one cue per block, its words revealed by inline timestamps.
+
+    A cue per block with `<hh:mm:ss.mmm>` before each later word is the karaoke form
+    WebVTT defines: every player shows the block whole and readable, and those that
+    honour the timestamps (browsers' :past / :future styling) reveal it word by word;
+    a cue per word would flash single words in players that show one cue at a time.
+    A timestamp is written only where the time moves on (words sharing a phoneme word,
+    "of the", share one), and never at or before the cue's start or at its end.
+    """
+    out = ["WEBVTT", ""]
+    for n, (start, end, block) in enumerate(caption_blocks(words, until), 1):
+        start_ms, end_ms = _ms(start), _ms(end)
+        last_ms = start_ms
+        lines: list[list[str]] = []
+        for w in block:
+            while len(lines) <= w.line:
+                lines.append([])
+            text = _vtt_escape(w.text)
+            ms = _ms(w.start)
+            if last_ms < ms < end_ms:
+                text = f"<{_clock(ms, '.')}>{text}"
+                last_ms = ms
+            lines[-1].append(text)
+        out += [str(n), f"{_clock(start_ms, '.')} --> {_clock(end_ms, '.')}",
+                *(" ".join(line) for line in lines), ""]
+    return "\n".join(out)
+
+
+def srt(words: Sequence[CaptionWord], until: float = math.inf) -> str:
+    """An SRT file: one cue per block (SRT has no timing inside a cue)."""
+    out = []
+    for n, (start, end, block) in enumerate(caption_blocks(words, until), 1):
+        lines: list[list[str]] = []
+        for w in block:
+            while len(lines) <= w.line:
+                lines.append([])
+            lines[-1].append(w.text)
+        out += [str(n), f"{_clock(_ms(start), ',')} --> {_clock(_ms(end), ',')}",
+                *(" ".join(line) for line in lines), ""]
+    return "\n".join(out)
+
+
+def caption_document(words: Sequence[CaptionWord], fmt: str, duration: float,
+                     origin: float = 0.0) -> str:
+    """The file text of `words` in format `fmt` ("vtt" or "srt", caption_format's) for
+    `duration` seconds of sound, their times counted from `origin` (the media time the
+    sound starts at)."""
+    if origin:
+        words = [replace(w, start=w.start - origin, end=w.end - origin) for w in words]
+    return (webvtt if fmt == "vtt" else srt)(words, duration)
+
