@@ -1,0 +1,326 @@
+"""The virtual camera (render/outputs/virtual_camera.py), everything up to the backend call
+for real: compositing over the background, the mailbox between the render thread and the
+camera's worker, its pacing, and pyvirtualcam's own error on this machine turned into the
+user's instructions.
+
+No v4l2loopback module can be loaded on these machines (the kernel is built without
+loadable modules: CONFIG_MODULES is not set), so no /dev/videoN loopback device exists and
+sending frames to a real device is untested here. Where the worker's sending path is
+tested, RecordingCamera stands in for the device: a test double for a kernel module that
+cannot exist here, kept to what pyvirtualcam.Camera offers (send, close, device).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from render.outputs.background import CHROMA, SOLID, TRANSPARENT, Background, parse_colour
+from render.outputs.virtual_camera import (
+    EXTRA_MISSING,
+    LINUX_SETUP,
+    MACOS_OLD_SETUP,
+    MACOS_SETUP,
+    MACOS_UPGRADE,
+    WINDOWS_BUSY,
+    WINDOWS_SETUP,
+    OpaqueCompositor,
+    VirtualCamera,
+    VirtualCameraError,
+    background_rgb,
+    explain_backend_error,
+)
+
+DARK = Background(SOLID, parse_colour("#20232a"))   # the app's default: (32, 35, 42)
+
+
+class RecordingCamera:
+    """Keeps (frame, time) for each send; send waits for `gate` first when given, and
+    sets `entered` as it starts."""
+
+    device = "/dev/video-test"
+
+    def __init__(self, gate: threading.Event | None = None, fail: bool = False) -> None:
+        self.sent: list[tuple[np.ndarray, float]] = []
+        self.gate = gate
+        self.fail = fail
+        self.entered = threading.Event()
+        self.closed = False
+
+    def __call__(self, width: int, height: int, fps: float) -> RecordingCamera:
+        return self    # the factory: opening "the device" returns this recorder
+
+    def send(self, frame: np.ndarray) -> None:
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait()
+        if self.fail:
+            raise OSError("No such device")
+        self.sent.append((frame.copy(), time.monotonic()))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def numbered_frame(k: int, width: int = 8, height: int = 4) -> np.ndarray:
+    """An opaque frame whose first pixel's red is k: what the camera got says which."""
+    frame = np.full((height, width, 4), 255, np.uint8)
+    frame[0, 0, 0] = k
+    return frame
+
+
+def wait_until(condition, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.002)
+    return condition()
+
+
+# -- compositing ---------------------------------------------------------------------
+
+def composite(pixels: list[tuple[int, int, int, int]], background: Background) -> list:
+    w = len(pixels)
+    compositor = OpaqueCompositor(w, 1, background_rgb(background))
+    buffer = compositor.input_buffer()
+    compositor.frame_view(buffer)[0] = pixels
+    return compositor.over(buffer)[0].tolist()
+
+
+def test_premultiplied_pixels_over_the_background_exact_numbers():
+    # out = c + round(bg × (255 − a) / 255); over (32, 35, 42). 5 pixels: the packing's
+    # groups of 4 plus a padded one.
+    pixels = [(0, 0, 0, 0), (255, 0, 0, 255), (100, 50, 0, 128), (10, 20, 30, 64),
+              (64, 64, 64, 64)]
+    assert composite(pixels, DARK) == [
+        [32, 35, 42],     # transparent: the background
+        [255, 0, 0],      # opaque: itself
+        [116, 67, 21],    # 100 + round(32·127/255 = 15.94), 50 + 17.43, 0 + 20.92
+        [34, 46, 61],     # 10 + round(32·191/255 = 23.97), 20 + 26.22, 30 + 31.46
+        [88, 90, 95],     # 64 + 23.97, 64 + 26.22, 64 + 31.46
+    ]
+
+
+def test_background_colours_a_camera_without_alpha_gets():
+    assert background_rgb(DARK) == (32, 35, 42)
+    assert background_rgb(Background(CHROMA, parse_colour("#00ff00"))) == (0, 255, 0)
+    # A half-transparent solid colour over black: 32·128/255 = 16.06, 17.57, 21.08.
+    assert background_rgb(Background(SOLID, parse_colour("#20232a80"))) == (16, 18, 21)
+    # Transparent chose no colour: the premultiplied pixels as drawn, i.e. over black.
+    assert background_rgb(Background(TRANSPARENT)) == (0, 0, 0)
+    assert composite([(100, 50, 0, 128)], Background(TRANSPARENT)) == [[100, 50, 0]]
+
+
+def test_random_premultiplied_frames_match_the_plain_formula():
+    rng = np.random.default_rng(7)
+    for w, h in ((64, 36), (7, 5), (3, 1)):
+        alpha = rng.integers(0, 256, (h, w, 1))
+        rgba = np.concatenate([rng.integers(0, 256, (h, w, 3)) * alpha // 255, alpha], axis=2)
+        compositor = OpaqueCompositor(w, h, (200, 10, 255))
+        buffer = compositor.input_buffer()
+        compositor.frame_view(buffer)[:] = rgba
+        out = compositor.over(buffer)
+        expected = rgba[..., :3] + (np.array([200, 10, 255]) * (255 - alpha) + 127) // 255
+        assert out.flags.c_contiguous and out.shape == (h, w, 3)
+        assert np.array_equal(out, expected)
+
+
+@pytest.mark.display
+def test_a_rendered_avatar_frame_reaches_the_camera_composited(qt_app):
+    """The bundled avatar drawn on a transparent background, read back through the PBOs
+    as the frame feed does, offered, and composited by the worker: what the camera gets
+    equals the plain formula on the synchronous read of that frame, clipped at 255 (so a
+    channel above its alpha, which would carry into its neighbour, would show)."""
+    from pipeline.core.frames import MouthPose
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.gl.offscreen import OffscreenTarget
+    from render.gl.readback import AsyncReadback
+    from render.gl.sprite_renderer import GLRenderer
+    from render.rigs.sprite import load_rig
+
+    w, h = 160, 120
+    recorder = RecordingCamera()
+    camera = VirtualCamera(w, h, 1000, DARK, camera_factory=recorder)
+    with OffscreenTarget(w, h) as target:
+        renderer = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
+        renderer.initialize()
+        renderer.set_rig(load_rig(DEFAULT_AVATAR_MANIFEST, 256))
+        renderer.resize(w, h)
+        renderer.draw(MouthPose(10, 3, 0.4, 0.7), blink=0.3, breath=0.2)
+        drawn = target.read_pixels()
+        readback = AsyncReadback(w, h)
+        readback.request(1.25)
+        pixels, media_time = readback.collect()
+        camera.start()
+        camera.offer(pixels, media_time)
+        assert wait_until(lambda: camera.sent == 1)
+        camera.stop()
+        readback.release()
+        renderer.release()
+    alpha = drawn[..., 3:4].astype(int)
+    assert 0 < (alpha == 0).sum() and 0 < (alpha == 255).sum()   # both the avatar and around it
+    expected = np.minimum(255, drawn[..., :3] + (np.array([32, 35, 42]) * (255 - alpha) + 127) // 255)
+    assert np.array_equal(recorder.sent[0][0], expected)
+    assert camera.last_sent_media_time == 1.25
+
+
+# -- the mailbox and the worker ------------------------------------------------------
+
+def test_offer_never_blocks_while_the_camera_worker_is_stuck():
+    gate = threading.Event()
+    recorder = RecordingCamera(gate=gate)
+    camera = VirtualCamera(8, 4, 1000, DARK, camera_factory=recorder)
+    camera.start()
+    camera.offer(numbered_frame(0), 0.0)
+    assert recorder.entered.wait(5), "the worker never took the first frame"
+    durations = []
+
+    def render_thread() -> None:
+        for k in range(1, 101):
+            started = time.perf_counter()
+            camera.offer(numbered_frame(k), k / 60)
+            durations.append(time.perf_counter() - started)
+
+    thread = threading.Thread(target=render_thread)
+    thread.start()
+    thread.join(10)
+    # An offer waiting for the worker would wait forever here: the worker is parked in
+    # send() until the gate opens.
+    assert not thread.is_alive(), "offer() waited for the stuck camera"
+    # Each offer copies 128 bytes and swaps two indices; 50 ms leaves room for the
+    # scheduler on a shared 2-core machine, and is still far below "forever".
+    assert len(durations) == 100 and max(durations) < 0.05, max(durations)
+    assert camera.dropped == 99          # frames 1..99, each replaced by the next
+    gate.set()
+    assert wait_until(lambda: camera.sent == 2)
+    camera.stop()
+    # The stuck frame, then the newest: nothing in between, nothing twice.
+    assert [frame[0, 0, 0] for frame, _ in recorder.sent] == [0, 100]
+    assert camera.offered == camera.sent + camera.dropped == 101
+    assert recorder.closed
+
+
+def test_worker_sends_at_most_fps_frames_a_second_newest_first():
+    recorder = RecordingCamera()
+    fps = 30
+    camera = VirtualCamera(8, 4, fps, DARK, camera_factory=recorder)
+    camera.start()
+    assert camera.status()["on"] and camera.status()["device"] == "/dev/video-test"
+    start = time.monotonic()
+    k = 0
+    while time.monotonic() - start < 0.5:     # a 60 fps render feeding a 30 fps camera
+        k += 1
+        camera.offer(numbered_frame(k % 256), k / 60)
+        time.sleep(1 / 60)
+    camera.stop()
+    elapsed = recorder.sent[-1][1] - recorder.sent[0][1]
+    sent = [int(frame[0, 0, 0]) for frame, _ in recorder.sent]
+    # One send per grid period at most: n sends span at least n - 1 periods (the first
+    # lies anywhere in its period, so allow one period of slack on the span).
+    assert len(sent) - 1 <= elapsed * fps + 1, (len(sent), elapsed)
+    # A loaded machine may delay sends, but a 0.5 s run must send most of its 15.
+    assert len(sent) >= 8, sent
+    assert sent == sorted(set(sent)), "a frame sent twice or out of order"
+    assert camera.offered == k
+    assert camera.offered - camera.sent - camera.dropped in (0, 1)   # one left waiting
+    status = camera.status()
+    assert not status["on"] and status["device"] is None and status["sent"] == len(sent)
+    assert recorder.closed
+
+
+def test_frames_of_another_size_are_refused_and_offers_while_off_ignored():
+    recorder = RecordingCamera()
+    camera = VirtualCamera(8, 4, 30, DARK, camera_factory=recorder)
+    camera.offer(numbered_frame(1), 0.0)
+    assert camera.offered == 0
+    camera.start()
+    with pytest.raises(ValueError, match="render at the camera's size"):
+        camera.offer(numbered_frame(1, width=16, height=9), 0.0)
+    camera.stop()
+
+
+def test_a_device_failing_mid_stream_stops_the_camera_and_says_why():
+    recorder = RecordingCamera(fail=True)
+    camera = VirtualCamera(8, 4, 30, DARK, camera_factory=recorder)
+    camera.start()
+    camera.offer(numbered_frame(1), 0.0)
+    assert wait_until(lambda: not camera.running)
+    assert camera.status()["error"] == "The virtual camera stopped: No such device"
+    assert recorder.closed
+
+
+# -- errors the user sees ------------------------------------------------------------
+
+@pytest.mark.skipif(sys.platform != "linux", reason="v4l2loopback is Linux's backend")
+def test_pyvirtualcam_without_v4l2loopback_gives_the_commands_to_set_it_up():
+    """The real pyvirtualcam on this machine, which has no loopback device."""
+    camera = VirtualCamera(1280, 720, 30, DARK)
+    with pytest.raises(VirtualCameraError) as caught:
+        camera.start()
+    # pyvirtualcam's own error is kept as the cause.
+    assert "No v4l2 loopback device found" in str(caught.value.__cause__)
+    message = caught.value.message
+    assert message == LINUX_SETUP
+    for command in ("sudo apt install v4l2loopback-dkms",
+                    'sudo modprobe v4l2loopback exclusive_caps=1 card_label="Lipsync Studio"',
+                    "/etc/modules-load.d/v4l2loopback.conf",
+                    "/etc/modprobe.d/v4l2loopback.conf"):
+        assert command in message
+    assert not camera.running and camera.status()["on"] is False
+
+
+def test_without_the_vcam_extra_the_message_says_how_to_install_it():
+    # pyvirtualcam made unimportable in a fresh interpreter, as in an install without
+    # the extra.
+    code = ("import sys; sys.modules['pyvirtualcam'] = None\n"
+            "from render.outputs.background import Background\n"
+            "from render.outputs.virtual_camera import VirtualCamera, VirtualCameraError\n"
+            "try:\n    VirtualCamera(64, 48, 30, Background()).start()\n"
+            "except VirtualCameraError as e:\n    print('ERR', e.message)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=os.getcwd())
+    assert done.stdout.strip() == f"ERR {EXTRA_MISSING}", done.stderr
+    assert EXTRA_MISSING == "Virtual camera needs the vcam extra: pip install 'lipsync-studio[vcam]'"
+
+
+# pyvirtualcam's messages as its native backends raise them (pyvirtualcam/native_*/
+# virtual_output.h; 'windows_obs', 'macos_obs_cmioextension', 'macos_obs_dal'), joined
+# the way its Camera joins the errors of every backend it tried. They cannot be raised
+# on Linux: this checks only which instruction each one leads to.
+@pytest.mark.parametrize("system, text, message", [
+    ("Windows", "'obs' backend: OBS Virtual Camera device not found! Did you install OBS?\n"
+                "'unitycapture' backend: No camera registered. Did you install any camera?",
+     WINDOWS_SETUP),
+    ("Windows", "'obs' backend: virtual camera output could not be started\n"
+                "'unitycapture' backend: No camera registered. Did you install any camera?",
+     WINDOWS_BUSY),
+    ("Darwin", "'obs' backend: OBS Virtual Camera is not installed in your system. Use the "
+               "Virtual Camera function in OBS 30.0 or later to trigger the installation and "
+               "activate the System Extension in System Settings. You may need to restart "
+               "your machine after that. [Device not found]", MACOS_SETUP),
+    ("Darwin", "'obs' backend: OBS Virtual Camera is not installed in your system. Use the "
+               "Virtual Camera function in OBS to trigger installation.", MACOS_OLD_SETUP),
+    ("Darwin", "'obs' backend: Your OBS Virtual Camera version is not supported. Upgrade to "
+               "OBS 28 or higher. After upgrading, use the Virtual Camera function once in "
+               "OBS to trigger installation of the virtual camera.", MACOS_UPGRADE),
+])
+def test_windows_and_macos_errors_name_what_to_install(system, text, message):
+    assert explain_backend_error(RuntimeError(text), system).message == message
+    # The same words on another system are not taken for that system's problem.
+    assert explain_backend_error(RuntimeError(text), "Linux").message.startswith(
+        "The virtual camera could not be opened: ")
+
+
+def test_an_error_already_saying_what_to_do_is_passed_on():
+    text = ("'v4l2loopback' backend: Could not access /dev/video0 due to missing permissions. "
+            "Did you add your user to the 'video' group? Run 'usermod -a -G video myusername' "
+            "and log out and in again.")
+    assert explain_backend_error(RuntimeError(text), "Linux").message == (
+        f"The virtual camera could not be opened: {text}")
