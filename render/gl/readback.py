@@ -43,6 +43,17 @@ class AsyncReadback:
         got = readback.collect()      # the previous tick's frame, or None
         readback.request(tag)         # queue this frame's pixels (tag: e.g. its media time)
 
+    Or, for a target that keeps its pixels between ticks (an OffscreenTarget nobody else
+    draws into), the previous frame is requested before the next is drawn:
+
+        readback.request(previous_tag)   # the frame drawn at the last tick, still there
+        draw(); GL.glFlush()             # flushed: rasterised while the tick sleeps
+        got = readback.collect()         # that previous frame
+
+    With llvmpipe, whose glReadPixels into a buffer waits for the frame and copies on
+    the spot, the first order makes the tick wait for the frame's rasterisation and the
+    second does not (bench/readback.py); on a GPU neither waits.
+
     Invariants: request() never waits for the GPU and collect() never waits either (a
     fence not yet signalled makes it return None and count `not_ready`); a frame
     requested at tick N is returned by the first collect() after the request of tick
