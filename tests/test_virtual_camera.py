@@ -260,7 +260,10 @@ def test_a_device_failing_mid_stream_stops_the_camera_and_says_why():
 
 @pytest.mark.skipif(sys.platform != "linux", reason="v4l2loopback is Linux's backend")
 def test_pyvirtualcam_without_v4l2loopback_gives_the_commands_to_set_it_up():
-    """The real pyvirtualcam on this machine, which has no loopback device."""
+    """The real pyvirtualcam on this machine. No v4l2loopback module can be loaded on
+    these machines (a kernel without loadable modules), so there is no loopback device
+    and this error is what the user without one gets; sending frames to a real device
+    is untested here."""
     camera = VirtualCamera(1280, 720, 30, DARK)
     with pytest.raises(VirtualCameraError) as caught:
         camera.start()

@@ -193,8 +193,8 @@ class VirtualCamera:
 
     Invariants: offer() never waits for the worker (it copies into the mailbox under a
     lock held only to swap two indices); frames are sent in offer order, each at most
-    once, the newest one offered at each send; offered == sent + dropped + (one frame
-    in the mailbox or being sent, or none).
+    once, the newest one offered at each send; offered == sent + dropped + the frames
+    in flight (0 to 2: one waiting in the mailbox, one being composited and sent).
     """
 
     def __init__(self, width: int, height: int, fps: float, background: Background, *,
@@ -306,7 +306,7 @@ class VirtualCamera:
                 camera.send(self._compositor.over(self._buffers[sending]))
                 self.sent += 1
                 self.last_sent_media_time = self._times[sending]
-                # On a grid of periods from the first send: at most one frame a period.
+                # On a grid of periods from the worker's start: at most one frame a period.
                 # Grid points missed in a stall are skipped, not made up in a burst.
                 due += self.period
                 late = self._now() - due
