@@ -198,6 +198,7 @@ def test_offer_never_blocks_while_the_camera_worker_is_stuck():
     # scheduler on a shared 2-core machine, and is still far below "forever".
     assert len(durations) == 100 and max(durations) < 0.05, max(durations)
     assert camera.dropped == 99          # frames 1..99, each replaced by the next
+    assert camera.offered - camera.sent - camera.dropped == 2   # 0 in send, 100 waiting
     gate.set()
     assert wait_until(lambda: camera.sent == 2)
     camera.stop()
