@@ -1,0 +1,12 @@
+"""OBS Studio from the outside: `lipsync-studio obs setup` and the settings panel's "Add to
+OBS" button configure a running OBS through obs-websocket 5 (obsws-python).
+
+- `link.py`: ObsLink, the connection (one-line errors, reconnects with bounded backoff)
+  and what it does in OBS: the avatar capture, the chroma key, the mic's sync offset,
+  caption text.
+- `target.py`: what to set up, from the running app's record or the saved settings.
+- `running_app.py`: the record the running app keeps in the config folder.
+- `credentials.py`: the obs-websocket password, in the system keyring or a private file.
+- `window_geometry.py`: where an X11 window is on screen (for the screen-capture fallback).
+- `command.py`: the `obs setup` command line.
+"""

@@ -1,0 +1,75 @@
+"""`lipsync-studio obs setup`: configure a running OBS for the avatar, from a terminal.
+
+Run while the app runs, it sets OBS up for that app (its record, running_app.py: the
+avatar window, background, measured mic delay); otherwise from the saved settings. Prints
+what it did, a line each; an error is one line on stderr, exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.obs.credentials import CredentialError, load_password, save_password
+from app.obs.link import ENABLE_HINT, ObsError, ObsLink
+from app.obs.running_app import read_running_app
+from app.obs.target import target_from
+from app.settings import SettingsStore
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add `obs` (with its sub-command `setup`) to ``subparsers``; returns the `obs` parser."""
+    obs = subparsers.add_parser(
+        "obs", help="configure OBS Studio for the avatar (through obs-websocket 5)",
+        description="Configure OBS Studio through its WebSocket server (OBS 28 or newer; "
+        f"turn it on in the {ENABLE_HINT}).")
+    commands = obs.add_subparsers(dest="obs_command", metavar="COMMAND", required=True)
+    setup = commands.add_parser(
+        "setup", help="add the avatar to an OBS scene, with its chroma key and the mic's sync offset",
+        description="In the chosen OBS scene, create or update a capture of the avatar window "
+        "(or a browser source showing the avatar page, where OBS has one), a chroma key filter "
+        "when the background is a chroma colour, and the microphone's audio sync offset "
+        "(the measured mic → mouth delay, while the app runs). Running it again updates "
+        "what it made before; nothing is duplicated.")
+    setup.add_argument("--host", help="where OBS runs (default: the saved setting, 127.0.0.1)")
+    setup.add_argument("--port", type=int, help="obs-websocket's port (default: the saved setting, 4455)")
+    setup.add_argument("--password", help="obs-websocket's password; saved for next time (system keyring, "
+                       "or a file only you can read)")
+    setup.add_argument("--scene", help="the scene to add the avatar to (default: the saved setting, "
+                       "else OBS's current program scene)")
+    return obs
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `obs setup` for parsed ``args``: 0 when done, 1 with the message on stderr."""
+    try:
+        setup(args, lambda line: print(line, flush=True))
+    except (ObsError, CredentialError) as exc:
+        print(f"lipsync-studio: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def setup(args: argparse.Namespace, report) -> list[str]:
+    store = SettingsStore()
+    settings = store.load()
+    for problem in store.problems:
+        report(f"settings: {problem}")
+    port = settings.obs_port if args.port is None else args.port
+    if not 1 <= port <= 65535:
+        raise ObsError(f"--port {port} is out of range: use 1 to 65535")
+    password = args.password if args.password is not None else load_password()
+    running = read_running_app()
+    target = target_from(settings, running, args.scene)
+    if running is None:
+        report("Lipsync Studio is not running: setting OBS up from the saved settings")
+    else:
+        report(f"setting OBS up for the running Lipsync Studio (pid {running['pid']})")
+    link = ObsLink(args.host or settings.obs_host, port, password)
+    try:
+        link.connect()
+        if args.password is not None:
+            report(save_password(args.password))  # only once OBS took it
+        return link.setup(target, report)
+    finally:
+        link.close()

@@ -1,0 +1,387 @@
+"""`lipsync-studio obs setup` and ObsLink against a real OBS Studio 29 (obs-websocket 5.1)
+on the test display (tests/harness/obs.py): what it creates, read back through OBS's own
+requests, what OBS shows of our window, and the one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import os
+import re
+import stat
+import subprocess
+import threading
+import time
+
+import keyring
+import keyring.backend
+import keyring.backends.fail
+import obsws_python
+import pytest
+from PIL import Image
+
+from app.obs import credentials
+from app.obs.command import add_parser, run
+from app.obs.link import CHROMA_FILTER_NAME, PROBE_NAME, SOURCE_NAME, ObsError, ObsLink
+from app.obs.running_app import read_running_app, remove_running_app, running_app_path, write_running_app
+from app.obs.target import AVATAR_WINDOW_TITLE, SetupTarget
+from app.settings import Settings, SettingsStore
+from tests.harness.obs import Obs, WindowManager, free_port
+
+pytestmark = pytest.mark.display
+
+# The avatar stand-in: a window of two known colours, left and right half; the right one is
+# the chroma key colour the tests set, which OBS's chroma key filter must make transparent.
+KEY = "#12ab34"
+LEFT, RIGHT = (200, 30, 120), (0x12, 0xAB, 0x34)
+WINDOW_SIZE = (320, 240)
+WINDOW_POS = (150, 90)
+MIC = "Test mic"
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="lipsync-studio")
+    add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["obs", "setup", *argv])
+
+
+def record(**changes) -> dict:
+    info = {"pid": os.getpid(), "avatar_window_title": AVATAR_WINDOW_TITLE,
+            "output_background": "chroma", "chroma_colour": KEY, "browser_source_url": None,
+            "mic_sync_offset_ms": 47.4, "latency_mode": "balanced"}
+    return {**info, **changes}
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.fixture(autouse=True)
+def config(tmp_path, monkeypatch):
+    """Settings, the running-app record and the password file in a folder of the test's,
+    and no system keyring (the developer's real one stays untouched)."""
+    folder = tmp_path / "config"
+    monkeypatch.setenv("LIPSYNC_STUDIO_CONFIG_DIR", str(folder))
+    previous = keyring.get_keyring()
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    yield folder
+    keyring.set_keyring(previous)
+
+
+@pytest.fixture(scope="module")
+def window_manager(x_display):
+    wm = WindowManager(x_display)
+    yield wm
+    wm.stop()
+
+
+@pytest.fixture(scope="module")
+def obs(window_manager, x_display, tmp_path_factory):
+    server = Obs(x_display, tmp_path_factory.mktemp("obs-home"))
+    yield server
+    server.stop()
+
+
+def connect(obs: Obs) -> obsws_python.ReqClient:
+    """The test's own view of OBS, straight through obsws-python."""
+    return obsws_python.ReqClient(host="127.0.0.1", port=obs.port, password=obs.password, timeout=10)
+
+
+@pytest.fixture
+def client(obs):
+    c = connect(obs)
+    yield c
+    c.disconnect()
+
+
+@pytest.fixture(scope="module")
+def avatar_window(qt_app, window_manager):
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QColor, QPainter
+    from PySide6.QtWidgets import QWidget
+
+    from tests.harness.app_driver import pump, pump_until
+
+    class TwoColours(QWidget):
+        def paintEvent(self, event):  # noqa: N802 (Qt's name)
+            painter = QPainter(self)
+            half = self.width() // 2
+            painter.fillRect(0, 0, half, self.height(), QColor(*LEFT))
+            painter.fillRect(half, 0, self.width() - half, self.height(), QColor(*RIGHT))
+            painter.end()
+
+    window = TwoColours()
+    window.setWindowTitle(AVATAR_WINDOW_TITLE)
+    # On top: OBS's own main window must not cover it (the screen-capture fallback shows
+    # whatever is on screen there).
+    window.setWindowFlag(Qt.WindowType.WindowStaysOnTopHint)
+    window.resize(*WINDOW_SIZE)
+    window.move(*WINDOW_POS)
+    window.show()
+    pump_until(lambda: window.isVisible() and window.windowHandle().isExposed(), 10, "the avatar window shown")
+    pump(0.3)  # its first paint reaches the X server
+    yield window
+    window.close()
+    pump(0.05)
+
+
+def screenshot(c: obsws_python.ReqClient, source: str) -> Image.Image:
+    data = c.send("GetSourceScreenshot", {"sourceName": source, "imageFormat": "png"}, raw=True)["imageData"]
+    return Image.open(io.BytesIO(base64.b64decode(data.partition(",")[2]))).convert("RGBA")
+
+
+def scene_items(c: obsws_python.ReqClient, scene: str = "Scene") -> list[str]:
+    return [item["sourceName"] for item in c.send("GetSceneItemList", {"sceneName": scene}, raw=True)["sceneItems"]]
+
+
+def assert_scene_shows_window(c: obsws_python.ReqClient, right: tuple) -> None:
+    """The scene's picture holds the window's picture exactly where OBS placed the avatar
+    source: LEFT opaque in the left half, ``right`` (RGBA) in the right half, corners
+    included, and nothing beside it. A capture whose settings were just applied shows its
+    first picture at OBS's next video ticks (30 fps): polled for up to 3 s, 90 ticks."""
+    item = next(i for i in c.send("GetSceneItemList", {"sceneName": "Scene"}, raw=True)["sceneItems"]
+                if i["sourceName"] == SOURCE_NAME)
+    x0, y0 = round(item["sceneItemTransform"]["positionX"]), round(item["sceneItemTransform"]["positionY"])
+    w, h = WINDOW_SIZE
+    expected = {(1, 1): (*LEFT, 255), (w // 4, h // 2): (*LEFT, 255), (w // 2 - 2, h - 2): (*LEFT, 255),
+                (w // 2 + 1, 1): right, (3 * w // 4, h // 2): right, (w - 2, h - 2): right}
+    deadline = time.monotonic() + 3.0
+    while True:
+        picture = screenshot(c, "Scene")
+        # 3 levels: the screenshot is OBS's render, not a copy of the window's bytes.
+        wrong = {xy: (picture.getpixel((x0 + xy[0], y0 + xy[1])), colour) for xy, colour in expected.items()
+                 if not all(abs(a - b) <= 3 for a, b in zip(picture.getpixel((x0 + xy[0], y0 + xy[1])), colour))}
+        if not wrong or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not wrong, f"(x, y): (seen, expected) {wrong}"
+    assert picture.getpixel((x0 + w + 2, y0 + h // 2))[3] == 0, "nothing of the screen beside the window"
+
+
+# -- no OBS needed --
+
+def test_running_app_record_is_read_while_its_process_lives(config):
+    assert read_running_app() is None
+    write_running_app(record())
+    assert read_running_app() == record()
+    write_running_app(record(pid=dead_pid()))
+    assert read_running_app() is None, "a record left by a process that is gone is stale"
+    running_app_path().write_text("{not json", encoding="utf-8")
+    assert read_running_app() is None
+    with pytest.raises(ValueError, match="mic_sync_offset_m"):
+        write_running_app({k: v for k, v in record().items() if k != "mic_sync_offset_ms"} | {"mic_sync_offset_m": 1})
+    write_running_app(record())
+    remove_running_app()
+    assert not running_app_path().exists()
+
+
+def test_password_without_a_keyring_goes_to_a_file_only_the_user_can_read(config):
+    assert credentials.load_password() is None
+    line = credentials.save_password("s3cret")
+    path = config / "obs-password"
+    assert line == f"no system keyring; stored in {path} readable only by you"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.chmod(0o644)  # as if made by hand; saving again makes it private
+    credentials.save_password("s3cret2")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert credentials.load_password() == "s3cret2"
+
+
+class _MemoryKeyring(keyring.backend.KeyringBackend):
+    """A keyring backend that keeps passwords in memory: the role a desktop's Secret Service
+    plays, which this test machine has none of (no D-Bus session)."""
+
+    priority = 1
+
+    def __init__(self):
+        super().__init__()
+        self.store: dict = {}
+
+    def get_password(self, service, username):
+        return self.store.get((service, username))
+
+    def set_password(self, service, username, password):
+        self.store[(service, username)] = password
+
+    def delete_password(self, service, username):
+        self.store.pop((service, username), None)
+
+
+def test_password_goes_to_a_usable_keyring_and_leaves_no_file(config):
+    credentials.save_password("from-before")  # a file from a machine without a keyring then
+    backend = _MemoryKeyring()
+    keyring.set_keyring(backend)
+    assert "system keyring" in credentials.save_password("s3cret")
+    assert backend.store == {(credentials.SERVICE, credentials.ACCOUNT): "s3cret"}
+    assert not (config / "obs-password").exists()
+    assert credentials.load_password() == "s3cret"
+
+
+def test_nothing_listening_says_obs_is_not_running(capsys):
+    # Before any OBS of this module starts; another developer's OBS on this machine makes
+    # the other message the right one, so the test says which it expects.
+    port = free_port()
+    obs_elsewhere = subprocess.run(["pgrep", "-x", "obs"], capture_output=True).returncode == 0
+    assert run(parse("--port", str(port))) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("lipsync-studio: ")
+    assert f"nothing answers at 127.0.0.1:{port}" in err
+    if obs_elsewhere:
+        assert "OBS is running but" in err
+    else:
+        assert "OBS is not running" in err and "Tools → WebSocket Server Settings → Enable" in err
+
+
+def test_a_server_that_does_not_greet_as_obs_websocket_5_is_too_old(capsys):
+    # obs-websocket 4 (OBS 27 and older) sends nothing until the client's first request,
+    # where version 5 greets with a Hello: a WebSocket server that stays silent is what an
+    # old OBS looks like to this client.
+    from websockets.sync.server import serve
+
+    silent = serve(lambda connection: connection.recv(), "127.0.0.1", 0)
+    threading.Thread(target=silent.serve_forever, daemon=True).start()
+    port = silent.socket.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(ObsError, match="did not greet as obs-websocket 5.*older than 28"):
+        ObsLink("127.0.0.1", port, timeout=1.0).connect()
+    assert time.monotonic() - started < 3, "bounded by the link's timeout"
+    silent.shutdown()
+
+
+# -- a real OBS --
+
+def test_websocket_disabled_says_how_to_enable_it(window_manager, x_display, tmp_path, capsys):
+    off = Obs(x_display, tmp_path / "obs-off", websocket=False)
+    try:
+        assert run(parse("--port", str(off.port))) == 1
+        err = capsys.readouterr().err.strip()
+        assert err == (f"lipsync-studio: OBS is running but nothing answers at 127.0.0.1:{off.port}: its "
+                       "WebSocket server is off or on another port; enable it in the OBS menu Tools → "
+                       "WebSocket Server Settings → Enable WebSocket server (and check the port there)")
+    finally:
+        off.stop()
+
+
+def test_wrong_or_missing_password_is_one_line(obs, capsys):
+    assert run(parse("--port", str(obs.port), "--password", "wrong")) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"lipsync-studio: OBS at 127.0.0.1:{obs.port} refused the password: pass the right one "
+                   "with --password; OBS shows it under Tools → WebSocket Server Settings → Show Connect Info")
+    assert credentials.load_password() is None, "a refused password is not saved"
+    assert run(parse("--port", str(obs.port))) == 1
+    assert "asks for a password: pass --password PASSWORD once" in capsys.readouterr().err
+
+
+def test_setup_captures_the_window_keys_the_chroma_and_sets_the_mic_offset(obs, client, avatar_window, capsys):
+    client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
+                                "inputSettings": {}})
+    write_running_app(record())
+    assert run(parse("--port", str(obs.port), "--password", obs.password)) == 0
+    out = capsys.readouterr().out
+    assert f"setting OBS up for the running Lipsync Studio (pid {os.getpid()})" in out
+    assert "stored in" in out and credentials.load_password() == obs.password
+
+    # The window capture was pointed at our window: OBS's log names it.
+    assert re.search(rf"\[window-capture: '{PROBE_NAME}'\] update settings:\n[\d:.]+: \ttitle: "
+                     rf"{AVATAR_WINDOW_TITLE}\n", obs.log())
+    kind = client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"]
+    if kind == "xshm_input":
+        # Xvfb has no DRI3 and OBS 29 draws through EGL only: Mesa cannot make an EGLImage
+        # of the window's pixmap, so XComposite gets no picture, and setup says so.
+        assert "Cannot create EGLImage" in obs.log()
+        assert "window capture (XComposite) gets no picture" in out
+        assert f"captures the screen cropped to the window '{AVATAR_WINDOW_TITLE}' (320x240 at" in out
+    else:
+        assert kind == "xcomposite_input"
+        assert f"captures the window '{AVATAR_WINDOW_TITLE}' (xcomposite_input)" in out
+
+    chroma = client.send("GetSourceFilter", {"sourceName": SOURCE_NAME, "filterName": CHROMA_FILTER_NAME}, raw=True)
+    assert chroma["filterKind"] == "chroma_key_filter_v2"
+    assert chroma["filterSettings"]["key_color_type"] == "custom"
+    assert chroma["filterSettings"]["key_color"] == 0x34ab12  # #12ab34 as OBS's 0xBBGGRR
+    assert client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"] == 47
+    assert f"set the audio sync offset of the microphone '{MIC}' to 47 ms" in out
+
+    # Idempotent: a second run updates what the first made.
+    inputs_before = client.send("GetInputList", raw=True)["inputs"]
+    assert run(parse("--port", str(obs.port))) == 0, "the saved password is used"
+    again = capsys.readouterr().out
+    assert f"updated '{SOURCE_NAME}' ({kind}), already in scene 'Scene'" in again
+    assert "updated the chroma key filter" in again
+    assert scene_items(client).count(SOURCE_NAME) == 1 and PROBE_NAME not in scene_items(client)
+    assert client.send("GetInputList", raw=True)["inputs"] == inputs_before
+    filters = client.send("GetSourceFilterList", {"sourceName": SOURCE_NAME}, raw=True)["filters"]
+    assert [f["filterName"] for f in filters] == [CHROMA_FILTER_NAME]
+
+    # OBS shows the avatar: our window's pixels, edge to edge, the key colour keyed out.
+    assert_scene_shows_window(client, right=(0, 0, 0, 0))
+
+
+def test_without_the_app_setup_uses_the_saved_settings(obs, client, avatar_window, config, capsys):
+    SettingsStore().save(Settings(output_background="solid", obs_port=obs.port))
+    write_running_app(record(pid=dead_pid()))  # left by an app that crashed
+    assert run(parse("--password", obs.password)) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Lipsync Studio is not running: setting OBS up from the saved settings\n")
+    assert "removed the chroma key filter (the background is solid now)" in out
+    assert "the microphone's sync offset is not changed" in out
+    assert client.send("GetSourceFilterList", {"sourceName": SOURCE_NAME}, raw=True)["filters"] == []
+    assert_scene_shows_window(client, right=(*RIGHT, 255))
+
+
+def test_a_missing_scene_is_named_with_the_ones_there_are(obs, capsys):
+    assert run(parse("--port", str(obs.port), "--password", obs.password, "--scene", "Nope")) == 1
+    assert capsys.readouterr().err.strip() == "lipsync-studio: OBS has no scene named 'Nope' (its scenes: 'Scene')"
+
+
+def test_captions_go_into_a_text_source_made_when_missing(obs, client):
+    link = ObsLink("127.0.0.1", obs.port, obs.password)
+    try:
+        link.set_caption_text("Test captions", "Hello there")
+        link.set_caption_text("Test captions", "General Kenobi")
+    finally:
+        link.close()
+    answer = client.send("GetInputSettings", {"inputName": "Test captions"}, raw=True)
+    assert answer["inputKind"] == "text_ft2_source_v2"
+    assert answer["inputSettings"]["text"] == "General Kenobi"
+    assert scene_items(client).count("Test captions") == 1
+
+
+def test_the_link_reconnects_when_obs_restarts(obs, avatar_window):
+    link = ObsLink("127.0.0.1", obs.port, obs.password)
+    target = SetupTarget(background="chroma", mic_sync_offset_ms=30.0)
+    link.setup(target)
+    obs.kill()
+    result: dict = {}
+    # The link finds the connection dead and retries while OBS starts again, here.
+    worker = threading.Thread(target=lambda: result.update(lines=link.setup(target)))
+    worker.start()
+    obs.start()
+    worker.join(30)  # reconnect_within_s is 20 s
+    link.close()
+    lines = result["lines"]
+    assert lines[0] == f"lost the connection to OBS at 127.0.0.1:{obs.port}; reconnecting (for up to 20 s)"
+    assert lines[1].startswith("reconnected after ")
+    c = connect(obs)
+    try:
+        assert SOURCE_NAME in scene_items(c), "set up again in the OBS that came back"
+    finally:
+        c.disconnect()
+
+
+def test_the_link_gives_up_when_obs_stays_away(obs):
+    link = ObsLink("127.0.0.1", obs.port, obs.password, reconnect_within_s=1.5)
+    link.connect()
+    obs.kill()
+    started = time.monotonic()
+    with pytest.raises(ObsError) as raised:
+        link.set_mic_sync_offset(40)
+    assert str(raised.value) == (f"OBS closed the connection at 127.0.0.1:{obs.port} (did it quit?) and did "
+                                 "not come back within 1.5 s")
+    # 1.5 s of backoff, plus one connection attempt (refused at once here).
+    assert time.monotonic() - started < 1.5 + 1.0
+    obs.start()
+
