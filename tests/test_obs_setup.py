@@ -19,6 +19,7 @@ import keyring.backend
 import keyring.backends.fail
 import obsws_python
 import pytest
+from jaraco.classes.properties import classproperty
 from PIL import Image
 
 from app.obs import credentials
@@ -192,9 +193,17 @@ def test_password_without_a_keyring_goes_to_a_file_only_the_user_can_read(config
 
 class _MemoryKeyring(keyring.backend.KeyringBackend):
     """A keyring backend that keeps passwords in memory: the role a desktop's Secret Service
-    plays, which this test machine has none of (no D-Bus session)."""
+    plays, which this test machine has none of (no D-Bus session). keyring's own backend
+    discovery sees every subclass: a priority that raises makes it skip this one unless a
+    test turned it on."""
 
-    priority = 1
+    enabled = False
+
+    @classproperty
+    def priority(cls):
+        if not cls.enabled:
+            raise RuntimeError("a test backend, for the test that turns it on")
+        return 1
 
     def __init__(self):
         super().__init__()
@@ -210,10 +219,11 @@ class _MemoryKeyring(keyring.backend.KeyringBackend):
         self.store.pop((service, username), None)
 
 
-def test_password_goes_to_a_usable_keyring_and_leaves_no_file(config):
+def test_password_goes_to_a_usable_keyring_and_leaves_no_file(config, monkeypatch):
     credentials.save_password("from-before")  # a file from a machine without a keyring then
     backend = _MemoryKeyring()
     keyring.set_keyring(backend)
+    monkeypatch.setattr(_MemoryKeyring, "enabled", True)
     assert "system keyring" in credentials.save_password("s3cret")
     assert backend.store == {(credentials.SERVICE, credentials.ACCOUNT): "s3cret"}
     assert not (config / "obs-password").exists()
@@ -356,8 +366,15 @@ def test_the_link_reconnects_when_obs_restarts(obs, avatar_window):
     link.setup(target)
     obs.kill()
     result: dict = {}
+
+    def set_up_again():
+        try:
+            result["lines"] = link.setup(target)
+        except ObsError as exc:
+            result["lines"] = [f"ObsError: {exc}"]
+
     # The link finds the connection dead and retries while OBS starts again, here.
-    worker = threading.Thread(target=lambda: result.update(lines=link.setup(target)))
+    worker = threading.Thread(target=set_up_again)
     worker.start()
     obs.start()
     worker.join(30)  # reconnect_within_s is 20 s

@@ -421,9 +421,12 @@ class ObsLink:
 
     def _screen_crop_fallback(self, scene: str, window_id: int, title: str, kinds: set[str],
                               say: Callable[[str], None]) -> bool:
+        # Seen on Xvfb: OBS 29 draws through EGL only, and Mesa's software EGL on an X server
+        # without DRI3 cannot make an EGLImage of a window pixmap (with --verbose OBS logs
+        # "Cannot create EGLImage: One or more argument values are invalid"); docs/obs.md.
         why = ("window capture (XComposite) gets no picture of the window on this OBS: it cannot "
-               "import the window's pixels (software OpenGL without DRI3, as on Xvfb or a VM without "
-               "a GPU driver; OBS's log says 'Cannot create EGLImage')")
+               "import the window's pixels (software OpenGL on an X server without DRI3, as on Xvfb "
+               "or in a VM without a GPU driver)")
         if "xshm_input" not in kinds:
             raise ObsError(f"{why}, and this OBS has no screen capture (xshm_input) to fall back on")
         try:
