@@ -291,7 +291,7 @@ def _caption_track(tts, path: Path | None):
     """A track that keeps every word, for a captions file at `path` (None: no file)."""
     from pipeline.voice.captions import CaptionTrack
 
-    return None if path is None else CaptionTrack(tts.phonemes_of, keep_s=float("inf"))
+    return None if path is None else CaptionTrack(tts.phonemes_of, keep_all=True)
 
 
 def _write_captions(path: Path, track, fmt: str, duration: float, origin: float = 0.0) -> None:

@@ -36,7 +36,13 @@ from difflib import SequenceMatcher
 from pathlib import Path
 
 from pipeline.core.visemes import LENGTH_MARKS, PAUSES, STRESS_MARKS
-from pipeline.voice.speaker import SentenceTimed, SpeechEvent, SpeechFinished, WordTimed
+from pipeline.voice.speaker import (
+    MAX_AHEAD_S,
+    SentenceTimed,
+    SpeechEvent,
+    SpeechFinished,
+    WordTimed,
+)
 from pipeline.voice.streaming_tts import SentencePlan
 
 log = logging.getLogger(__name__)
@@ -56,6 +62,9 @@ _MIN_MATCHED = 0.5
 _LOOKAHEAD_FACTOR = 2
 _IGNORED = frozenset(PAUSES) | frozenset(STRESS_MARKS) | frozenset(LENGTH_MARKS)
 _CACHE_LIMIT = 4096
+# A sentence over (its hold included) this long before the newest one starts is off the
+# screen: the speaker schedules speech at most MAX_AHEAD_S ahead of what is heard.
+_SHOWN_S = 2 * MAX_AHEAD_S
 
 Phonemizer = Callable[[str], str]
 
@@ -125,6 +134,11 @@ class _Sentence:
     fallback: bool = False
     done: bool = False
 
+    @property
+    def end(self) -> float:
+        """Where its last word timed ends (-inf for none)."""
+        return max((times[1] for times in self.times if times is not None), default=-math.inf)
+
 
 class CaptionTrack:
     """Caption text by media time, fed as the speaker publishes a speech's sentences
@@ -139,19 +153,20 @@ class CaptionTrack:
     Invariants: a word is shown from `start - lead_s` until the next word shown
     replaces it or HOLD_S after its end; shown times never decrease; a sentence
     scheduled at `s` replaces every word heard from `s` on (speech never overlaps).
-    Sentences over for longer than `keep_s` before the newest one starts are
-    forgotten (math.inf: keep all, for a file).
+    Sentences off the screen for good (_SHOWN_S) are forgotten, unless `keep_all`
+    (for a file: `words`); either way each word costs the same.
     """
 
     def __init__(self, phonemize: Phonemizer, lead_s: float = DEFAULT_LEAD_S,
-                 keep_s: float = 60.0) -> None:
+                 keep_all: bool = False) -> None:
         if lead_s < 0:
             raise ValueError("the captions lead must not be negative")
         self._phonemize = phonemize
         self.lead_s = lead_s
-        self._keep_s = keep_s
+        self._keep_all = keep_all
         self._cache: dict[str, str] = {}
         self._sentences: list[_Sentence] = []
+        self._shown_from = 0  # sentences before this one are off the screen
         self._next_block = 0
         # What text_at reads: show times (ascending), texts, hide times, per timed word.
         self._state: tuple[tuple[float, ...], tuple[str, ...], tuple[float, ...]] = ((), (), ())
@@ -184,12 +199,6 @@ class CaptionTrack:
 
     def sentence(self, text: str, start: float) -> None:
         """A sentence whose words follow (`word`), heard from `start` on."""
-        current = self._sentences[-1] if self._sentences else None
-        if (current is not None and not current.done and current.tokens == text.split()
-                and current.times[-1] is None):
-            # espeak read the piece as several sentences: the speaker announces the
-            # piece again for each, and its words go on (pipeline.voice.phonemes).
-            return
         self.cut(start)
         tokens = text.split()
         if not tokens:
@@ -197,7 +206,13 @@ class CaptionTrack:
         placement, shown = self._lay_out(tokens)
         self._sentences.append(_Sentence(tokens, placement, shown, [None] * len(tokens),
                                          [None] * len(tokens), []))
-        self._forget_before(start - self._keep_s)
+        sentences = self._sentences
+        while (self._shown_from < len(sentences) - 1
+               and sentences[self._shown_from].end + HOLD_S < start - _SHOWN_S):
+            self._shown_from += 1
+        if not self._keep_all and self._shown_from:
+            del sentences[:self._shown_from]
+            self._shown_from = 0
 
     def word(self, phonemes: str, start: float, end: float) -> None:
         """The next phoneme word of the current sentence, heard over [start, end)."""
@@ -219,17 +234,16 @@ class CaptionTrack:
         being heard then ends at `t`. The current sentence takes no more words."""
         if self._sentences and not self._sentences[-1].done:
             self._close(self._sentences[-1])
-        for s in self._sentences:
+        for s in self._sentences[self._shown_from:]:  # those before ended long before t
             for i, times in enumerate(s.times):
                 if times is not None and times[0] >= t:
                     s.times[i] = None
                 elif times is not None and times[1] > t:
                     s.times[i] = (times[0], t)
-        self._sentences = [s for s in self._sentences if any(s.times)]
         self._publish()
 
     def words(self) -> list[CaptionWord]:
-        """Every word timed so far, in order."""
+        """Every word timed and kept, in order."""
         return [CaptionWord(token, times[0], times[1], *s.placement[i])
                 for s in self._sentences for i, (token, times) in enumerate(zip(s.tokens, s.times))
                 if times is not None]
@@ -309,17 +323,11 @@ class CaptionTrack:
             t0, _, w0, _ = groups[-1]
             s.cursor = (first_token + t0, first_word + w0)
 
-    def _forget_before(self, t: float) -> None:
-        keep = [s for s in self._sentences
-                if not s.done or max(times[1] for times in s.times if times) + HOLD_S >= t]
-        if len(keep) != len(self._sentences):
-            self._sentences = keep
-
     def _publish(self) -> None:
         shows: list[float] = []
         texts: list[str] = []
         hides: list[float] = []
-        for s in self._sentences:
+        for s in self._sentences[self._shown_from:]:
             for i, times in enumerate(s.times):
                 if times is not None:
                     shows.append(times[0] - self.lead_s)

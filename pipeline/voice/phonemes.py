@@ -23,15 +23,18 @@ def load_voice_config() -> PiperConfig:
 def spoken_sentences(voice: PiperVoice, text: str) -> Iterator[tuple[str, list[str]]]:
     """(piece of text, its phonemes the voice has ids for) per sentence, lazily.
 
-    A piece espeak reads as several sentences yields once per sentence; sentences with
-    no phoneme the voice knows are left out.
+    A piece espeak reads as several sentences ('end."Next') yields once per sentence,
+    the piece's text with the first and "" with the rest, so the text is announced once
+    and its words run on; sentences with no phoneme the voice knows are left out.
     """
     id_map = voice.config.phoneme_id_map
     for piece in split_sentences(text):
+        said = ""
         for sentence in voice.phonemize(piece):
             phonemes = [p for p in sentence if p in id_map]
             if phonemes:
-                yield piece, phonemes
+                yield ("" if said else piece), phonemes
+                said = piece
 
 
 def nothing_to_speak(text: str) -> TextInputError:

@@ -231,7 +231,8 @@ LATENCY_MODES: dict[str, LatencyMode] = {
 @dataclass(frozen=True, slots=True)
 class SentencePlan:
     """The exact timeline of the audio chunks that follow it: a sentence, or one window
-    of a long one (later windows have text "")."""
+    of a long one (later windows have text "", as do the later sentences espeak reads a
+    piece of text as: pipeline.voice.phonemes.spoken_sentences)."""
 
     text: str
     phonemes: list[PhonemeTiming]
