@@ -97,9 +97,11 @@ def bench_ticks(ticks: int) -> dict:
         sync_out = np.empty((h, w, 4), np.uint8)
         camera = VirtualCamera(w, h, CAMERA_FPS, Background(SOLID, parse_colour("#20232a")),
                                camera_factory=DiscardingDevice)
-        parts = {"async.collect": [], "async.request": [],
-                 "async_deferred.request": [], "async_deferred.collect": [],
-                 "async_deferred_camera.request": [], "async_deferred_camera.offer": []}
+        parts = {f"{mode}.{part}": [] for mode, part in (
+            ("off", "draw_flush"), ("async", "collect"), ("async", "request"),
+            *((mode, part) for mode in ("async_deferred", "async_deferred_camera")
+              for part in ("request", "draw_flush", "collect")),
+            ("async_deferred_camera", "offer"))}
         missing = {name: 0 for name in readbacks}
 
         def timed(name: str, call):
@@ -109,8 +111,7 @@ def bench_ticks(ticks: int) -> dict:
             return out
 
         def off(k):
-            draw(k)
-            GL.glFlush()
+            timed("off.draw_flush", lambda: (draw(k), GL.glFlush()))
 
         def sync(k):
             draw(k)
@@ -131,10 +132,9 @@ def bench_ticks(ticks: int) -> dict:
             rb = readbacks[name]
             if k:
                 timed(f"{name}.request", lambda: rb.request(k - 1))
-            draw(k)
-            # Submitted now, so it is rasterised while the tick sleeps, not at the request.
-            GL.glFlush()
-            got = timed(f"{name}.collect", rb.collect) if name == "async_deferred" else rb.collect()
+            # Flushed, so it is rasterised while the tick sleeps, not at the next request.
+            timed(f"{name}.draw_flush", lambda: (draw(k), GL.glFlush()))
+            got = timed(f"{name}.collect", rb.collect)
             if got is None:
                 missing[name] += k > 0
             elif offer:
@@ -200,6 +200,13 @@ def bench_compositing(frames: int) -> dict:
     return out
 
 
+def busy_cores_seconds() -> float:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat)."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]          # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ticks", type=int, default=300, help="ticks per mode")
@@ -221,8 +228,12 @@ def main() -> int:
     with OffscreenTarget(4, 4):
         gl = f"{GL.glGetString(GL.GL_RENDERER).decode()}, GL {GL.glGetString(GL.GL_VERSION).decode()}"
     load_before = os.getloadavg()
+    wall0, busy0, own0 = time.monotonic(), busy_cores_seconds(), sum(os.times()[:2])
     try:
         ticks = bench_ticks(args.ticks)
+        wall = time.monotonic() - wall0
+        # What the rest of the machine took meanwhile: others share these cores.
+        others = (busy_cores_seconds() - busy0 - (sum(os.times()[:2]) - own0)) / wall
         compositing = bench_compositing(100)
     finally:
         # Qt's X connection goes before the X server, or Qt aborts the process.
@@ -237,6 +248,7 @@ def main() -> int:
         "machine": describe(f"Xvfb + {gl}"),
         "nice": os.nice(0),
         "load_1min_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "other_processes_cores_during_ticks": round(others, 2),
         "size": "{}x{}".format(*SIZE), "tick_fps": FPS, "camera_fps": CAMERA_FPS,
         "timing": "wall clock of each tick's work on the render thread, the rest of the period slept",
         "readback_tick_delta_ms": delta,
