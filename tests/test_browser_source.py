@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from render.outputs.browser_source import (
     DENSE_FRACTION,
@@ -33,6 +33,7 @@ from render.outputs.browser_source import (
     WRITE_LIMIT,
     BrowserSource,
     BrowserSourceError,
+    encode_frame,
     visible_bounds,
 )
 from tests.harness.browser import canvas_pixels, chromium
@@ -54,7 +55,8 @@ def free_port() -> int:
 
 @pytest.fixture
 def source(request):
-    bs = BrowserSource(free_port(), encoding=getattr(request, "param", RAW))
+    encoding = getattr(request, "param", None)
+    bs = BrowserSource(free_port()) if encoding is None else BrowserSource(free_port(), encoding=encoding)
     bs.start()
     yield bs
     bs.stop()
@@ -260,9 +262,11 @@ class Clients:
             with contextlib.suppress(ConnectionClosed):
                 async for message in ws:
                     if isinstance(message, bytes):
-                        magic, _, _, w, h, x, y, rw, rh, _ = HEADER.unpack_from(message)
+                        magic, _, _, w, h, x, y, rw, rh, code = HEADER.unpack_from(message)
                         assert magic == MAGIC and x + rw <= w and y + rh <= h
-                        assert len(message) == HEADER.size + rw * rh * 4  # RAW
+                        payload = message[HEADER.size:]
+                        assert (payload.startswith(b"\x89PNG\r\n\x1a\n") if code
+                                else len(payload) == rw * rh * 4)
                         self.counts[i] += 1
 
     async def main(self, n: int) -> None:
@@ -327,9 +331,11 @@ def raw_websocket(port: int) -> socket.socket:
     return s
 
 
+# Raw frames: 1 MiB messages fill the kernel's socket buffers within a few frames.
+@pytest.mark.parametrize("source", [RAW], indirect=True)
 def test_client_that_never_reads_stays_bounded(source, page):
     frame = avatar_frame(512, 512)
-    message_bytes = HEADER.size + frame.size
+    message_bytes = len(encode_frame(frame, 0, 0.0, RAW))
     stuck = raw_websocket(source.port)
     try:
         times = []
@@ -385,6 +391,18 @@ def test_malformed_messages_are_ignored(source, page):
     start = page.evaluate("window.lipsyncStats.frames")
     publish_until(source, avatar_frame(32, 32), lambda: page.evaluate(
         f"window.lipsyncStats.frames >= {start + 3}"))
+
+
+def test_other_sites_cannot_watch(source):
+    # A web page from elsewhere open in the user's browser must not get the frames.
+    async def foreign():
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(source.url.replace("http", "ws") + "ws",
+                               origin="http://example.com"):
+                pass
+        return refused.value.response.status_code
+
+    assert run_in_thread(lambda: asyncio.run(foreign())) == 403
 
 
 def test_paint_delay_is_measured(source, page):
