@@ -20,6 +20,9 @@ the rest of its 16.7 ms period slept, as the display tick does:
   exist here (no loadable kernel modules), so the worker's device is a sink discarding
   the RGB frames: pyvirtualcam's own send (libyuv RGB → I420 and a write) is not in it.
 - finish: draw, glFinish: the frame's rasterisation alone, for scale.
+- finish_then_readback: draw, glFinish, then request and collect (timed apart in
+  "parts"): the readback's own cost once nothing is left to wait for, which is what the
+  deferred order pays when the frame was rasterised within its period.
 
 readback_tick_delta_ms = p50(async) − p50(off), the tick's price for the camera's pixels
 (goal ≤ 1 ms); the deferred order's delta beside it. With llvmpipe the GPU is the CPU:
@@ -93,7 +96,7 @@ def bench_ticks(ticks: int) -> dict:
             renderer.draw(seq[k % len(seq)], idle_motion.blink(t), idle_motion.breathing(t))
 
         readbacks = {name: AsyncReadback(w, h) for name in
-                     ("async", "async_deferred", "async_deferred_camera")}
+                     ("async", "async_deferred", "async_deferred_camera", "finished")}
         sync_out = np.empty((h, w, 4), np.uint8)
         camera = VirtualCamera(w, h, CAMERA_FPS, Background(SOLID, parse_colour("#20232a")),
                                camera_factory=DiscardingDevice)
@@ -101,8 +104,8 @@ def bench_ticks(ticks: int) -> dict:
             ("off", "draw_flush"), ("async", "collect"), ("async", "request"),
             *((mode, part) for mode in ("async_deferred", "async_deferred_camera")
               for part in ("request", "draw_flush", "collect")),
-            ("async_deferred_camera", "offer"))}
-        missing = {name: 0 for name in readbacks}
+            ("async_deferred_camera", "offer"), ("finished", "request"), ("finished", "collect"))}
+        missing = {name: 0 for name in readbacks if name != "finished"}
 
         def timed(name: str, call):
             t0 = time.perf_counter()
@@ -120,6 +123,14 @@ def bench_ticks(ticks: int) -> dict:
         def finish(k):
             draw(k)
             GL.glFinish()
+
+        def finished_readback(k):
+            # The readback's own cost, the frame's rasterisation over before it starts.
+            rb = readbacks["finished"]
+            draw(k)
+            GL.glFinish()
+            timed("finished.request", lambda: rb.request(k))
+            timed("finished.collect", rb.collect)
 
         def async_(k):
             rb = readbacks["async"]
@@ -142,7 +153,7 @@ def bench_ticks(ticks: int) -> dict:
 
         modes = {"off": off, "sync": sync, "async": async_, "async_deferred": deferred,
                  "async_deferred_camera": lambda k: deferred(k, "async_deferred_camera", True),
-                 "finish": finish}
+                 "finish": finish, "finish_then_readback": finished_readback}
         samples = {name: [] for name in modes}
         camera.start()
         for k in range(20):        # shaders, textures and PyOpenGL's lazy set-up
