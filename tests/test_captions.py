@@ -8,7 +8,6 @@ import json
 import re
 import threading
 import tracemalloc
-import wave
 
 import pytest
 
@@ -349,13 +348,18 @@ def test_webvtt_escapes_what_would_be_markup():
 
 # -- the command line -------------------------------------------------------------------
 
-def test_say_writes_captions_at_the_times_of_the_speech_it_writes(tmp_path):
+@pytest.mark.parametrize("played", [False, True])
+def test_say_writes_captions_at_the_times_of_the_speech_it_writes(request, tmp_path, played):
+    # Written to a WAV file, the captions follow the voice's plans; played (on the
+    # JACK test server), the speaker's events on the media clock, from the speech's start.
     wav, cues, vtt, srt = (tmp_path / n for n in ("s.wav", "c.json", "s.vtt", "s.srt"))
-    result = _run(["say", PLAIN, "--wav", str(wav), "--cues", str(cues), "--captions", str(vtt)])
+    if played:
+        request.getfixturevalue("jack_server")
+    sound = [] if played else ["--wav", str(wav)]
+    result = _run(["say", PLAIN, *sound, "--cues", str(cues), "--captions", str(vtt)])
     assert result.returncode == 0, result.stderr
     assert f"wrote {vtt}" in result.stdout
-    with wave.open(str(wav)) as f:
-        duration = f.getnframes() / f.getframerate()
+    duration = json.loads(cues.read_text())["metadata"]["duration"]
     parsed = parse_vtt(vtt.read_text())
     words = [(time, word) for _, _, cue, _ in parsed for time, word in cue]
     assert [w for _, w in words] == PLAIN.split()
@@ -366,7 +370,7 @@ def test_say_writes_captions_at_the_times_of_the_speech_it_writes(tmp_path):
     for word in ("Papa", "Wow,", "what"):
         time = next(t for t, w in words if w == word)
         assert min(abs(time - r) for r in rests) <= 0.0015, (word, time, rests)
-    result = _run(["say", PLAIN, "--wav", str(wav), "--captions", str(srt)])
+    result = _run(["say", PLAIN, *sound, "--captions", str(srt)])
     assert result.returncode == 0, result.stderr
     assert [" ".join(lines) for _, _, lines in parse_srt(srt.read_text())] == [
         "Papa made a map of five big boats.", "Wow, what a view!"]

@@ -1,1 +1,1 @@
-"""The voice: streaming piper synthesis, the speaker that plays it, and the speech timeline (phonemes, visemes, cues) it leaves."""
+"""The voice: streaming piper synthesis, the speaker that plays it, and the speech timeline (phonemes, visemes, cues, captions) it leaves."""

@@ -15,9 +15,10 @@ matched in order against the symbols of the phoneme words as they arrive
 every written word of a group is timed from the group's first phoneme word's start to
 its last one's end, so each time written is a phoneme word's own. A written word with
 nothing matched (a lone "—") joins the group before it; a phoneme word with nothing
-matched extends the group before it. Where fewer than half of the phoneme symbols
-match (a reading nothing here predicts), the rest of the sentence is shown at once,
-timed from the first unaligned phoneme word to the sentence's last, and it is logged.
+matched extends the group before it (the "dot" of "Hello.World"); unmatched words on
+both sides between two matches pair up as a group. Where fewer than half of the phoneme
+symbols match (a reading nothing here predicts), the rest of the sentence is shown at
+once, timed from the first unaligned phoneme word to the sentence's last, and logged.
 
 Layout, as broadcast captions: at most MAX_LINE_CHARS characters a line (a longer word
 has its own line) and MAX_LINES lines a block; a sentence starts a new block, and a
@@ -162,7 +163,7 @@ class CaptionTrack:
         if lead_s < 0:
             raise ValueError("the captions lead must not be negative")
         self._phonemize = phonemize
-        self.lead_s = lead_s
+        self._lead_s = lead_s
         self._keep_all = keep_all
         self._cache: dict[str, str] = {}
         self._sentences: list[_Sentence] = []
@@ -170,6 +171,12 @@ class CaptionTrack:
         self._next_block = 0
         # What text_at reads: show times (ascending), texts, hide times, per timed word.
         self._state: tuple[tuple[float, ...], tuple[str, ...], tuple[float, ...]] = ((), (), ())
+
+    @property
+    def lead_s(self) -> float:
+        """How long before it is heard a word is shown; fixed for the track's life (the
+        published show times hold it), so a new lead takes a new track."""
+        return self._lead_s
 
     def text_at(self, t: float) -> str:
         """The caption shown at media time `t`: the current block's lines ("\\n"
@@ -330,7 +337,7 @@ class CaptionTrack:
         for s in self._sentences[self._shown_from:]:
             for i, times in enumerate(s.times):
                 if times is not None:
-                    shows.append(times[0] - self.lead_s)
+                    shows.append(times[0] - self._lead_s)
                     texts.append(s.shown[i])
                     hides.append(times[1] + HOLD_S)
         self._state = (tuple(shows), tuple(texts), tuple(hides))
