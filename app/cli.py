@@ -20,12 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
+from app.obs import command as obs_command
 from app.settings import Settings
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES, OFFLINE_MODE
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 
 log = logging.getLogger("lipsync_studio")
+
+AVATAR_WINDOW_TITLE = "Lipsync Studio — Avatar"  # render/outputs/avatar_window.py's TITLE
 
 EXIT_STATUS = (
     "exit status: 0 done; 1 the work could not be done, and the message says why: a file "
@@ -51,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXIT_STATUS,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
+    parser.add_argument("--output-window", action="store_true",
+                        help=f"open the avatar-only window ({AVATAR_WINDOW_TITLE}) for OBS at start")
+    parser.add_argument("--headless", action="store_true",
+                        help="run the voice, microphone and outputs (browser source, virtual "
+                        "camera) without a window; lines typed on standard input are spoken; "
+                        "Ctrl-C stops")
+    parser.add_argument("--browser-source-port", type=_port, metavar="P",
+                        help="serve the avatar page for OBS's browser source on 127.0.0.1:P")
     commands = parser.add_subparsers(dest="command")
     say = commands.add_parser(
         "say", help="speak TEXT and write mouth cues, without a window",
@@ -98,7 +109,15 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--mode", choices=MODE_NAMES, default=OFFLINE_MODE,
                         help="voice latency mode; offline nothing waits, so the default is premium "
                         "(whole-sentence prosody)")
+    obs_command.add_parser(commands)
     return parser
+
+
+def _port(text: str) -> int:
+    """A TCP port for argparse: 1024-65535 (lower ones need root)."""
+    if not text.isdigit() or not 1024 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: use 1024 to 65535")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,12 +133,19 @@ def main(argv: list[str] | None = None) -> int:
             return _lipsync(args)
         if args.command == "render":
             return _export(args)
+        if args.command == "obs":
+            return obs_command.run(args)
     except CliError as exc:
         return _fail(str(exc))
-    return _run_app()
+    if args.headless:
+        from app.headless import run_headless
+
+        return run_headless(output_window=args.output_window or None,
+                            browser_port=args.browser_source_port)
+    return _run_app(args)
 
 
-def _run_app() -> int:
+def _run_app(args: argparse.Namespace) -> int:
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
         or os.environ.get("QT_QPA_PLATFORM", "").startswith(("offscreen", "minimal"))
@@ -132,7 +158,8 @@ def _run_app() -> int:
         return 2
     from app.ui.main_window import run_app
 
-    return run_app()
+    return run_app(output_window=args.output_window or None,
+                   browser_port=args.browser_source_port)
 
 
 def _lipsync(args: argparse.Namespace) -> int:

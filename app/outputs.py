@@ -1,6 +1,6 @@
-"""The outputs besides the main window's view: the avatar-only window OBS captures (and,
-with them, the browser source and virtual camera). One place that opens, reconfigures
-and closes them from the settings, for the windowed app and `--headless` alike.
+"""The outputs besides the main window's view: the avatar-only window OBS captures, the
+browser source's page and the virtual camera. One place that opens, reconfigures and
+closes them from the settings, for the windowed app and `--headless` alike.
 
 Each output pulls its own frames on its own ticks from the engine's media clock; this
 module only wires them to the engine (mouth source, clock, rig) and follows settings.
@@ -18,6 +18,8 @@ from app.settings import Settings, parse_size
 from app.ui.messages import Severity
 from render.outputs.avatar_window import AvatarWindow
 from render.outputs.background import CHROMA, SOLID, Background, parse_colour
+from render.outputs.browser_source import BrowserSource, BrowserSourceError
+from render.outputs.frame_feed import FrameFeed
 from render.rigs.loader import AvatarRig
 
 log = logging.getLogger(__name__)
@@ -47,36 +49,91 @@ class Outputs:
         self._now = now
         self._rig: AvatarRig | None = None
         self.avatar_window: AvatarWindow | None = None
+        self.browser_source: BrowserSource | None = None
+        # The offscreen feeds by the output they feed ("browser", "camera").
+        self.feeds: dict[str, FrameFeed] = {}
         # Told when the user closes the avatar window, so the app can save it as off.
         self.window_closed: Callable[[], None] | None = None
 
     # -- wiring ---------------------------------------------------------------------
 
+    def _pullers(self):
+        """Every output here that pulls frames: the window and the feeds."""
+        return [output for output in (self.avatar_window, *self.feeds.values()) if output is not None]
+
     def set_rig(self, rig: AvatarRig) -> None:
         self._rig = rig
-        if self.avatar_window is not None:
-            self.avatar_window.set_rig(rig)
+        for output in self._pullers():
+            output.set_rig(rig)
 
     def connect_sources(self) -> None:
         """Follow the engine's current mouth source and media clock (after a device
         change gave it new ones)."""
-        if self.avatar_window is not None:
-            source, version = self.engine.mouth_source()
-            self.avatar_window.set_sources(source, self.engine.clock.media_time_at, version)
+        source, version = self.engine.mouth_source()
+        for output in self._pullers():
+            output.set_sources(source, self.engine.clock.media_time_at, version)
 
-    def apply(self, settings: Settings, *, window: bool | None = None) -> None:
+    def apply(self, settings: Settings, *, window: bool | None = None,
+              browser_port: int | None = None) -> None:
         """Open, reconfigure or close outputs for `settings`. `window` overrides
-        settings.output_window (the command line's --output-window)."""
+        settings.output_window (the command line's --output-window); `browser_port`
+        turns the browser source on at that port (--browser-source-port)."""
         self.settings = settings
         want_window = settings.output_window if window is None else window
         if want_window:
             self._open_window()
         elif self.avatar_window is not None:
             self._close_window()
+        self._apply_browser_source(browser_port)
+        for output in self._pullers():
+            output.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
 
     def close(self) -> None:
         if self.avatar_window is not None:
             self._close_window()
+        self._close_browser_source()
+
+    # -- the browser source ----------------------------------------------------------
+
+    def _apply_browser_source(self, port: int | None) -> None:
+        settings = self.settings
+        want = port is not None or settings.browser_source
+        port = port if port is not None else settings.browser_source_port
+        size = parse_size(settings.output_size)
+        source, feed = self.browser_source, self.feeds.get("browser")
+        if source is not None and (not want or source.port != port
+                                   or (feed.width, feed.height) != size):
+            self._close_browser_source()
+            source = None
+        if not want or source is not None:
+            return
+        source = BrowserSource(port)
+        try:
+            source.start()
+        except BrowserSourceError as exc:
+            self._tell(f"Browser source off: {exc}", Severity.ERROR)
+            return
+        feed = FrameFeed(*size, self._frame_rate, now=self._now)
+        feed.sinks.append(source.publish)
+        self.browser_source, self.feeds["browser"] = source, feed
+        self._start_feed(feed)
+        self._tell(f"Browser source: {source.url} (add it to OBS as a Browser source, "
+                   f"{size[0]}x{size[1]})", Severity.INFO)
+
+    def _close_browser_source(self) -> None:
+        feed = self.feeds.pop("browser", None)
+        if feed is not None:
+            feed.stop()
+        if self.browser_source is not None:
+            self.browser_source.stop()
+            self.browser_source = None
+
+    def _start_feed(self, feed: FrameFeed) -> None:
+        if self._rig is not None:
+            feed.set_rig(self._rig)
+        source, version = self.engine.mouth_source()
+        feed.set_sources(source, self.engine.clock.media_time_at, version)
+        feed.start()
 
     # -- the avatar window -------------------------------------------------------------
 
@@ -93,14 +150,14 @@ class Outputs:
             self.avatar_window = window
             if self._rig is not None:
                 window.set_rig(self._rig)
-            self.connect_sources()
+            source, version = self.engine.mouth_source()
+            window.set_sources(source, self.engine.clock.media_time_at, version)
             window.show()
             log.info("avatar window open at %dx%d, background %s", *size, background.mode)
         else:
             window.set_window_flags(settings.output_borderless, settings.output_on_top)
             window.set_size(size)
             window.set_background(background)
-        window.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
 
     def _close_window(self) -> None:
         window, self.avatar_window = self.avatar_window, None

@@ -98,9 +98,10 @@ def _colour(hex_colour: str) -> tuple[float, float, float, float]:
 
 class MainWindow(QMainWindow):
     def __init__(self, store: SettingsStore, settings: Settings, *,
-                 output_window: bool | None = None) -> None:
+                 output_window: bool | None = None, browser_port: int | None = None) -> None:
         """`output_window` True opens the avatar-only window whatever the settings say
-        (the command line's --output-window)."""
+        (the command line's --output-window); `browser_port` serves the browser source
+        there (--browser-source-port)."""
         super().__init__()
         self.setWindowTitle("Lipsync Studio")
         self.store = store
@@ -139,6 +140,7 @@ class MainWindow(QMainWindow):
         self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=frame_rate)
         self.outputs.window_closed = self._on_avatar_window_closed
         self._output_window = output_window
+        self._browser_port = browser_port
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
         self.view.setMinimumSize(480, 480)
         self.text = QLineEdit()
@@ -453,12 +455,16 @@ class MainWindow(QMainWindow):
             self.tell("The new frame rate takes effect when the app restarts.", Severity.INFO)
         if settings.output_window != old.output_window:
             self._output_window = None  # the user chose here: the command line's word is over
+        if (settings.browser_source, settings.browser_source_port) != (
+                old.browser_source, old.browser_source_port):
+            self._browser_port = None
         self._apply_outputs()
 
     # -- outputs --------------------------------------------------------------------
 
     def _apply_outputs(self) -> None:
-        self.outputs.apply(self.settings, window=self._output_window)
+        self.outputs.apply(self.settings, window=self._output_window,
+                           browser_port=self._browser_port)
         # The button shows what is open, without toggling it again.
         self.avatar_window_button.blockSignals(True)
         self.avatar_window_button.setChecked(self.outputs.avatar_window is not None)
@@ -570,12 +576,13 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
 
-def run_app(argv: list[str] | None = None, *, output_window: bool | None = None) -> int:
+def run_app(argv: list[str] | None = None, *, output_window: bool | None = None,
+            browser_port: int | None = None) -> int:
     app = QApplication.instance() or QApplication(argv or sys.argv)
     app.setApplicationName("Lipsync Studio")
     store = SettingsStore()
     settings = store.load()
-    window = MainWindow(store, settings, output_window=output_window)
+    window = MainWindow(store, settings, output_window=output_window, browser_port=browser_port)
     window.resize(720, 820)
     window.show()
     return app.exec()

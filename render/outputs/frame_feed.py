@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 
@@ -34,6 +35,16 @@ log = logging.getLogger(__name__)
 Sink = Callable[[np.ndarray, float], None]
 
 
+def offscreen_target(width: int, height: int):
+    """Qt's offscreen GL where this process draws through a window system, else EGL
+    without a display (render/gl/egl_target.py: `--headless` on a machine with no X)."""
+    if os.environ.get("PYOPENGL_PLATFORM") == "egl":
+        from render.gl.egl_target import EglTarget
+
+        return EglTarget(width, height)
+    return OffscreenTarget(width, height)
+
+
 class FrameFeed(QObject):
     """Draws the avatar at width×height on a transparent background `fps` times a second
     and hands each frame to every sink. start() begins ticking, stop() ends it and frees
@@ -45,7 +56,7 @@ class FrameFeed(QObject):
         self.width, self.height = width, height
         self.presenter = Presenter(fps, now=now)
         self._now = now
-        self._target = OffscreenTarget(width, height)
+        self._target = offscreen_target(width, height)
         self.renderer = GLRenderer((0.0, 0.0, 0.0, 0.0))
         self.renderer.initialize()
         self.renderer.resize(width, height)
