@@ -90,6 +90,28 @@ def test_a_number_spans_its_spoken_words_and_merged_words_share_theirs(tts, mode
     assert words["today."].start == starts[one + 5]
 
 
+def test_a_number_read_across_two_windows_is_one_caption_word(tts):
+    # Ultra commits the stream's first 10 phonemes on their own: "125" is read as "one
+    # hundred twenty five", cut after "one hund", and its words arrive in two plans.
+    track = CaptionTrack(tts.phonemes_of, keep_all=True)
+    plans, position, spoken = [], 0, []
+    for item in tts.stream("125 dollars is the price.", LATENCY_MODES["ultra"]):
+        if isinstance(item, SentencePlan):
+            plans.append(item)
+            start = position / item.sample_rate
+            track.plan(item, start)
+            spoken += [(w.phonemes, start + w.start, start + w.end) for w in item.words]
+            position += item.total_samples
+            if len(plans) == 1:
+                (shown,) = track.words()  # shown from its first sound on
+                assert (shown.text, shown.start) == ("125", spoken[0][1])
+    track.finish()
+    assert len(plans) >= 2 and not any(p.startswith("d") for p, _, _ in spoken[:len(plans[0].words)])
+    five = next(i for i, (p, _, _) in enumerate(spoken) if p.startswith("f"))
+    assert [(w.text, w.start, w.end) for w in track.words()[:2]] == [
+        ("125", spoken[0][1], spoken[five][2]), ("dollars", spoken[five + 1][1], spoken[five + 1][2])]
+
+
 def test_the_speakers_events_feed_the_live_track_on_its_own_thread(tts):
     # As the window would: the track subscribes to the speaker's events, which run on
     # the speaker's thread, where the voice phonemizes.
@@ -224,6 +246,22 @@ def test_the_live_track_forgets_what_is_off_the_screen_and_a_file_track_keeps_it
     for track in (live, kept):
         assert track.text_at(kept.words()[-1].start) == "Papa made a map."
         assert track.text_at(kept.words()[4].start) == ""  # what is over is not looked up
+
+
+def test_words_that_do_not_align_show_the_sentence_at_once_and_say_so(tts, caplog):
+    # The voice's words for one sentence under another's text: nothing to align by.
+    plan = next(item for item in tts.stream(PLAIN, LATENCY_MODES["premium"])
+                if isinstance(item, SentencePlan))
+    track = CaptionTrack(tts.phonemes_of, lead_s=0.0, keep_all=True)
+    track.sentence("Zebras quietly juxtapose xylophones.", 0.0)
+    with caplog.at_level("INFO", logger="pipeline.voice.captions"):
+        for w in plan.words:
+            track.word(w.phonemes, w.start, w.end)
+        track.finish()
+    assert "could not align the words of 'Zebras quietly juxtapose xylophones.'" in caplog.text
+    first, last = plan.words[0], plan.words[-1]
+    assert {(w.start, w.end) for w in track.words()} == {(first.start, last.end)}
+    assert track.text_at(first.start) == "Zebras quietly juxtapose xylophones."
 
 
 def test_a_piece_espeak_reads_as_two_sentences_is_announced_once(tts):
