@@ -27,7 +27,7 @@ from websocket import WebSocketBadStatusException, WebSocketException, WebSocket
 
 from app.obs.target import SetupTarget
 from app.obs.window_geometry import GeometryError, window_geometry
-from render.outputs.background import CHROMA, parse_colour
+from render.outputs.background import CHROMA, TRANSPARENT, parse_colour
 
 # obsws-python logs each failure, with a traceback, before raising it; we say each in a line.
 logging.getLogger("obsws_python").setLevel(logging.CRITICAL + 1)
@@ -50,6 +50,17 @@ WINDOW_CAPTURE = {
     "macos": ("screen_capture", "window", {"type": 1, "show_cursor": False}),  # 1: one window
     "linux": ("xcomposite_input", "capture_window", {"show_cursor": False}),
 }
+# The chroma key, tighter than OBS's defaults: the avatar's background is exactly the key
+# colour (drawn, not filmed) and its outline is blended over the key's complement
+# (render/gl/compositor.py). OBS's defaults, made for a filmed green screen (similarity
+# 400, smoothness 80, spill 100: 0.4, 0.08 and 0.1 in its CbCr distance), keyed out the
+# bundled avatar's teal jumper (its nearest colour to green, at 0.391) with the background:
+# 7458 of its pixels at 320x240, and desaturated what was left near it. The filter also
+# averages the distance over a pixel's neighbours, so a tighter key leaves a fringe of
+# key-coloured pixels along the outline: at 0.36 / 0.01, 82 of the 49172 background
+# pixels in OBS's screenshot (762 at 0.1), and 12 of the avatar's 27628 pixels changed
+# (tests/test_obs_setup.py, the real avatar window). Spill 1: colours stay as they are.
+CHROMA_TUNING = {"similarity": 360, "smoothness": 10, "spill": 1}
 # Microphone inputs, when OBS has no global Mic/Aux device (GetSpecialInputs "mic1").
 MIC_KINDS = ("pulse_input_capture", "alsa_input_capture", "jack_output_capture",
              "wasapi_input_capture", "coreaudio_input_capture")
@@ -316,7 +327,7 @@ class ObsLink:
             if target.browser_source_url:
                 say("this OBS has no browser source (Debian's OBS is built without it): capturing the "
                     "avatar window instead")
-            have_source = self._window_capture(scene, target.window_title, kinds, say)
+            have_source = self._window_capture(scene, target, kinds, say)
         if have_source:
             self._chroma(target, say)
         self._mic_offset(target.mic_sync_offset_ms, target.latency_mode, say)
@@ -374,9 +385,11 @@ class ObsLink:
             self._call("CreateSceneItem", {"sceneName": scene, "sourceName": name})
             say(f"updated {name!r} ({kind}) and added it to scene {scene!r}")
 
-    def _window_capture(self, scene: str, title: str, kinds: set[str], say: Callable[[str], None]) -> bool:
-        """Point the avatar source at the window titled ``title``; True when there is an
-        avatar source afterwards."""
+    def _window_capture(self, scene: str, target: SetupTarget, kinds: set[str],
+                        say: Callable[[str], None]) -> bool:
+        """Point the avatar source at the window titled ``target.window_title``; True when
+        there is an avatar source afterwards."""
+        title = target.window_title
         kind, prop, extra = WINDOW_CAPTURE[self._platform()]
         if kind not in kinds:
             raise ObsError(f"this OBS has no {kind} (window capture) input: on Wayland add a 'Window "
@@ -395,19 +408,34 @@ class ObsLink:
             if not found:
                 have = self._input_kind(SOURCE_NAME) is not None
                 say(f"the window {title!r} is not open now: open the avatar window (Settings → Avatar "
-                    "window) and run this again" + (f"; {SOURCE_NAME!r} keeps its last window" if have else ""))
+                    "window) and run this again" + (f"; {SOURCE_NAME!r} keeps what it showed" if have else ""))
                 return have
             value = found[0]["itemValue"]
             settings = {prop: value, **extra}
             self._call("SetInputSettings", {"inputName": PROBE_NAME, "inputSettings": settings})
             shows = self._wait_for_picture(scene, probe) if kind == "xcomposite_input" else True
         finally:
-            self._call("RemoveInput", {"inputName": PROBE_NAME})
+            self._remove_probe(scene)
         if shows:
             self._ensure_input(scene, SOURCE_NAME, kind, settings, say)
             say(f"captures the window {title!r} ({kind})")
             return True
-        return self._screen_crop_fallback(scene, int(str(value).split("\r\n")[0]), title, kinds, say)
+        return self._screen_crop_fallback(scene, int(str(value).split("\r\n")[0]), target, kinds, say)
+
+    def _remove_probe(self, scene: str) -> None:
+        """Remove the probe and return once its scene item is gone too: OBS drops the items
+        of a removed input at its next video tick (1/30 s); waited for up to 1 s, so that
+        setup never returns with the probe still listed in the scene."""
+        self._call("RemoveInput", {"inputName": PROBE_NAME})
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                self._call("GetSceneItemId", {"sceneName": scene, "sourceName": PROBE_NAME})
+            except ObsRequestError as exc:
+                if exc.code == NOT_FOUND:
+                    return
+                raise
+            time.sleep(0.02)
 
     def _wait_for_picture(self, scene: str, item_id: int) -> bool:
         deadline = time.monotonic() + WINDOW_PICTURE_WAIT_S
@@ -419,7 +447,7 @@ class ObsLink:
                 return False
             time.sleep(0.1)
 
-    def _screen_crop_fallback(self, scene: str, window_id: int, title: str, kinds: set[str],
+    def _screen_crop_fallback(self, scene: str, window_id: int, target: SetupTarget, kinds: set[str],
                               say: Callable[[str], None]) -> bool:
         # Seen on Xvfb: OBS 29 draws through EGL only, and Mesa's software EGL on an X server
         # without DRI3 cannot make an EGLImage of a window pixmap (with --verbose OBS logs
@@ -438,9 +466,13 @@ class ObsLink:
                 "cut_right": max(0, g.root_width - g.x - g.width),
                 "cut_bot": max(0, g.root_height - g.y - g.height)}
         self._ensure_input(scene, SOURCE_NAME, "xshm_input", crop, say)
-        say(f"instead, captures the screen cropped to the window {title!r} ({g.width}x{g.height} at "
-            f"{g.x},{g.y}): it shows whatever covers that area and does not follow the window; run "
-            "this again after moving it")
+        say(f"instead, captures the screen cropped to the window {target.window_title!r} ({g.width}x"
+            f"{g.height} at {g.x},{g.y}): it shows whatever covers that area and does not follow the "
+            "window; run this again after moving it")
+        if target.background == TRANSPARENT:
+            say("a screen capture has no transparency: the avatar's transparent background shows "
+                "what is behind the window, or black; choose the chroma background in the settings "
+                "to key it out in OBS")
         return True
 
     def _chroma(self, target: SetupTarget, say: Callable[[str], None]) -> None:
@@ -458,7 +490,7 @@ class ObsLink:
             return
         red, green, blue, _ = (round(channel * 255) for channel in parse_colour(target.chroma_colour))
         # OBS colours are 0xAABBGGRR integers; the chroma key ignores the alpha byte.
-        settings = {"key_color_type": "custom", "key_color": red | green << 8 | blue << 16}
+        settings = {"key_color_type": "custom", "key_color": red | green << 8 | blue << 16, **CHROMA_TUNING}
         if exists:
             self._call("SetSourceFilterSettings", {"sourceName": SOURCE_NAME, "filterName": CHROMA_FILTER_NAME,
                                                    "filterSettings": settings})

@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,14 +70,29 @@ class WindowManager:
         if shutil.which("openbox") is None:
             raise RuntimeError("openbox is not installed (the test packages include it)")
         self.display = display
+        # An Xvfb whose socket just appeared may still hang up on clients (openbox then
+        # exits with "Failed to open the display", seen here on a loaded machine): wait
+        # until the server answers a request.
+        deadline = time.monotonic() + 10
+        while subprocess.run(["xprop", "-root", "-display", display, "_NET_SUPPORTING_WM_CHECK"],
+                             capture_output=True).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the X server on {display} did not answer within 10 s")
+            time.sleep(0.05)
+        # openbox writes its messages to stdout; a file, which never fills up as a pipe can.
+        self._messages = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             ["openbox", "--sm-disable"], env=dict(os.environ, DISPLAY=display),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + 10
+            stdout=self._messages, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         while not self._ewmh_ready():
             if self.proc.poll() is not None:
+                self._messages.seek(0)
+                lock = Path(f"/tmp/.X{display.lstrip(':')}-lock")
+                owner = lock.read_text().strip() if lock.exists() else "none"
+                xvfbs = subprocess.run(["pgrep", "-a", "Xvfb"], capture_output=True, text=True).stdout
                 raise RuntimeError(f"openbox exited with {self.proc.returncode}: "
-                                   f"{self.proc.stderr.read().decode(errors='replace').strip()}")
+                                   f"{self._messages.read().decode(errors='replace').strip()} "
+                                   f"[lock owner {owner}; Xvfbs: {xvfbs!r}; me {os.getpid()}]")
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("openbox did not set _NET_SUPPORTING_WM_CHECK within 10 s")
@@ -89,6 +105,7 @@ class WindowManager:
 
     def stop(self) -> None:
         _stop_group(self.proc)
+        self._messages.close()
 
 
 class Obs:
