@@ -94,11 +94,14 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
 
     def load_voice() -> None:
         try:
-            engine.attach_voice(Engine.load_voice())
+            tts = Engine.load_voice()
+            engine.attach_voice(tts)
         except Exception as exc:  # told, and the outputs keep running with the mic
             log.exception("voice failed to load")
             tell(f"The voice could not be loaded: {exc}", Severity.ERROR)
             return
+        # Captions are fed on the speaker's thread; the track is made on the GUI thread.
+        QTimer.singleShot(0, app, lambda: outputs.attach_voice(tts))
         tell("Voice ready: type a line and press Enter to speak it; Ctrl-C stops.", Severity.INFO)
         for line in sys.stdin:
             if stopping.is_set():

@@ -13,9 +13,13 @@ import logging
 import time
 from collections.abc import Callable
 
+from PySide6.QtCore import Qt, QTimer
+
 from app.engine import Engine
 from app.settings import Settings, parse_size
 from app.ui.messages import Severity
+from pipeline.voice.captions import CaptionTrack
+from pipeline.voice.speaker import SentenceTimed, SpeechFinished, WordTimed
 from render.outputs.avatar_window import AvatarWindow
 from render.outputs.background import CHROMA, SOLID, Background, parse_colour
 from render.outputs.browser_source import BrowserSource, BrowserSourceError
@@ -54,6 +58,14 @@ class Outputs:
         self.feeds: dict[str, FrameFeed] = {}
         # Told when the user closes the avatar window, so the app can save it as off.
         self.window_closed: Callable[[], None] | None = None
+        # Captions: a track fed by the speaker's events, read on a timer at the heard time.
+        self._phonemize: Callable[[str], str] | None = None
+        self.captions: CaptionTrack | None = None
+        self._unsubscribe_captions: Callable[[], None] | None = None
+        self._caption_shown = ""
+        self._caption_timer = QTimer()
+        self._caption_timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._caption_timer.timeout.connect(self._show_caption)
 
     # -- wiring ---------------------------------------------------------------------
 
@@ -73,6 +85,11 @@ class Outputs:
         for output in self._pullers():
             output.set_sources(source, self.engine.clock.media_time_at, version)
 
+    def attach_voice(self, tts) -> None:
+        """The voice is loaded: captions can phonemize its sentences from now on."""
+        self._phonemize = tts.phonemes_of
+        self._apply_captions(force=True)
+
     def apply(self, settings: Settings, *, window: bool | None = None,
               browser_port: int | None = None) -> None:
         """Open, reconfigure or close outputs for `settings`. `window` overrides
@@ -84,14 +101,54 @@ class Outputs:
             self._open_window()
         elif self.avatar_window is not None:
             self._close_window()
+        old_lead = self.captions.lead_s if self.captions is not None else None
         self._apply_browser_source(browser_port)
+        self._apply_captions(force=old_lead != settings.captions_lead_ms / 1e3)
         for output in self._pullers():
             output.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
 
     def close(self) -> None:
+        self._caption_timer.stop()
+        if self._unsubscribe_captions is not None:
+            self._unsubscribe_captions()
         if self.avatar_window is not None:
             self._close_window()
         self._close_browser_source()
+
+    # -- captions ---------------------------------------------------------------------
+
+    def _apply_captions(self, force: bool) -> None:
+        """A new track when the lead changed (a track's lead is fixed: its published show
+        times hold it); the timer runs while captions have somewhere to go."""
+        if self._phonemize is None:
+            return
+        if force or self.captions is None:
+            if self._unsubscribe_captions is not None:
+                self._unsubscribe_captions()
+            self.captions = CaptionTrack(self._phonemize, lead_s=self.settings.captions_lead_ms / 1e3)
+            self._unsubscribe_captions = self.engine.events.subscribe(
+                self.captions.on_event, SentenceTimed, WordTimed, SpeechFinished)
+        shown = self.settings.captions_in_window and (
+            self.avatar_window is not None or self.browser_source is not None)
+        if shown and not self._caption_timer.isActive():
+            # Each tick of the display's rate at most: a caption is never later than the
+            # frame it goes with by more than a frame.
+            self._caption_timer.start(max(1, round(1000 / self._frame_rate)))
+        elif not shown:
+            self._caption_timer.stop()
+            self._set_caption("")
+
+    def _show_caption(self) -> None:
+        self._set_caption(self.captions.text_at(self.engine.clock.media_time_now()))
+
+    def _set_caption(self, text: str) -> None:
+        if text == self._caption_shown:
+            return
+        self._caption_shown = text
+        if self.avatar_window is not None:
+            self.avatar_window.set_caption(text)
+        if self.browser_source is not None:
+            self.browser_source.set_caption(text)
 
     # -- the browser source ----------------------------------------------------------
 

@@ -4,6 +4,7 @@ remembered, and settings changes reach it. Real window, voice and JACK audio."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -81,3 +82,35 @@ def test_settings_reach_the_open_avatar_window(window):
     assert avatar.flags() & Qt.WindowType.FramelessWindowHint
     window.apply_settings(replace(window.settings, output_window=False))
     assert window.outputs.avatar_window is None
+
+
+def test_captions_show_each_word_the_lead_before_it_is_heard(window):
+    avatar = window.outputs.avatar_window
+    track = window.outputs.captions
+    assert track is not None and track.lead_s == 0.15  # the default lead, 150 ms
+    seen: list[tuple[float, str]] = []
+    clock = window.engine.clock
+    window.first_audio = window.finished = None
+    window.text.setText(TEXT)
+    window.speak()
+    end = time.monotonic() + 15
+    while time.monotonic() < end and not (
+            window.finished is not None and clock.media_time_now() > window.finished.end_media_time + 0.3):
+        pump(0.002)
+        seen.append((clock.media_time_now(), avatar._caption))
+    words = [w for w in track.words() if w.start >= window.finished.end_media_time - 10]
+    assert [w.text for w in words][:3] == ["Papa", "made", "a"]
+    # The caption changes on a timer of the display's period, read at the heard time:
+    # each word appears between `lead` and `lead - period - pump` before it is heard
+    # (the pump's own 2 ms steps, and a few ms of a busy event loop, on top).
+    first_shown = {}
+    for t, text in seen:
+        for word in words:
+            if word.text.strip(".,") in text.split() and word.text not in first_shown:
+                first_shown[word.text] = t
+    lead_seen = np.array([word.start - first_shown[word.text] for word in words
+                          if word.text in first_shown])
+    assert len(lead_seen) >= len({w.text for w in words}) - 1
+    period = window.outputs.avatar_window.presenter.period
+    assert np.median(lead_seen) <= 0.15 + 0.005
+    assert np.median(lead_seen) >= 0.15 - period - 0.02

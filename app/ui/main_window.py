@@ -260,6 +260,7 @@ class MainWindow(QMainWindow):
     def _on_voice_loaded(self, tts, measured: dict[str, float]) -> None:
         self.mode_first_audio_ms = measured
         self.engine.attach_voice(tts)
+        self.outputs.attach_voice(tts)
         self._set_ready(True)
 
     def _on_voice_failed(self, message: str) -> None:
