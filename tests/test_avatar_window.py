@@ -139,3 +139,32 @@ def test_it_shows_the_same_avatar_as_the_main_view(avatar_window, qt_app):
         view.shutdown()
         view.close()
         view.deleteLater()
+
+
+def test_a_caption_is_outlined_letters_not_a_box(avatar_window, qt_app, tmp_path):
+    from PIL import Image
+
+    from render.outputs.background import CHROMA, Background, parse_colour
+
+    window = avatar_window(background=Background(CHROMA, parse_colour("#00ff00")))
+    window.set_caption("Papa made a map of five big boats.")
+    drawn = window.draws
+    end = time.monotonic() + 5
+    while time.monotonic() < end and window.draws < drawn + 3:
+        qt_app.processEvents()
+        time.sleep(0.002)
+    shot = tmp_path / "window.png"
+    # What is on screen (the caption is painted over the frame, not into grab_frame's).
+    subprocess.run(["import", "-window", str(int(window.winId())), str(shot)], check=True)
+    pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    strip = pixels[int(SIZE[1] * 0.8):]
+    white = (strip > 235).all(axis=-1)
+    dark = (strip < 40).all(axis=-1)
+    rows, cols = np.nonzero(white)
+    assert len(rows) > 100, "no caption letters on screen"
+    box = (slice(rows.min(), rows.max() + 1), slice(cols.min(), cols.max() + 1))
+    # Letters in an outline leave the background between them: a filled box (Qt's GL
+    # paint engine without a stencil buffer fills a path's bounding box) would not.
+    covered = (white[box] | dark[box]).mean()
+    assert covered < 0.75, f"{covered:.0%} of the caption's box is letters or outline"
+    assert dark[box].mean() > 0.05, "the letters need their outline"

@@ -47,6 +47,9 @@ class AvatarSurface(QOpenGLWindow):
         # An alpha channel in the window itself: on X11 Qt then picks a 32-bit ARGB
         # visual, which is what lets OBS's window capture keep the transparency.
         fmt.setAlphaBufferSize(8)
+        # Qt's GL paint engine fills paths (caption outlines) through the stencil buffer;
+        # without one it fills their bounding boxes instead.
+        fmt.setStencilBufferSize(8)
         fmt.setSwapInterval(1)
         self.setFormat(fmt)
         self.presenter = Presenter(fps, slot_count=slot_count, lookahead=lookahead, seed=seed,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QRect, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
 
 from render.outputs.avatar_surface import AvatarSurface
 from render.outputs.background import Background
@@ -56,18 +56,20 @@ class AvatarWindow(AvatarSurface):
     def _paint_caption(self, surface: AvatarSurface) -> None:
         if not self._caption:
             return
+        width, height = self.width(), self.height()
+        self._caption_font.setPixelSize(max(12, height // 16))
+        metrics = QFontMetrics(self._caption_font)
+        lines = self._caption.split("\n")
         painter = QPainter(self)
-        height = self.height()
-        self._caption_font.setPixelSize(max(12, height // 18))
-        painter.setFont(self._caption_font)
-        box = QRect(0, int(height * 0.78), self.width(), int(height * 0.2))
-        flags = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap
-        # A dark outline keeps white text readable on any background, keyed or not.
-        painter.setPen(QPen(QColor(0, 0, 0, 230)))
-        for dx, dy in ((-2, 0), (2, 0), (0, -2), (0, 2)):
-            painter.drawText(box.translated(dx, dy), flags, self._caption)
-        painter.setPen(QPen(QColor(255, 255, 255)))
-        painter.drawText(box, flags, self._caption)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        # White letters in a dark outline: readable over any background, keyed or not.
+        path = QPainterPath()
+        y = height - metrics.descent() - height // 30 - (len(lines) - 1) * metrics.lineSpacing()
+        for line in lines:
+            path.addText((width - metrics.horizontalAdvance(line)) / 2, y, self._caption_font, line)
+            y += metrics.lineSpacing()
+        painter.strokePath(path, QPen(QColor(0, 0, 0, 230), max(3.0, height / 160)))
+        painter.fillPath(path, QColor(255, 255, 255))
         painter.end()
 
     def closeEvent(self, event) -> None:
