@@ -24,6 +24,7 @@ from render.outputs.avatar_window import AvatarWindow
 from render.outputs.background import CHROMA, SOLID, Background, parse_colour
 from render.outputs.browser_source import BrowserSource, BrowserSourceError
 from render.outputs.frame_feed import FrameFeed
+from render.outputs.virtual_camera import VirtualCamera, VirtualCameraError
 from render.rigs.loader import AvatarRig
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,10 @@ class Outputs:
         self._rig: AvatarRig | None = None
         self.avatar_window: AvatarWindow | None = None
         self.browser_source: BrowserSource | None = None
+        self.camera: VirtualCamera | None = None
+        # Why the camera is off although the settings want it (None: not so).
+        self.camera_problem: str | None = None
+        self._camera_background: Background | None = None
         # The offscreen feeds by the output they feed ("browser", "camera").
         self.feeds: dict[str, FrameFeed] = {}
         # Told when the user closes the avatar window, so the app can save it as off.
@@ -103,6 +108,7 @@ class Outputs:
             self._close_window()
         old_lead = self.captions.lead_s if self.captions is not None else None
         self._apply_browser_source(browser_port)
+        self._apply_camera()
         self._apply_captions(force=old_lead != settings.captions_lead_ms / 1e3)
         for output in self._pullers():
             output.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
@@ -114,6 +120,49 @@ class Outputs:
         if self.avatar_window is not None:
             self._close_window()
         self._close_browser_source()
+        self._close_camera()
+
+    # -- the virtual camera -----------------------------------------------------------
+
+    def _apply_camera(self) -> None:
+        settings = self.settings
+        size = parse_size(settings.virtual_camera_size)
+        fps = settings.virtual_camera_fps
+        background = output_background(settings)
+        camera = self.camera
+        if camera is not None and (not settings.virtual_camera or (camera.width, camera.height) != size
+                                   or camera.fps != fps or self._camera_background != background):
+            self._close_camera()
+            camera = None
+        if not settings.virtual_camera:
+            self.camera_problem = None
+            return
+        if camera is not None:
+            return
+        camera = VirtualCamera(*size, fps, background)
+        try:
+            camera.start()
+        except VirtualCameraError as exc:
+            if str(exc) != self.camera_problem:  # once per cause, not at every settings change
+                self._tell(f"Virtual camera off: {exc}", Severity.ERROR)
+            self.camera_problem = str(exc)
+            return
+        self.camera_problem = None
+        self._camera_background = background
+        feed = FrameFeed(*size, fps, now=self._now)
+        feed.sinks.append(camera.offer)
+        self.camera, self.feeds["camera"] = camera, feed
+        self._start_feed(feed)
+        self._tell(f"Virtual camera on: {camera.device}, {size[0]}x{size[1]} at {fps} fps",
+                   Severity.INFO)
+
+    def _close_camera(self) -> None:
+        feed = self.feeds.pop("camera", None)
+        if feed is not None:
+            feed.stop()
+        if self.camera is not None:
+            self.camera.stop()
+            self.camera = None
 
     # -- captions ---------------------------------------------------------------------
 

@@ -114,3 +114,21 @@ def test_captions_show_each_word_the_lead_before_it_is_heard(window):
     period = window.outputs.avatar_window.presenter.period
     assert np.median(lead_seen) <= 0.15 + 0.005
     assert np.median(lead_seen) >= 0.15 - period - 0.02
+
+
+def test_the_virtual_camera_without_v4l2loopback_is_explained_and_the_app_goes_on(window):
+    """No v4l2loopback module can be loaded on these machines (the kernel has no module
+    support): turning the camera on meets pyvirtualcam's real error, and the user gets
+    the commands to install and load the module; the app and its other outputs go on.
+    Sending to a real camera device is untested here."""
+    window.apply_settings(replace(window.settings, virtual_camera=True))
+    problem = window.outputs.camera_problem
+    assert problem is not None and window.outputs.camera is None
+    assert "sudo modprobe v4l2loopback exclusive_caps=1" in problem
+    assert any("Virtual camera off" in notice and "v4l2loopback" in notice
+               for notice in window.notices)
+    assert window.outputs.avatar_window is not None
+    # Saved as the user chose it: the camera comes on by itself once the module is there.
+    assert SettingsStore(window.store.path).load().virtual_camera is True
+    say(window, TEXT)
+    wait_until_quiet(window)
