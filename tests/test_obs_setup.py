@@ -332,11 +332,12 @@ def test_setup_captures_the_window_keys_the_chroma_and_sets_the_mic_offset(obs, 
 
 
 def test_without_the_app_setup_uses_the_saved_settings(obs, client, avatar_window, config, capsys):
-    SettingsStore().save(Settings(output_background="transparent", obs_port=obs.port))
+    SettingsStore().save(Settings(output_background="transparent", obs_port=obs.port, browser_source=True))
     write_running_app(record(pid=dead_pid()))  # left by an app that crashed
     assert run(parse("--password", obs.password)) == 0
     out = capsys.readouterr().out
     assert out.startswith("Lipsync Studio is not running: setting OBS up from the saved settings\n")
+    assert "this OBS has no browser source (Debian's OBS is built without it): capturing the avatar window instead" in out
     assert "removed the chroma key filter (the background is transparent now)" in out
     if "captures the screen cropped" in out:
         assert "a screen capture has no transparency" in out
@@ -348,6 +349,31 @@ def test_without_the_app_setup_uses_the_saved_settings(obs, client, avatar_windo
 def test_a_missing_scene_is_named_with_the_ones_there_are(obs, capsys):
     assert run(parse("--port", str(obs.port), "--password", obs.password, "--scene", "Nope")) == 1
     assert capsys.readouterr().err.strip() == "lipsync-studio: OBS has no scene named 'Nope' (its scenes: 'Scene')"
+
+
+def test_the_mic_offset_follows_the_measured_delay(obs, client):
+    # What the app calls when the mic → mouth delay moves (a latency mode switch, a stall).
+    if MIC not in [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]:
+        client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
+                                    "inputSettings": {}})
+    link = ObsLink("127.0.0.1", obs.port, obs.password)
+    try:
+        assert link.set_mic_sync_offset(80.4, "premium") == [
+            f"set the audio sync offset of the microphone '{MIC}' to 80 ms (the measured mic → mouth delay, "
+            "premium mode)"]
+        assert client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"] == 80
+    finally:
+        link.close()
+
+
+def test_the_command_line_says_what_it_takes(capsys):
+    with pytest.raises(SystemExit):
+        parse("--help")
+    usage = " ".join(capsys.readouterr().out.split())
+    assert usage.startswith("usage: lipsync-studio obs setup [-h] [--host HOST] [--port PORT] "
+                            "[--password PASSWORD] [--scene SCENE]")
+    assert run(parse("--port", "70000")) == 1
+    assert capsys.readouterr().err == "lipsync-studio: --port 70000 is out of range: use 1 to 65535\n"
 
 
 def test_captions_go_into_a_text_source_made_when_missing(obs, client):
