@@ -132,3 +132,71 @@ def test_the_virtual_camera_without_v4l2loopback_is_explained_and_the_app_goes_o
     assert SettingsStore(window.store.path).load().virtual_camera is True
     say(window, TEXT)
     wait_until_quiet(window)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_browser_page_shows_what_the_avatar_window_shows(qt_app, jack_server, tmp_path):
+    """The app's browser source in a real headless Chromium: the page's canvas holds the
+    avatar window's very pixels (idle, same size), the background stays transparent,
+    and the mouth moves in the page while the app speaks."""
+    from tests.harness.browser import chromium
+    from tests.test_browser_source import premultiply, read_canvas
+
+    port = _free_port()
+    app = open_window(tmp_path, replace(QUIET, output_window=True, output_size="480x360",
+                                        browser_source=True, browser_source_port=port))
+    try:
+        avatar = app.outputs.avatar_window
+        assert app.outputs.browser_source is not None
+        assert any(f"http://127.0.0.1:{port}/" in notice for notice in app.notices)
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 480, "height": 360})
+            page.goto(f"http://127.0.0.1:{port}/")
+            pump_until(lambda: page.evaluate("window.lipsyncStats.frames") > 3, 20,
+                       "frames painted in the page")
+            shown = premultiply(read_canvas(page))
+            ours = _window_pixels(avatar)
+            # Idle, no blinking or breathing: every frame alike, drawn by two contexts.
+            assert shown.shape == ours.shape
+            assert np.abs(shown.astype(int) - ours.astype(int)).max() <= 1
+            assert shown[0, 0, 3] == 0
+            idle = shown
+            # The page notes a checksum of its canvas at every animation frame: reading
+            # the pixels out each time would block this thread (and the app's ticks).
+            page.evaluate("""() => {
+                window.sums = [];
+                const c = document.getElementById("avatar");
+                const ctx = c.getContext("2d");
+                const note = () => {
+                    const d = ctx.getImageData(0, 0, c.width, c.height).data;
+                    let sum = 0;
+                    for (let i = 0; i < d.length; i += 4) sum += d[i] + 3 * d[i + 1] + 7 * d[i + 2];
+                    window.sums.push(sum);
+                    requestAnimationFrame(note);
+                };
+                requestAnimationFrame(note);
+            }""")
+            say(app, TEXT)
+            wait_until_quiet(app, margin=0.2)
+            sums = page.evaluate("window.sums")
+            # The mouth moved in the page during the speech: idle (no blinking or
+            # breathing) the page shows one picture; the sentence's 20 viseme changes give
+            # several (how many of them a page catches depends on how busy the machine is:
+            # 6 with the load at 10 on 2 cores, all of them unloaded).
+            assert len(set(sums)) >= 4, (sorted(set(sums)), len(sums))
+    finally:
+        app.close()
+        pump(0.1)
+
+
+def _window_pixels(avatar) -> np.ndarray:
+    from tests.test_avatar_window import _pixels
+
+    return _pixels(avatar.grab_frame())
