@@ -352,8 +352,10 @@ def test_client_that_never_reads_stays_bounded(source, page):
         assert mine.sent < 20 and mine.dropped > 80, mine
         assert mine.queued <= 1
         assert mine.buffered_bytes <= message_bytes + WRITE_LIMIT, mine
-        # The page kept being served meanwhile.
-        assert page.evaluate("window.lipsyncStats.frames") - start > 60
+        # The page kept being served meanwhile (at the rate it takes 1 MiB frames in:
+        # 25 fps on this VM when loaded), and gets the newest frame.
+        assert page.evaluate("window.lipsyncStats.frames") - start > 10
+        page.wait_for_function(f"window.lipsyncStats.lastSeq === {source.stats().published - 1}")
         # publish copies 1 MiB into its buffer (~0.06 ms here) and swaps two references
         # under a lock held for no longer: nothing in it waits for a client. 5 ms leaves
         # room for the other engineers' jobs preempting us on this shared 2-core VM.
@@ -405,13 +407,33 @@ def test_other_sites_cannot_watch(source):
     assert run_in_thread(lambda: asyncio.run(foreign())) == 403
 
 
-def test_paint_delay_is_measured(source, page):
-    frame = avatar_frame(512, 512)
-    publish_until(source, frame, lambda: len(source.stats().clients) == 1
-                  and source.stats().clients[0].painted >= 30)
-    client = source.stats().clients[0]
-    # Acks came back with paint times on the page's clock, mapped onto ours: every
-    # delay is after its publish and well under a second on one machine.
-    assert client.delay_p50_ms is not None and 0 < client.delay_p50_ms < 200, client
-    assert 0 < client.delay_p99_ms < 1000, client
-    assert client.clock_uncertainty_ms < 5, client
+def test_paint_delay_agrees_with_an_independent_clock(source, page):
+    # The server maps the page's clock by its probes; here the test maps it by itself,
+    # bracketing one evaluate() with perf_counter, and times the same paints.
+    frame = avatar_frame(256, 256)
+    publish_until(source, frame, lambda: source.clients == 1 and
+                  source.stats().clients[0].clock_uncertainty_ms is not None)
+    for i in range(5):
+        timed = len(source.delays_ms())
+        published = time.perf_counter()
+        source.publish(frame, float(i))
+        seq = source.stats().published - 1
+        page.wait_for_function(f"window.lipsyncStats.lastSeq === {seq}")
+        wait_for(lambda: len(source.delays_ms()) > timed)  # its ack has come back
+        server_ms = source.delays_ms()[-1]
+        # The bracket with the shortest round trip of 10.
+        brackets = []
+        for _ in range(10):
+            before = time.perf_counter()
+            page_now, paint = page.evaluate(
+                "[performance.now(), window.lipsyncStats.lastPaintTime]")
+            brackets.append((time.perf_counter() - before, before, page_now, paint))
+        rtt, before, page_now, paint = min(brackets)
+        offset = page_now / 1e3 - (before + rtt / 2)
+        mine_ms = (paint / 1e3 - offset - published) * 1e3
+        # Each mapping is uncertain by half its round trip; performance.now() is
+        # coarsened to 0.1 ms (twice: paint and now). Measured here: the two agree within
+        # 0.4 ms, the tolerance is 3-5 ms (Playwright's evaluate takes 6-10 ms).
+        tolerance = rtt / 2 * 1e3 + source.stats().clients[0].clock_uncertainty_ms + 0.2
+        assert 0 < server_ms and abs(server_ms - mine_ms) <= tolerance, (
+            server_ms, mine_ms, tolerance)

@@ -52,11 +52,12 @@
     stats.lastSeq = frame.seq;
     stats.lastMediaTime = frame.mediaTime;
     stats.lastPaintTime = t;
-    send({painted: frame.seq, t: t});
+    send({painted: frame.seq, t: t, ready: frame.ready});
   }
 
   // A decoded frame: painted at the next animation frame unless a newer one comes first.
   function offer(frame) {
+    frame.ready = performance.now();
     if (frame.seq <= newestSeq) {  // decoded after a newer one
       if (frame.bitmap) frame.bitmap.close();
       stats.skipped += 1;

@@ -29,7 +29,8 @@ then the rectangle as **straight** (un-premultiplied) RGBA, rows top to bottom, 
 canvas's ``putImageData`` takes: raw bytes, or a PNG the page decodes with
 ``createImageBitmap`` (off its main thread). Text messages are JSON:
 ``{"caption": text, "style": {...}}`` and clock probes ``{"sync": n}``. Page → server:
-``{"painted": frame_number, "t": ms}`` after each paint and ``{"sync": n, "t": ms}``
+``{"painted": frame_number, "t": ms, "ready": ms}`` after each paint (``ready``: when
+the frame was ready to paint) and ``{"sync": n, "t": ms}``
 answering a probe, ``t`` being the page's ``performance.now()``. Anything else a client
 sends is ignored (counted as ``ignored``); a message over ``MAX_CLIENT_MESSAGE`` bytes
 closes that client only. Paint acks also pace the sending: at most ``WINDOW`` frames
@@ -206,9 +207,11 @@ def _percentile_ms(values, q: float) -> float | None:
 @dataclass(frozen=True)
 class ClientStats:
     """One connected client. `dropped`: frames replaced in its queue before it took them;
-    `buffered_bytes`: in our write buffer for it; delays: publish → its paint, over its
-    last DELAY_WINDOW acked frames (None for clients that do not ack, or before the first
-    clock probe came back)."""
+    `buffered_bytes`: in our write buffer for it; delays, over its last DELAY_WINDOW acked
+    frames (None for clients that do not ack, or before the first clock probe came back):
+    publish → its paint, and publish → ready to paint (received, and decoded for PNG),
+    before waiting for the page's next animation frame; their difference depends on the
+    phase of our frames against the page's, which neither side sets."""
 
     id: int
     peer: str
@@ -220,6 +223,8 @@ class ClientStats:
     ignored: int
     delay_p50_ms: float | None
     delay_p99_ms: float | None
+    ready_p50_ms: float | None
+    ready_p99_ms: float | None
     clock_uncertainty_ms: float | None
 
 
@@ -268,6 +273,7 @@ class _Client:
         self.last_ack = -float("inf")
         self.sent = self.dropped = self.painted = self.ignored = 0
         self.delays: deque[float] = deque(maxlen=DELAY_WINDOW)
+        self.ready_delays: deque[float] = deque(maxlen=DELAY_WINDOW)
         self.probes: dict[int, float] = {}
         self.offset_s: float | None = None  # page clock − our clock
         self.best_rtt_s = float("inf")
@@ -290,13 +296,13 @@ class _Client:
         self.wake.set()
 
     def stats(self) -> ClientStats:
-        delays = tuple(self.delays)
+        delays, ready = tuple(self.delays), tuple(self.ready_delays)
         transport = self.connection.transport
         return ClientStats(
             self.id, self.peer, self.sent, self.dropped, len(self.queue),
             transport.get_write_buffer_size() if transport else 0, self.painted,
             self.ignored, _percentile_ms(delays, 50), _percentile_ms(delays, 99),
-            self.best_rtt_s * 500 if self.offset_s is not None else None)
+            _percentile_ms(ready, 50), _percentile_ms(ready, 99), self.best_rtt_s * 500 if self.offset_s is not None else None)
 
 
 class BrowserSource:
@@ -409,16 +415,17 @@ class BrowserSource:
     def stats(self) -> BrowserSourceStats:
         clients = tuple(c.stats() for c in tuple(self._clients.values()))
         encode = tuple(self._encode_times)
-        delays = [d / 1e3 for d in self.paint_delays_ms()]
+        delays = [d / 1e3 for d in self.delays_ms()]
         return BrowserSourceStats(
             self._published, self._coalesced, self._encoded,
             _percentile_ms(encode, 50), _percentile_ms(encode, 99),
             _percentile_ms(delays, 50), _percentile_ms(delays, 99), clients)
 
-    def paint_delays_ms(self) -> list[float]:
-        """Every connected client's recent publish → paint delays (the last DELAY_WINDOW
-        each), oldest first per client, in ms."""
-        return [d * 1e3 for c in tuple(self._clients.values()) for d in tuple(c.delays)]
+    def delays_ms(self, until: str = "paint") -> list[float]:
+        """Every connected client's recent delays (the last DELAY_WINDOW each), oldest
+        first per client, in ms: publish → paint, or → "ready" to paint (ClientStats)."""
+        return [d * 1e3 for c in tuple(self._clients.values())
+                for d in tuple(c.delays if until == "paint" else c.ready_delays)]
 
     def stop(self) -> None:
         """Close every client (going away: pages reconnect when a server is back) and the
@@ -592,6 +599,10 @@ class BrowserSource:
             client.acknowledge(seq)
             k = seq % PUBLISH_RING
             if client.offset_s is not None and self._publish_seqs[k] == seq:
-                client.delays.append(t - client.offset_s - self._publish_times[k])
+                published = self._publish_times[k] + client.offset_s
+                client.delays.append(t - published)
+                ready = data.get("ready")
+                if isinstance(ready, float | int) and math.isfinite(ready):
+                    client.ready_delays.append(ready / 1e3 - published)
         else:
             client.ignored += 1

@@ -7,6 +7,7 @@ with the flags that let it run in a container without a GPU (docs: shared recipe
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Iterator
 
@@ -41,6 +42,4 @@ def canvas_pixels(page) -> tuple[int, int, bytes]:
                 s += String.fromCharCode.apply(null, d.subarray(i, i + 32768));
             return [c.width, c.height, btoa(s)];
         }""")
-    import base64
-
     return width, height, base64.b64decode(data)
