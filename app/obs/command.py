@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.obs.credentials import CredentialError, load_password, save_password
-from app.obs.link import ENABLE_HINT, ObsError, ObsLink
-from app.obs.running_app import read_running_app
-from app.obs.target import target_from
-from app.settings import SettingsStore
+from app.obs.target import ENABLE_HINT
+
+# The websocket client and keyring load when the command runs (about 0.2 s here), not
+# whenever the command line is parsed.
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -42,6 +41,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run `obs setup` for parsed ``args``: 0 when done, 1 with the message on stderr."""
+    from app.obs.credentials import CredentialError
+    from app.obs.link import ObsError
+
     try:
         setup(args, lambda line: print(line, flush=True))
     except (ObsError, CredentialError) as exc:
@@ -51,6 +53,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def setup(args: argparse.Namespace, report) -> list[str]:
+    """What `run` does, each line to ``report``; raises ObsError or CredentialError."""
+    from app.obs.credentials import load_password, save_password
+    from app.obs.link import ObsError, ObsLink
+    from app.obs.running_app import read_running_app
+    from app.obs.target import target_from
+    from app.settings import SettingsStore
+
     store = SettingsStore()
     settings = store.load()
     for problem in store.problems:

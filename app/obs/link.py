@@ -25,17 +25,17 @@ import obsws_python
 from obsws_python.error import OBSSDKError, OBSSDKRequestError
 from websocket import WebSocketBadStatusException, WebSocketException, WebSocketTimeoutException
 
-from app.obs.target import AVATAR_WINDOW_TITLE, SetupTarget
+from app.obs.target import AVATAR_WINDOW_TITLE, ENABLE_HINT, SetupTarget
 from app.obs.window_geometry import GeometryError, window_geometry
 from render.outputs.background import CHROMA, TRANSPARENT, parse_colour
 
-# obsws-python logs each failure, with a traceback, before raising it; we say each in a line.
+# obsws-python logs each failure with a traceback before raising it (we say each in a
+# line), and every connection's parameters, the password in clear, at INFO.
 logging.getLogger("obsws_python").setLevel(logging.CRITICAL + 1)
 
 SOURCE_NAME = AVATAR_WINDOW_TITLE  # the source is named as the window it shows
 PROBE_NAME = "Lipsync Studio — window probe"
 CHROMA_FILTER_NAME = "Lipsync Studio chroma key"
-ENABLE_HINT = "OBS menu Tools → WebSocket Server Settings → Enable WebSocket server"
 PASSWORD_HINT = "OBS shows it under Tools → WebSocket Server Settings → Show Connect Info"
 
 # obs-websocket 5 request status codes (RequestStatus in its protocol).

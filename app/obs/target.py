@@ -10,6 +10,7 @@ from app.settings import Settings, parse_size
 # render.outputs.avatar_window.TITLE, spelt out here so that `obs setup` loads no Qt
 # (tests/test_obs_setup.py checks they are the same).
 AVATAR_WINDOW_TITLE = "Lipsync Studio — Avatar"
+ENABLE_HINT = "OBS menu Tools → WebSocket Server Settings → Enable WebSocket server"
 
 
 @dataclass(frozen=True)
