@@ -13,7 +13,11 @@ Variants run interleaved, round after round; the summary takes medians over roun
 Microphone off (its analysis would cost the same in all); the voice is the one the app
 ships.
 
-Usage: python bench/app_cpu.py [--rounds 3] [--seconds 10] [--variants REV:FPS,REV:FPS]
+A variant REV:FPS:window also has the avatar-only window for OBS open (1280x720, a GL
+window of its own drawing every frame): against REV:FPS in the same run, what that
+window costs.
+
+Usage: python bench/app_cpu.py [--rounds 3] [--seconds 10] [--variants REV:FPS[:window],...]
                                [--out bench/results/app_cpu_MACHINE.json]
 Last line of output: one JSON object.
 """
@@ -148,8 +152,9 @@ def _measure(window, seconds: float, pids: dict[str, int]) -> dict:
     }
 
 
-def child(tree: Path, fps: int, seconds: float, pids: dict[str, int]) -> dict:
-    """The app of `tree` in this process: idle, then speaking."""
+def child(tree: Path, fps: int, seconds: float, pids: dict[str, int], avatar_window: bool = False) -> dict:
+    """The app of `tree` in this process: idle, then speaking (with the avatar window
+    open too if `avatar_window`)."""
     sys.path.insert(0, str(tree))
     os.chdir(tree)
     from PySide6.QtWidgets import QApplication
@@ -161,8 +166,9 @@ def child(tree: Path, fps: int, seconds: float, pids: dict[str, int]) -> dict:
 
     renderer = gl_renderer()
     with tempfile.TemporaryDirectory() as config:
+        extra = {"output_window": True, "output_size": "720p"} if avatar_window else {}
         window = open_window(Path(config), Settings(audio_output_device="system", mic_enabled=False,
-                                                    target_fps=fps, software_gl_fps=fps),
+                                                    target_fps=fps, software_gl_fps=fps, **extra),
                              size=WINDOW_SIZE)
         view = window.view
         try:
@@ -183,7 +189,11 @@ def child(tree: Path, fps: int, seconds: float, pids: dict[str, int]) -> dict:
         window.stop()
         pump(0.2)
         kind = type(view)
-        result = {"fps": fps, "gl_renderer": renderer,
+        outputs = getattr(window, "outputs", None)
+        shown = outputs is not None and outputs.avatar_window is not None
+        if avatar_window and not shown:
+            raise SystemExit("this tree's app opened no avatar window")
+        result = {"fps": fps, "gl_renderer": renderer, "avatar_window": shown,
                   "view": f"{kind.__name__}({kind.__mro__[1].__name__})",
                   "view_file": sys.modules[kind.__module__].__file__,
                   "idle": idle, "speaking": speaking}
@@ -210,10 +220,12 @@ def main() -> int:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--fps", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--pids", help=argparse.SUPPRESS)
+    parser.add_argument("--window", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child:
-        print(json.dumps(child(args.child, args.fps, args.seconds, json.loads(args.pids))))
+        print(json.dumps(child(args.child, args.fps, args.seconds, json.loads(args.pids),
+                               args.window)))
         return 0
 
     from tests.harness.services import JackServer, Xvfb
@@ -221,10 +233,11 @@ def main() -> int:
     names = (args.variants or f"{before_presenter()}:60,HEAD:60").split(",")
     variants = []
     for name in names:
-        rev, fps = name.rsplit(":", 1)
+        rev, fps, *window = name.split(":")
         commit = _git("rev-parse", rev).strip()
         subject = _git("log", "-1", "--format=%s", commit).strip()
-        variants.append({"name": f"{commit[:7]}:{fps}", "commit": commit, "fps": int(fps),
+        variants.append({"name": f"{commit[:7]}:{fps}" + (":window" if window else ""),
+                         "commit": commit, "fps": int(fps), "avatar_window": bool(window),
                          "subject": subject[:120]})
     machine = describe()
     xvfb = Xvfb()
@@ -242,7 +255,7 @@ def main() -> int:
                     command = [sys.executable, "-X", "faulthandler", __file__,
                                "--child", str(Path(trees) / variant["commit"]),
                                "--fps", str(variant["fps"]), "--seconds", str(args.seconds),
-                               "--pids", json.dumps(pids)]
+                               "--pids", json.dumps(pids)] + (["--window"] if variant["avatar_window"] else [])
                     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
                     if done.returncode != 0:
                         sys.stderr.write(done.stderr[-4000:])

@@ -189,7 +189,7 @@ def test_the_browser_page_shows_what_the_avatar_window_shows(qt_app, jack_server
             # The mouth moved in the page during the speech: idle (no blinking or
             # breathing) the page shows one picture; the sentence's 20 viseme changes give
             # several (how many of them a page catches depends on how busy the machine is:
-            # 6 with the load at 10 on 2 cores, all of them unloaded).
+            # 6 were caught with the load at 10 on 2 cores).
             assert len(set(sums)) >= 4, (sorted(set(sums)), len(sums))
     finally:
         app.close()
