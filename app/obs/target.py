@@ -18,17 +18,16 @@ class SetupTarget:
     """``mic_sync_offset_ms`` is the measured mic → mouth delay, None when nobody measured
     it (the app is not running): then the mic's offset in OBS is left as it is.
     ``browser_source_url`` is None when the browser-source page is off. ``scene`` None
-    means OBS's current program scene."""
+    means OBS's current program scene; ``size`` is the browser source's, in pixels."""
 
     window_title: str = AVATAR_WINDOW_TITLE
-    background: str = "transparent"
-    chroma_colour: str = "#00ff00"
+    background: str = Settings.output_background
+    chroma_colour: str = Settings.chroma_colour
     browser_source_url: str | None = None
     mic_sync_offset_ms: float | None = None
-    latency_mode: str = "balanced"
+    latency_mode: str = Settings.latency_mode
     scene: str | None = None
-    size: tuple[int, int] = (1280, 720)
-    running_pid: int | None = None
+    size: tuple[int, int] = parse_size(Settings.output_size)
 
 
 def browser_source_url(port: int) -> str:
@@ -47,7 +46,6 @@ def target_from(settings: Settings, running: dict | None, scene: str | None = No
             browser_source_url=running["browser_source_url"],
             mic_sync_offset_ms=running["mic_sync_offset_ms"],
             latency_mode=running["latency_mode"],
-            running_pid=running["pid"],
             **common)
     return SetupTarget(
         background=settings.output_background,
