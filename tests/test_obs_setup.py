@@ -488,3 +488,57 @@ def test_obs_shows_the_real_avatar_window_keyed_out(obs, client, qt_app, window_
         window.close()
         window.deleteLater()
         qt_app.processEvents()
+
+
+def test_the_pusher_sends_the_newest_values_without_blocking_the_caller(obs, client):
+    from app.obs.pusher import ObsPusher
+
+    if MIC not in [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]:
+        client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
+                                    "inputSettings": {}})
+    errors: list[str] = []
+    pusher = ObsPusher(ObsLink("127.0.0.1", obs.port, obs.password), errors.append)
+    try:
+        started = time.monotonic()
+        for n in range(200):  # words faster than any speech: most are superseded, none waits
+            pusher.offer_caption("Test captions", f"word {n}")
+        pusher.offer_sync_offset(65.0, "balanced")
+        offered = time.monotonic() - started
+
+        def sent():
+            try:
+                text = client.send("GetInputSettings", {"inputName": "Test captions"}, raw=True)["inputSettings"]["text"]
+            except obsws_python.error.OBSSDKRequestError:
+                return False  # not made yet
+            offset = client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"]
+            return text == "word 199" and offset == 65
+
+        deadline = time.monotonic() + 5  # a few requests on a loaded machine
+        while not sent():
+            assert time.monotonic() < deadline, "the newest caption and offset did not reach OBS"
+            time.sleep(0.05)
+        assert offered < 0.05, f"201 offers took {offered * 1e3:.1f} ms"
+        assert errors == []
+    finally:
+        pusher.close()
+        client.send("RemoveInput", {"inputName": "Test captions"})  # it would cover the avatar's place
+
+
+def test_the_pusher_tells_a_failure_once(capsys):
+    from app.obs.pusher import ObsPusher
+
+    port = free_port()
+    errors: list[str] = []
+    pusher = ObsPusher(ObsLink("127.0.0.1", port, timeout=1.0), errors.append)
+    try:
+        pusher.offer_sync_offset(50.0)
+        deadline = time.monotonic() + 3
+        while not errors:
+            assert time.monotonic() < deadline, "no error told"
+            time.sleep(0.02)
+        pusher.offer_sync_offset(55.0)  # fails again: not told again
+        time.sleep(0.3)
+        assert len(errors) == 1 and f"nothing answers at 127.0.0.1:{port}" in errors[0]
+        assert errors[0].startswith("OBS: ")
+    finally:
+        pusher.close()
