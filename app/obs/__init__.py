@@ -4,6 +4,8 @@ OBS" button configure a running OBS through obs-websocket 5 (obsws-python).
 - `link.py`: ObsLink, the connection (one-line errors, reconnects with bounded backoff)
   and what it does in OBS: the avatar capture, the chroma key, the mic's sync offset,
   caption text.
+- `pusher.py`: ObsPusher, the running app's live values (mic sync offset, captions) into
+  OBS from a thread of its own, never blocking the caller.
 - `target.py`: what to set up, from the running app's record or the saved settings.
 - `running_app.py`: the record the running app keeps in the config folder.
 - `credentials.py`: the obs-websocket password, in the system keyring or a private file.
