@@ -29,7 +29,8 @@ Goal (issue 13): delay ≤ 1 frame + 10 ms (26.7 ms) at P50 and P99. ready_*: pu
 the frame ready to paint in the page (received and decoded), before it waits for the
 page's next animation frame (60 Hz in headless Chromium); that wait depends on the phase
 of our 60 fps grid against the page's, random per block. painted_fps is the page's paint
-rate; the machine's busy cores meanwhile come from /proc/stat.
+rate. Cores used meanwhile: the whole machine's (/proc/stat: other jobs share it), this
+process's (publisher, encoder, server) and the browser's.
 
 Last line of output: one JSON object. Usage: python bench/browser_delay.py [--seconds 4]
 [--rounds 2] [--out bench/results/browser_delay.json]
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import base64
 import io
+import os
 import socket
 import sys
 import time
@@ -189,21 +191,39 @@ def encodings(frame: np.ndarray) -> dict[str, tuple[float, bytes, str, list[int]
 
 
 class BusyCores:
-    """Cores the whole machine kept busy between start and stop (/proc/stat)."""
+    """Cores used between start and stop: by the whole machine (/proc/stat), by this
+    process (the publisher, encoder and server) and by its child processes (Chromium and
+    Playwright's driver)."""
 
     @staticmethod
     def _sample():
         fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        idle = fields[3] + fields[4]
-        return sum(fields) - idle, time.monotonic()
+        parents, ticks = {}, {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                after_name = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # gone meanwhile
+            pid = int(stat.parent.name)
+            parents[pid], ticks[pid] = int(after_name[1]), int(after_name[11]) + int(after_name[12])
+        children, frontier = set(), {os.getpid()}
+        while frontier:
+            frontier = {pid for pid, parent in parents.items() if parent in frontier} - children
+            children |= frontier
+        return (sum(fields) - fields[3] - fields[4], sum(ticks[p] for p in children),
+                time.process_time(), time.monotonic())
 
     def __enter__(self):
         self.start = self._sample()
         return self
 
     def __exit__(self, *exc):
-        busy, t = self._sample()
-        self.cores = (busy - self.start[0]) / 100 / (t - self.start[1])  # USER_HZ = 100
+        end = self._sample()
+        wall = end[3] - self.start[3]
+        # /proc counts in clock ticks of 1/100 s (USER_HZ).
+        self.machine = (end[0] - self.start[0]) / 100 / wall
+        self.children = (end[1] - self.start[1]) / 100 / wall
+        self.own = (end[2] - self.start[2]) / wall
 
 
 def free_port() -> int:
@@ -249,7 +269,9 @@ def end_to_end(browser, encoding: str, frames: list[np.ndarray], seconds: float)
             "publish_call_p50_ms": round(float(np.percentile(publish_s, 50)) * 1e3, 3),
             "publish_call_p99_ms": round(float(np.percentile(publish_s, 99)) * 1e3, 3),
             "clock_uncertainty_ms": round(client.clock_uncertainty_ms, 3),
-            "machine_busy_cores": round(busy.cores, 2),
+            "machine_busy_cores": round(busy.machine, 2),
+            "bench_process_cores": round(busy.own, 2),
+            "browser_cores": round(busy.children, 2),
             "delays": delays, "ready": ready,
         }
     finally:

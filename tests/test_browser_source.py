@@ -55,8 +55,9 @@ def free_port() -> int:
 
 @pytest.fixture
 def source(request):
-    encoding = getattr(request, "param", None)
-    bs = BrowserSource(free_port()) if encoding is None else BrowserSource(free_port(), encoding=encoding)
+    # The default encoding unless a test asks for one (indirect parametrisation).
+    kwargs = {"encoding": request.param} if hasattr(request, "param") else {}
+    bs = BrowserSource(free_port(), **kwargs)
     bs.start()
     yield bs
     bs.stop()
