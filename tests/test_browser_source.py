@@ -216,6 +216,13 @@ def test_port_in_use_is_one_clear_message():
         "Browser source, or --browser-source-port")
 
 
+def test_publish_refuses_what_the_page_cannot_show(source):
+    for bad in (np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 4), np.float32),
+                np.zeros((0, 4, 4), np.uint8), np.zeros((1, 65536, 4), np.uint8)):
+        with pytest.raises(ValueError, match="publish takes H×W×4 uint8 RGBA"):
+            source.publish(bad, 0.0)
+
+
 def test_serves_the_page_and_nothing_else(source):
     with urllib.request.urlopen(source.url) as reply:
         assert reply.headers["Content-Type"].startswith("text/html")
@@ -223,6 +230,16 @@ def test_serves_the_page_and_nothing_else(source):
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(source.url + "../README.md")
     assert caught.value.code == 404
+    # Not HTTP at all, then a WebSocket path without the upgrade: answered or dropped,
+    # and the server goes on.
+    for junk in (b"garbage\r\n\r\n", b"GET /ws HTTP/1.1\r\nHost: x\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", source.port)) as s:
+            s.sendall(junk)
+            s.settimeout(5)
+            reply = s.recv(100)
+        assert reply == b"" or reply.startswith(b"HTTP/1.1 426")
+    with urllib.request.urlopen(source.url) as reply:
+        assert reply.status == 200
 
 
 def test_caption_shown_with_its_style(source, page, browser):

@@ -112,6 +112,7 @@ MAGIC = b"LSF2"
 # magic, frame number, media time, canvas width and height, the rectangle sent (x, y,
 # width, height; everything outside it is transparent), encoding, 3 bytes of padding.
 HEADER = struct.Struct("<4sIdHHHHHHB3x")
+MAX_SIDE = 65535  # the header's u16
 RAW, PNG = "raw", "png"
 ENCODINGS = (RAW, PNG)
 _ENCODING_CODES = {RAW: 0, PNG: 1}
@@ -333,7 +334,7 @@ class _Client:
 class BrowserSource:
     """Serves the avatar page and its frames on http://host:port/ until stop().
 
-    Invariants: publish() never waits for a client, the encoder or the loop, and
+    One start() per object. Invariants: publish() never waits for a client, the encoder or the loop, and
     allocates nothing unless the frame size changed; each published frame is encoded at
     most once, whatever the number of clients; a client's memory is bounded by one queued
     frame plus one frame in its write buffer.
@@ -401,8 +402,10 @@ class BrowserSource:
         bottom, any strides (a flipped view of a readback is fine). Copied; the caller may
         reuse its array at once. Call it from one thread only."""
         now = time.perf_counter()
-        if rgba.dtype != np.uint8 or rgba.ndim != 3 or rgba.shape[2] != 4:
-            raise ValueError(f"publish takes H×W×4 uint8 RGBA, not {rgba.dtype} {rgba.shape}")
+        if (rgba.dtype != np.uint8 or rgba.ndim != 3 or rgba.shape[2] != 4
+                or not 0 < rgba.shape[0] <= MAX_SIDE or not 0 < rgba.shape[1] <= MAX_SIDE):
+            raise ValueError(f"publish takes H×W×4 uint8 RGBA up to {MAX_SIDE} a side, "
+                             f"not {rgba.dtype} {rgba.shape}")
         if not self._clients:
             return
         slot = self._back  # only this thread touches the back buffer
