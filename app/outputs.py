@@ -10,6 +10,7 @@ Problems are told through `tell(message, severity)` and never stop the app.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -68,6 +69,7 @@ class Outputs:
         self.captions: CaptionTrack | None = None
         self._unsubscribe_captions: Callable[[], None] | None = None
         self._caption_shown = ""
+        self._captions_lock = threading.Lock()
         self._caption_timer = QTimer()
         self._caption_timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._caption_timer.timeout.connect(self._show_caption)
@@ -176,7 +178,7 @@ class Outputs:
                 self._unsubscribe_captions()
             self.captions = CaptionTrack(self._phonemize, lead_s=self.settings.captions_lead_ms / 1e3)
             self._unsubscribe_captions = self.engine.events.subscribe(
-                self.captions.on_event, SentenceTimed, WordTimed, SpeechFinished)
+                self._feed_captions, SentenceTimed, WordTimed, SpeechFinished)
         shown = self.settings.captions_in_window and (
             self.avatar_window is not None or self.browser_source is not None)
         if shown and not self._caption_timer.isActive():
@@ -186,6 +188,19 @@ class Outputs:
         elif not shown:
             self._caption_timer.stop()
             self._set_caption("")
+
+    def _feed_captions(self, event) -> None:
+        # On the speaker's thread. A track is fed from one thread at a time: the lock
+        # keeps a Stop's cut (GUI thread) out of a word being added.
+        track = self.captions
+        with self._captions_lock:
+            track.on_event(event)
+
+    def speech_stopped(self) -> None:
+        """The user stopped the speech: its words not heard yet leave the captions."""
+        if self.captions is not None:
+            with self._captions_lock:
+                self.captions.cut(self.engine.clock.media_time_now())
 
     def _show_caption(self) -> None:
         self._set_caption(self.captions.text_at(self.engine.clock.media_time_now()))

@@ -200,3 +200,16 @@ def _window_pixels(avatar) -> np.ndarray:
     from tests.test_avatar_window import _pixels
 
     return _pixels(avatar.grab_frame())
+
+
+def test_stop_takes_the_unheard_words_off_the_captions(window):
+    say(window, "Papa made a map of five big boats and a very long list of things to do.")
+    pump(0.4)
+    window.stop()
+    cut_at = window.engine.clock.media_time_now()
+    pump(0.3)
+    track = window.outputs.captions
+    words = track.words()
+    # Nothing heard after the stop is left to show (a word cut mid-way ends at the stop).
+    assert words and all(word.end <= cut_at + 1e-6 for word in words)
+    assert "list" not in " ".join(word.text for word in words)

@@ -419,6 +419,7 @@ class MainWindow(QMainWindow):
 
     def stop(self) -> None:
         self.engine.stop()
+        self.outputs.speech_stopped()
 
     def open_settings(self) -> None:
         panel = SettingsPanel(self.settings, self.mode_first_audio_ms, self)

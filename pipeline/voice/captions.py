@@ -238,9 +238,13 @@ class CaptionTrack:
 
     def cut(self, t: float) -> None:
         """Speech stops at media time `t`: words heard from `t` on are dropped, one
-        being heard then ends at `t`. The current sentence takes no more words."""
+        being heard then ends at `t`. The current sentence takes no more words, and its
+        written words the voice never reached stay untimed (closing it as complete would
+        give them the last spoken word's time, as for a reading nothing predicted)."""
         if self._sentences and not self._sentences[-1].done:
-            self._close(self._sentences[-1])
+            last = self._sentences[-1]
+            self._align(last, complete=False)
+            last.done = True
         for s in self._sentences[self._shown_from:]:  # those before ended long before t
             for i, times in enumerate(s.times):
                 if times is not None and times[0] >= t:
