@@ -388,6 +388,21 @@ def test_client_that_never_reads_stays_bounded(source, page):
         f"window.lipsyncStats.frames >= {start + 3}"))
 
 
+def test_client_that_never_reads_is_cut_off():
+    source = BrowserSource(free_port(), encoding=RAW, stall_timeout_s=0.5)
+    source.start()
+    try:
+        stuck = raw_websocket(source.port)
+        wait_for(lambda: source.clients == 1)
+        t0 = time.monotonic()
+        publish_until(source, avatar_frame(512, 512), lambda: source.clients == 0)
+        # Kernel buffers fill within a few frames, then 0.5 s without progress.
+        assert time.monotonic() - t0 < 3
+        stuck.close()
+    finally:
+        source.stop()
+
+
 def test_malformed_messages_are_ignored(source, page):
     garbage = ["not json", "[1, 2]", "42", '"t"', "{}", '{"t": "soon"}', '{"t": NaN}',
                '{"t": 1, "sync": 123456}', '{"t": 1, "sync": "x"}', '{"t": 1, "painted": "x"}',

@@ -12,15 +12,17 @@ Threads and hand-offs (none of them waits on a client):
   triple buffer (preallocated; it is re-made only when the frame size changes), swaps it
   with the pending one under a lock held for two assignments, and wakes the encoder. A
   frame still pending when the next arrives is replaced (counted as ``coalesced``). With
-  no client connected, ``publish`` only counts.
-- ``browser-encode``: takes the pending frame and encodes it once into one message that
-  every client shares (see Encoding), then hands it to the loop.
+  no client connected, ``publish`` returns once it has checked the frame.
+- ``browser-encode``: takes the pending frame, crops it to its visible rectangle and
+  encodes it once into one message that every client shares (see Encoding), then hands
+  it to the loop.
 - ``browser-source`` (asyncio loop): the server; each client has a queue of one frame: a
   newer frame replaces a waiting one (the oldest is dropped, counted per client) while
   that client's sender is still writing the previous one. A client that does not read
   holds at most: the one queued frame, and its write buffer, which ``send`` fills with at
-  most one frame beyond ``WRITE_LIMIT`` before it waits for the socket to drain. Such a
-  client is closed by the keepalive (no pong within 20 s after a 20 s ping interval).
+  most one frame beyond ``WRITE_LIMIT`` before it waits for the socket to drain. One
+  whose socket takes nothing for ``stall_timeout_s`` is disconnected (websockets'
+  keepalive cannot: its ping waits behind the full buffer).
 
 Wire format. Server → page: a binary message per frame, ``HEADER`` (magic ``LSF2``, frame
 number u32, media time f64, canvas width and height, the visible rectangle's x, y, width
@@ -141,6 +143,8 @@ DELAY_WINDOW = 600
 PUBLISH_RING = 1024
 # Clock probes: a burst at connect, then one a second (the smallest round trip is kept).
 PROBE_BURST, PROBE_BURST_GAP_S, PROBE_INTERVAL_S = 5, 0.05, 1.0
+# A client whose socket took nothing for this long is cut off; a live page reconnects.
+STALL_TIMEOUT_S = 10.0
 # Closing a client that does not read waits this long for its close handshake.
 CLOSE_TIMEOUT_S = 1.0
 START_TIMEOUT_S = 10.0
@@ -340,12 +344,14 @@ class BrowserSource:
     frame plus one frame in its write buffer.
     """
 
-    def __init__(self, port: int, host: str = "127.0.0.1", encoding: str = PNG) -> None:
+    def __init__(self, port: int, host: str = "127.0.0.1", encoding: str = PNG,
+                 stall_timeout_s: float = STALL_TIMEOUT_S) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding {encoding!r} is not one of {ENCODINGS}")
         self.port = port
         self.host = host
         self.encoding = encoding
+        self.stall_timeout_s = stall_timeout_s
         self._clients: dict[int, _Client] = {}
         self._next_client = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -585,10 +591,13 @@ class BrowserSource:
                 while client.queue and not client.window_full():
                     frame = client.queue.popleft()
                     client.in_flight.append(frame.seq)
-                    await client.connection.send(frame.message)
+                    await asyncio.wait_for(client.connection.send(frame.message),
+                                           self.stall_timeout_s)
                     client.sent += 1
         except ConnectionClosed:
             pass
+        except TimeoutError:
+            client.connection.transport.abort()
 
     async def _probe(self, client: _Client) -> None:
         try:
