@@ -29,7 +29,9 @@ Goal (issue 13): delay ≤ 1 frame + 10 ms (26.7 ms) at P50 and P99. ready_*: pu
 the frame ready to paint in the page (received and decoded), before it waits for the
 page's next animation frame (60 Hz in headless Chromium); that wait depends on the phase
 of our 60 fps grid against the page's, random per block. painted_fps is the page's paint
-rate. Cores used meanwhile: the whole machine's (/proc/stat: other jobs share it), this
+rate. publish_call_*: what publish() costs its caller, beside a bare np.copyto of the
+same frame right after it (bare_copy_*): the floor of any copy on that thread at those
+moments (preempted on the loaded machine, waiting for the GIL). Cores used meanwhile: the whole machine's (/proc/stat: other jobs share it), this
 process's (publisher, encoder, server) and the browser's.
 
 Last line of output: one JSON object. Usage: python bench/browser_delay.py [--seconds 4]
@@ -240,7 +242,8 @@ def end_to_end(browser, encoding: str, frames: list[np.ndarray], seconds: float)
     try:
         page.goto(source.url)
         page.wait_for_function("window.lipsyncStats.connected")
-        publish_s, n, warm_delays, warm_ready, warm_frames = [], 0, None, 0, 0
+        publish_s, copy_s, n, warm_delays, warm_ready, warm_frames = [], [], 0, None, 0, 0
+        scratch = np.empty_like(frames[0])
         t0 = time.perf_counter()
         with BusyCores() as busy:
             while (now := time.perf_counter()) < t0 + WARM_UP_S + seconds:
@@ -248,10 +251,13 @@ def end_to_end(browser, encoding: str, frames: list[np.ndarray], seconds: float)
                     warm_delays = len(source.delays_ms())
                     warm_ready = len(source.delays_ms("ready"))
                     warm_frames = page.evaluate("window.lipsyncStats.frames")
-                    publish_s = []
+                    publish_s, copy_s = [], []
                 start = time.perf_counter()
                 source.publish(frames[n % len(frames)], n / FPS)
-                publish_s.append(time.perf_counter() - start)
+                middle = time.perf_counter()
+                np.copyto(scratch, frames[n % len(frames)])  # the baseline: a bare copy
+                publish_s.append(middle - start)
+                copy_s.append(time.perf_counter() - middle)
                 n += 1
                 time.sleep(max(0.0, t0 + n / FPS - time.perf_counter()))
         painted = page.evaluate("window.lipsyncStats.frames") - warm_frames
@@ -268,6 +274,8 @@ def end_to_end(browser, encoding: str, frames: list[np.ndarray], seconds: float)
             "encode_p50_ms": round(stats.encode_p50_ms, 2),
             "publish_call_p50_ms": round(float(np.percentile(publish_s, 50)) * 1e3, 3),
             "publish_call_p99_ms": round(float(np.percentile(publish_s, 99)) * 1e3, 3),
+            "bare_copy_p50_ms": round(float(np.percentile(copy_s, 50)) * 1e3, 3),
+            "bare_copy_p99_ms": round(float(np.percentile(copy_s, 99)) * 1e3, 3),
             "clock_uncertainty_ms": round(client.clock_uncertainty_ms, 3),
             "machine_busy_cores": round(busy.machine, 2),
             "bench_process_cores": round(busy.own, 2),
