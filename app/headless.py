@@ -37,6 +37,7 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
     from PySide6.QtGui import QGuiApplication
 
     from app.engine import Engine
+    from app.obs.live import ObsLive
     from app.outputs import Outputs
     from app.settings import SettingsStore
     from app.ui.messages import Severity
@@ -75,6 +76,8 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
         tell(f"Avatar not loaded: {exc} Showing the bundled avatar instead.")
         outputs.set_rig(load_avatar_rig(DEFAULT_AVATAR_MANIFEST))
     outputs.apply(settings, window=output_window, browser_port=browser_port)
+    obs = ObsLive(engine, settings, tell)
+    outputs.on_caption = obs.offer_caption
     if not outputs.feeds and outputs.avatar_window is None:
         tell("No output is on: turn on the browser source (--browser-source-port PORT) or the "
              "virtual camera in the settings; the voice and microphone run anyway.")
@@ -113,6 +116,7 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
     tell("Running headless; Ctrl-C stops.", Severity.INFO)
     app.exec()
     outputs.close()
+    obs.close()
     engine.close()
     tell("Stopped.", Severity.INFO)
     return 0

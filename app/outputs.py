@@ -69,6 +69,8 @@ class Outputs:
         self.captions: CaptionTrack | None = None
         self._unsubscribe_captions: Callable[[], None] | None = None
         self._caption_shown = ""
+        # Told each new caption text too (OBS's text source), when captions_to_obs.
+        self.on_caption: Callable[[str], None] | None = None
         self._captions_lock = threading.Lock()
         self._caption_timer = QTimer()
         self._caption_timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -179,8 +181,9 @@ class Outputs:
             self.captions = CaptionTrack(self._phonemize, lead_s=self.settings.captions_lead_ms / 1e3)
             self._unsubscribe_captions = self.engine.events.subscribe(
                 self._feed_captions, SentenceTimed, WordTimed, SpeechFinished)
-        shown = self.settings.captions_in_window and (
+        shown = (self.settings.captions_in_window and (
             self.avatar_window is not None or self.browser_source is not None)
+            or self.settings.captions_to_obs)
         if shown and not self._caption_timer.isActive():
             # Each tick of the display's rate at most: a caption is never later than the
             # frame it goes with by more than a frame.
@@ -213,6 +216,8 @@ class Outputs:
             self.avatar_window.set_caption(text)
         if self.browser_source is not None:
             self.browser_source.set_caption(text)
+        if self.on_caption is not None and self.settings.captions_to_obs:
+            self.on_caption(text)
 
     # -- the browser source ----------------------------------------------------------
 

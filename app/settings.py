@@ -80,6 +80,9 @@ class Settings:
     # None = OBS's current program scene.
     obs_scene: str | None = None
     obs_captions_source: str = "Lipsync Studio captions"
+    # Keep OBS's mic sync offset at the measured delay while the app runs (turned on by a
+    # successful "Add to OBS"; app/obs/live.py).
+    obs_live_updates: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ RULES: dict[str, FieldRule] = {
     "obs_port": FieldRule(int, 1, 65535),
     "obs_scene": FieldRule(str, optional=True),
     "obs_captions_source": FieldRule(str),
+    "obs_live_updates": FieldRule(bool),
 }
 
 COLOUR_FIELDS = ("background", "output_colour", "chroma_colour")

@@ -370,8 +370,9 @@ def test_the_command_line_says_what_it_takes(capsys):
     with pytest.raises(SystemExit):
         parse("--help")
     usage = " ".join(capsys.readouterr().out.split())
-    assert usage.startswith("usage: lipsync-studio obs setup [-h] [--host HOST] [--port PORT] "
-                            "[--password PASSWORD] [--scene SCENE]")
+    # The issue's own spelling of the command.
+    assert usage.startswith("usage: lipsync-studio obs setup [-h] [--host H] [--port P] "
+                            "[--password PW] [--scene NAME]")
     assert run(parse("--port", "70000")) == 1
     assert capsys.readouterr().err == "lipsync-studio: --port 70000 is out of range: use 1 to 65535\n"
 

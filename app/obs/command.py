@@ -30,11 +30,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "when the background is a chroma colour, and the microphone's audio sync offset "
         "(the measured mic → mouth delay, while the app runs). Running it again updates "
         "what it made before; nothing is duplicated.")
-    setup.add_argument("--host", help="where OBS runs (default: the saved setting, 127.0.0.1)")
-    setup.add_argument("--port", type=int, help="obs-websocket's port (default: the saved setting, 4455)")
-    setup.add_argument("--password", help="obs-websocket's password; saved for next time (system keyring, "
+    setup.add_argument("--host", metavar="H", help="where OBS runs (default: the saved setting, 127.0.0.1)")
+    setup.add_argument("--port", metavar="P", type=int, help="obs-websocket's port (default: the saved setting, 4455)")
+    setup.add_argument("--password", metavar="PW", help="obs-websocket's password; saved for next time (system keyring, "
                        "or a file only you can read)")
-    setup.add_argument("--scene", help="the scene to add the avatar to (default: the saved setting, "
+    setup.add_argument("--scene", metavar="NAME", help="the scene to add the avatar to (default: the saved setting, "
                        "else OBS's current program scene)")
     return obs
 
@@ -54,31 +54,42 @@ def run(args: argparse.Namespace) -> int:
 
 def setup(args: argparse.Namespace, report) -> list[str]:
     """What `run` does, each line to ``report``; raises ObsError or CredentialError."""
-    from app.obs.credentials import load_password, save_password
-    from app.obs.link import ObsError, ObsLink
-    from app.obs.running_app import read_running_app
-    from app.obs.target import target_from
+    from app.obs.link import ObsError
     from app.settings import SettingsStore
 
     store = SettingsStore()
     settings = store.load()
     for problem in store.problems:
         report(f"settings: {problem}")
-    port = settings.obs_port if args.port is None else args.port
-    if not 1 <= port <= 65535:
-        raise ObsError(f"--port {port} is out of range: use 1 to 65535")
-    password = args.password if args.password is not None else load_password()
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise ObsError(f"--port {args.port} is out of range: use 1 to 65535")
+    return add_to_obs(settings, report, host=args.host, port=args.port,
+                      password=args.password, scene=args.scene)
+
+
+def add_to_obs(settings, report, *, host: str | None = None, port: int | None = None,
+               password: str | None = None, scene: str | None = None) -> list[str]:
+    """Set OBS up for the running app (or `settings` when none runs): what `obs setup`
+    and the settings panel's "Add to OBS" do. None for host, port or scene takes the
+    setting; a `password` given is saved once OBS accepts it, else the saved one is used.
+    Raises ObsError or CredentialError."""
+    from app.obs.credentials import load_password, save_password
+    from app.obs.link import ObsLink
+    from app.obs.running_app import read_running_app
+    from app.obs.target import target_from
+
     running = read_running_app()
-    target = target_from(settings, running, args.scene)
+    target = target_from(settings, running, scene)
     if running is None:
         report("Lipsync Studio is not running: setting OBS up from the saved settings")
     else:
         report(f"setting OBS up for the running Lipsync Studio (pid {running['pid']})")
-    link = ObsLink(args.host or settings.obs_host, port, password)
+    link = ObsLink(host or settings.obs_host, settings.obs_port if port is None else port,
+                   password if password is not None else load_password())
     try:
         link.connect()
-        if args.password is not None:
-            report(save_password(args.password))  # only once OBS took it
+        if password is not None:
+            report(save_password(password))  # only once OBS took it
         return link.setup(target, report)
     finally:
         link.close()

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine import Engine
+from app.obs.live import ObsLive
 from app.outputs import Outputs
 from app.settings import Settings, SettingsStore
 from app.ui.message_view import MessageArea, MessageHistory
@@ -76,6 +77,7 @@ VOICE = "voice"
 AVATAR = "avatar"
 PORTRAIT = "portrait"
 FELL_BEHIND = "fell behind"
+OBS = "obs"
 SETTINGS_FILE = "settings file"
 # Microphone statuses that are good news: shown for a while, not until the next status.
 MIC_GOOD_NEWS = ("started", "recovered", "available")
@@ -89,6 +91,7 @@ class _Bridge(QObject):
     voice_loaded = Signal(object, object)
     voice_failed = Signal(str)
     mic_status = Signal(str)
+    obs_message = Signal(str)
 
 
 def _colour(hex_colour: str) -> tuple[float, float, float, float]:
@@ -113,6 +116,7 @@ class MainWindow(QMainWindow):
         self._bridge.voice_loaded.connect(self._on_voice_loaded)
         self._bridge.voice_failed.connect(self._on_voice_failed)
         self._bridge.mic_status.connect(self._on_engine_message)
+        self._bridge.obs_message.connect(lambda message: self.tell(message, key=OBS))
         self.engine = Engine(settings)
         # From the engine's threads to this one, through the bridge's queued signals.
         self.engine.events.subscribe(self._bridge.speech.emit, SpeechStarted, SpeechFinished,
@@ -139,6 +143,8 @@ class MainWindow(QMainWindow):
         self.view = AvatarView(fps=frame_rate, clear_color=_colour(settings.background))
         self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=frame_rate)
         self.outputs.window_closed = self._on_avatar_window_closed
+        self.obs = ObsLive(self.engine, settings, self._bridge.obs_message.emit)
+        self.outputs.on_caption = self.obs.offer_caption
         self._output_window = output_window
         self._browser_port = browser_port
         self.view.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
@@ -461,6 +467,7 @@ class MainWindow(QMainWindow):
                 old.browser_source, old.browser_source_port):
             self._browser_port = None
         self._apply_outputs()
+        self.obs.apply(settings)
 
     # -- outputs --------------------------------------------------------------------
 
@@ -574,6 +581,7 @@ class MainWindow(QMainWindow):
         self.importer.close()
         self.view.shutdown()
         self.outputs.close()
+        self.obs.close()
         self.engine.close()
         super().closeEvent(event)
 

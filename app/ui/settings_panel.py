@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import Settings, validate
+from app.ui.obs_setup_box import ObsSetupBox
 from pipeline.audio.devices import Kind, list_devices, list_devices_now
 from pipeline.lipsync.model import MIC_TRADES
 from pipeline.voice.streaming_tts import LATENCY_MODES
@@ -250,6 +251,12 @@ class SettingsPanel(QDialog):
         form.addRow("OBS scene", self.obs_scene)
         self.obs_captions_source = QLineEdit(settings.obs_captions_source)
         form.addRow("OBS captions source", self.obs_captions_source)
+        self.obs_live_updates = QCheckBox("Keep OBS's mic sync offset at the measured delay")
+        self.obs_live_updates.setChecked(settings.obs_live_updates)
+        form.addRow("", self.obs_live_updates)
+        self.obs_setup = ObsSetupBox(self._checked_settings)
+        self.obs_setup.finished.connect(self._obs_added)
+        form.addRow("OBS", self.obs_setup)
 
     def _browse_avatar(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Avatar manifest", "", "Rig manifest (*.json)")
@@ -294,7 +301,19 @@ class SettingsPanel(QDialog):
             "obs_port": self.obs_port.value(),
             "obs_scene": self.obs_scene.text().strip() or None,
             "obs_captions_source": self.obs_captions_source.text().strip(),
+            "obs_live_updates": self.obs_live_updates.isChecked(),
         }
+
+    def _checked_settings(self) -> Settings | None:
+        """The fields as settings, or None with the problems shown."""
+        settings, problems = validate(self._raw())
+        self.error.setText("\n".join(problems))
+        return None if problems else settings
+
+    def _obs_added(self, succeeded: bool, _text: str) -> None:
+        # Added: from now on the app keeps OBS's mic offset in step (unless unticked).
+        if succeeded:
+            self.obs_live_updates.setChecked(True)
 
     def _accept(self) -> None:
         settings, problems = validate(self._raw())

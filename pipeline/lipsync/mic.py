@@ -137,7 +137,7 @@ class DelayChange:
     at: float  # on the stage's clock
     old: float
     new: float
-    worst_ms: float  # a raise: the worst capture → pose latency that asked for it
+    worst_ms: float  # a raise: the worst capture → pose latency that asked for it (NaN: a reset)
 
 
 class ModelAnalyser:
@@ -360,12 +360,17 @@ class MicLipSync:
         """Forget the latencies measured so far and the delay they set: after start-up
         work (loading and warming up the voice) that slowed the stage for a while, the
         delay should fit how it runs from now on."""
+        old = self.delay
         self._latency_count = self._reviewed = 0
         self.delay = self._initial_delay
         self._settle = self.SETTLE
         self._calm_since, self._calm_peak = -math.inf, 0.0
         self.last_change = self.last_review = None
         self._version += 1
+        if old != self.delay:
+            # A move like any other for those who follow the offset (OBS's); no raise
+            # asked for it, so no worst latency, and the status line shows no change.
+            self._on_delay_change(DelayChange(self.clock(), old, self.delay, math.nan))
 
     def latency(self) -> LatencyStats:
         n = min(self._latency_count, self.LATENCIES)

@@ -1,0 +1,78 @@
+"""The app and a real OBS 29 together (tests/harness/obs.py): the settings panel's "Add
+to OBS" sets OBS up for the running app, then the app keeps the microphone's sync offset in
+OBS at its measured delay (also across a latency mode change), and `obs setup` from a
+terminal finds the running app's record while it runs, and no record once it quit."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from app.obs.link import SOURCE_NAME
+from app.obs.running_app import read_running_app
+from pipeline.lipsync.mic import DelayChange
+from tests.harness.app_driver import open_window, pump, pump_until
+from tests.test_app import QUIET, harness_device  # noqa: F401  (fixture used by name)
+from tests.test_obs_setup import KEY, MIC, client, config, obs, window_manager  # noqa: F401
+
+pytestmark = [pytest.mark.display, pytest.mark.audio]
+
+
+def _offset(client) -> int:
+    return client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"]
+
+
+def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_server, obs, client,
+                                                               config):
+    from app.ui.settings_panel import SettingsPanel
+
+    if MIC not in [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]:
+        client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC,
+                                    "inputKind": "pulse_input_capture", "inputSettings": {},
+                                    "sceneItemEnabled": True}, raw=True)
+    client.send("SetInputAudioSyncOffset", {"inputName": MIC, "inputAudioSyncOffset": 0}, raw=True)
+    settings = replace(QUIET, mic_enabled=True, mic_device="system", output_window=True,
+                       output_size="320x240", output_background="chroma", chroma_colour=KEY,
+                       obs_port=obs.port)
+    window = open_window(config, settings)
+    # The stage measures its latency all along and moves its delay when it must: every
+    # value it has had is one Add to OBS may have read from the app's record.
+    offsets = {window.engine.mic_stage.sync_offset_ms if window.engine.mic_stage else None}
+    window.engine.events.subscribe(lambda change: offsets.add(round(change.new * 1e3)), DelayChange)
+    try:
+        stage = window.engine.mic_stage
+        assert stage is not None, "the JACK test server's microphone did not open"
+        running = read_running_app()
+        assert running["pid"] == os.getpid() and running["output_background"] == "chroma"
+        assert running["mic_sync_offset_ms"] == stage.sync_offset_ms
+
+        panel = SettingsPanel(window.settings, parent=window)
+        panel.obs_setup.password.setText(obs.password)
+        panel.obs_setup.add()
+        pump_until(lambda: panel.obs_setup.succeeded is not None, 90, "Add to OBS")
+        assert panel.obs_setup.succeeded, panel.obs_setup.result.text()
+        assert f"'{MIC}'" in panel.obs_setup.result.text()
+        assert panel.obs_live_updates.isChecked()
+        names = [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]
+        assert SOURCE_NAME in names
+        assert _offset(client) in offsets  # set by Add to OBS, from our record
+
+        # Accepted: from now on the app keeps the offset in step by itself.
+        client.send("SetInputAudioSyncOffset", {"inputName": MIC, "inputAudioSyncOffset": 0}, raw=True)
+        panel._accept()
+        window.apply_settings(panel.result_settings())
+        pump_until(lambda: _offset(client) == window.engine.mic_stage.sync_offset_ms != 0, 20,
+                   "the app setting OBS's mic offset")
+        # A latency mode change sends the offset again (OBS's is zeroed first to see it).
+        client.send("SetInputAudioSyncOffset", {"inputName": MIC, "inputAudioSyncOffset": 0}, raw=True)
+        window.apply_settings(replace(window.settings, latency_mode="premium"))
+        pump_until(lambda: _offset(client) == window.engine.mic_stage.sync_offset_ms != 0, 20,
+                   "the offset following the latency mode")
+        assert read_running_app()["latency_mode"] == "premium"
+        assert read_running_app()["mic_sync_offset_ms"] == window.engine.mic_stage.sync_offset_ms
+    finally:
+        window.close()
+        pump(0.1)
+    assert read_running_app() is None  # the app quit: obs setup uses the saved settings
