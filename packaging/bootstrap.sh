@@ -11,10 +11,11 @@ python=${PYTHON:-python3}
 venv=${VENV:-.venv}
 runtime_pkgs=(libportaudio2 libgl1 libegl1 libgl1-mesa-dri libglx-mesa0 libegl-mesa0
   libxkbcommon-x11-0 libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0
-  libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xkb1 libfontconfig1 libdbus-1-3)
+  libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xkb1 libfontconfig1 libdbus-1-3
+  x11-utils)  # xwininfo: where "Add to OBS" crops a screen capture to the avatar window
 # OBS (with its JACK input and a window manager for window capture) and Chromium: the
 # real OBS and browser the output tests drive (shared/recipes/testing.md).
-test_pkgs=(xvfb xauth jackd2 xdotool x11-utils imagemagick sox obs-studio obs-plugins openbox chromium)
+test_pkgs=(xvfb xauth jackd2 xdotool imagemagick sox obs-studio obs-plugins openbox chromium)
 
 wanted=("${runtime_pkgs[@]}")
 [ "$target" = test ] && wanted+=("${test_pkgs[@]}")

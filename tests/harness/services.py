@@ -27,31 +27,47 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
-def _free_display() -> int:
-    for n in range(90, 200):
-        if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists():
-            return n
-    raise RuntimeError("no free X display number between :90 and :199")
-
-
 class Xvfb:
-    """An Xvfb server on a free display; `display` is the DISPLAY value."""
+    """An Xvfb server on a free display; `display` is the DISPLAY value.
+
+    Xvfb picks the display number itself and tells it through -displayfd: choosing a
+    number here and starting Xvfb on it raced with other test runs doing the same.
+    -noreset: without it Xvfb resets when its last client leaves, dropping connections
+    being made meanwhile (openbox failed with "Failed to open the display" that way)."""
 
     def __init__(self, size: str = "1280x720x24") -> None:
         if shutil.which("Xvfb") is None:
             raise RuntimeError("Xvfb is not installed (make test installs it)")
-        n = _free_display()
-        self.display = f":{n}"
-        self.proc = subprocess.Popen(
-            ["Xvfb", self.display, "-screen", "0", size, "-nolisten", "tcp"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent,
-        )
-        deadline = time.monotonic() + 10
-        while not Path(f"/tmp/.X11-unix/X{n}").exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+        read_end, write_end = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                ["Xvfb", "-displayfd", str(write_end), "-screen", "0", size, "-nolisten", "tcp",
+                 "-noreset"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent,
+                pass_fds=(write_end,),
+            )
+        finally:
+            os.close(write_end)
+        try:
+            number = self._read_display(read_end)
+        finally:
+            os.close(read_end)
+        self.display = f":{number}"
+
+    def _read_display(self, fd: int) -> int:
+        """The number Xvfb writes once it accepts connections (10 s at most)."""
+        import select
+
+        deadline, text = time.monotonic() + 10, b""
+        while not text.endswith(b"\n"):
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 16) if ready else b""
+            if not chunk:
+                self.proc.kill()
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
                 raise RuntimeError(f"Xvfb did not start: {err}")
-            time.sleep(0.05)
+            text += chunk
+        return int(text)
 
     def stop(self) -> None:
         self.proc.terminate()
