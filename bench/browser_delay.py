@@ -34,8 +34,8 @@ same frame right after it (bare_copy_*): the floor of any copy on that thread at
 moments (preempted on the loaded machine, waiting for the GIL). Cores used meanwhile: the whole machine's (/proc/stat: other jobs share it), this
 process's (publisher, encoder, server) and the browser's.
 
-Last line of output: one JSON object. Usage: python bench/browser_delay.py [--seconds 4]
-[--rounds 2] [--out bench/results/browser_delay.json]
+Last line of output: one JSON object. Usage: python bench/browser_delay.py [--seconds 3]
+[--rounds 3] [--out bench/results/browser_delay.json]
 """
 
 from __future__ import annotations
@@ -289,8 +289,8 @@ def end_to_end(browser, encoding: str, frames: list[np.ndarray], seconds: float)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=4.0, help="measured per block")
-    parser.add_argument("--rounds", type=int, default=2, help="blocks per encoding and size")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measured per block")
+    parser.add_argument("--rounds", type=int, default=3, help="blocks per encoding and size")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 

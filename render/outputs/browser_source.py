@@ -48,26 +48,28 @@ then at our time t − offset, and its delay is that minus the ``perf_counter()`
 includes waiting for the page's next frame (up to one refresh period).
 
 Encoding: PNG by default, or raw; chosen by bench/browser_delay.py on the 2-core EPYC VM,
-shared with other jobs (bench/results/browser_delay.json; ranges over 4 runs at load
-averages 3-8), for the bundled avatar. Per frame, encode ms / bytes / page decode+paint ms:
+shared with other jobs (bench/results/browser_delay.json is the last of 5 runs at load
+averages 3-8; figures here are their ranges; a 6th run, in a load spike to 11, had
+P99s over 1 s), for the bundled avatar. Per frame, encode ms / bytes / page decode and
+paint ms:
 
-    ==========================  =========================  ==========================
+    ==========================  =========================  ===========================
     encoding                    512×512 (428×472 shown)    1280×720 (602×664 shown)
-    ==========================  =========================  ==========================
-    raw, visible rectangle      1.1-2.1 / 808 KB / 0.2     3.3-4.2 / 1.6 MB / 0.3-0.4
-    raw, whole frame            1.4-2.0 / 1.0 MB / 0.1     4.6-7.2 / 3.7 MB / 0.3-0.4
-    png (ours)                  4.6-6.3 / 66 KB / 2.8-4.8  8.1-11.8 / 107 KB / 7.7-8.7
-    zlib, DecompressionStream   4.1-6.2 / 66 KB / 5.5-8.4  7.3-10.2 / 107 KB / 12-13
-    webp lossless (Pillow, m0)  8.6-15 / 63 KB / 5.3-6.7   11-18 / 97 KB / 10-13
-    ==========================  =========================  ==========================
+    ==========================  =========================  ===========================
+    raw, visible rectangle      1.1-2.1 / 808 KB / 0.1-0.2  3.3-4.2 / 1.6 MB / 0.3-0.4
+    raw, whole frame            1.4-2.0 / 1.0 MB / 0.1      4.6-7.2 / 3.7 MB / 0.3-0.4
+    png (ours)                  4.6-6.3 / 66 KB / 2.8-4.8   8.1-11.8 / 107 KB / 6.2-8.7
+    zlib, DecompressionStream   4.1-6.2 / 66 KB / 5.5-8.4   7.3-10.5 / 107 KB / 10-13
+    webp lossless (Pillow, m0)  8.6-15 / 63 KB / 4.9-6.7    11-18 / 97 KB / 10-13
+    ==========================  =========================  ===========================
 
 Raw is the cheapest to make and to paint, but headless Chromium takes WebSocket data in
 at only 20-50 MB/s here (16 KB to 1 MB messages), using most of a core, so raw frames
-reached the page at 10-24 fps (512²) and 8-13 fps (720p), 60-109 and 120-229 ms after
-publish (P50); PNG frames at 37-48 and 17-40 fps, 20-35 and 46-64 ms (P99 77-155 and
+reached the page at 10-28 fps (512²) and 8-13 fps (720p), 60-109 and 120-229 ms after
+publish (P50); PNG frames at 37-54 and 17-40 fps, 20-35 and 45-64 ms (P99 63-155 and
 80-281). The goal, 1 frame + 10 ms (26.7 ms), is met at P50 for 512² in the quieter runs
-only, never at P99 or at 720p here: the browser took 0.65-0.9 cores and this process
-(encoder and server) 0.25-0.45 of the 2 that the other jobs also used. Drawing the
+only, never at P99 or at 720p here: the browser took 0.65-1.2 cores and this process
+(encoder and server) 0.25-0.63 of the 2 that the other jobs also used. Drawing the
 avatar from its state in the page (not built): ~184 bytes a frame and no encoding, but
 painting three decoded layers took 2.5-4.9 ms (512²) and 7.7-8 ms (720p), no less than
 decoding our PNG, and it needs a second renderer per rig kind in JavaScript (a WebGL
