@@ -349,35 +349,42 @@ def raw_websocket(port: int) -> socket.socket:
     return s
 
 
-# Raw frames: 1 MiB messages fill the kernel's socket buffers within a few frames.
+# Raw frames: 387 KB messages (the disc's visible square) fill the kernel's socket buffers
+# within a few frames.
 @pytest.mark.parametrize("source", [RAW], indirect=True)
 def test_client_that_never_reads_stays_bounded(source, page):
     frame = avatar_frame(512, 512)
     message_bytes = len(encode_frame(frame, 0, 0.0, RAW))
     stuck = raw_websocket(source.port)
     try:
-        times = []
+        times, copies, scratch = [], [], np.empty_like(frame)
         start = page.evaluate("window.lipsyncStats.frames")
         for i in range(120):
             t0 = time.perf_counter()
             source.publish(frame, i / FPS)
-            times.append(time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            np.copyto(scratch, frame)  # the baseline: a bare copy at the same moment
+            times.append(t1 - t0)
+            copies.append(time.perf_counter() - t1)
             time.sleep(1 / FPS)
         stats = {c.peer: c for c in source.stats().clients}
         mine = stats[f"127.0.0.1:{stuck.getsockname()[1]}"]
-        # Kernel buffers on loopback take a few 1 MiB frames; after that the client's
+        # Kernel buffers on loopback take a few frames; after that the client's
         # sender waits on its drain and every newer frame replaces the queued one.
         assert mine.sent < 20 and mine.dropped > 80, mine
         assert mine.queued <= 1
         assert mine.buffered_bytes <= message_bytes + WRITE_LIMIT, mine
-        # The page kept being served meanwhile (at the rate it takes 1 MiB frames in:
-        # 25 fps on this VM when loaded), and gets the newest frame.
+        # The page kept being served meanwhile (at the rate it takes raw frames in: 10-28
+        # fps on this VM, by bench/browser_delay), and gets the newest frame.
         assert page.evaluate("window.lipsyncStats.frames") - start > 10
         page.wait_for_function(f"window.lipsyncStats.lastSeq === {source.stats().published - 1}")
-        # publish copies 1 MiB into its buffer (~0.06 ms here) and swaps two references
-        # under a lock held for no longer: nothing in it waits for a client. 5 ms leaves
-        # room for the other engineers' jobs preempting us on this shared 2-core VM.
-        assert np.median(times) < 1e-3 and np.percentile(times, 95) < 5e-3, times
+        # publish copies the 1 MiB frame into its buffer and swaps two references under a
+        # lock held for no longer: nothing in it waits for a client, so it costs a bare
+        # copy plus a little (0.15 ms more at P50 in bench/browser_delay). The margins
+        # cover GIL waits (the switch interval is 5 ms) and this shared VM's preemptions,
+        # which hit the bare copy alike.
+        assert np.median(times) < np.median(copies) + 1e-3, (times, copies)
+        assert np.percentile(times, 95) < np.percentile(copies, 95) + 5e-3, (times, copies)
     finally:
         # Gone mid-send: a reset, not a close handshake.
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
