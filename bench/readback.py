@@ -22,7 +22,9 @@ the rest of its 16.7 ms period slept, as the display tick does:
 - finish: draw, glFinish: the frame's rasterisation alone, for scale.
 - finish_then_readback: draw, glFinish, then request and collect (timed apart in
   "parts"): the readback's own cost once nothing is left to wait for, which is what the
-  deferred order pays when the frame was rasterised within its period.
+  deferred order pays when the frame was rasterised within its period; and then a
+  synchronous glReadPixels of that same finished frame (one copy, where the PBO path
+  makes two: into the buffer, out of it).
 
 readback_tick_delta_ms = p50(async) − p50(off), the tick's price for the camera's pixels
 (goal ≤ 1 ms); the deferred order's delta beside it. With llvmpipe the GPU is the CPU:
@@ -104,7 +106,8 @@ def bench_ticks(ticks: int) -> dict:
             ("off", "draw_flush"), ("async", "collect"), ("async", "request"),
             *((mode, part) for mode in ("async_deferred", "async_deferred_camera")
               for part in ("request", "draw_flush", "collect")),
-            ("async_deferred_camera", "offer"), ("finished", "request"), ("finished", "collect"))}
+            ("async_deferred_camera", "offer"), ("finished", "request"), ("finished", "collect"),
+            ("finished", "sync_read"))}
         missing = {name: 0 for name in readbacks if name != "finished"}
 
         def timed(name: str, call):
@@ -131,6 +134,8 @@ def bench_ticks(ticks: int) -> dict:
             GL.glFinish()
             timed("finished.request", lambda: rb.request(k))
             timed("finished.collect", rb.collect)
+            # The same finished frame read straight into memory: one copy instead of two.
+            timed("finished.sync_read", lambda: read_sync(sync_out))
 
         def async_(k):
             rb = readbacks["async"]
