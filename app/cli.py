@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        # websockets logs every page request and connection of the browser source at INFO.
+        logging.getLogger("websockets").setLevel(logging.WARNING)
     try:
         if args.command == "say":
             return _say(args)

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer
 
 from app.engine import Engine
@@ -31,6 +32,10 @@ from render.rigs.loader import AvatarRig
 log = logging.getLogger(__name__)
 
 Tell = Callable[[str, Severity], None]
+
+# How often the browser feed takes up the pages' measured paint delay: it moves with the
+# machine's load over seconds, not frame to frame.
+PAGE_DELAY_REVIEW_MS = 1000
 
 
 def output_background(settings: Settings) -> Background:
@@ -75,6 +80,8 @@ class Outputs:
         self._caption_timer = QTimer()
         self._caption_timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._caption_timer.timeout.connect(self._show_caption)
+        self._page_delay_timer = QTimer()
+        self._page_delay_timer.timeout.connect(self._follow_page_delay)
 
     # -- wiring ---------------------------------------------------------------------
 
@@ -241,10 +248,23 @@ class Outputs:
             return
         feed = FrameFeed(*size, self._frame_rate, now=self._now)
         feed.sinks.append(source.publish)
+        self._page_delay_timer.start(PAGE_DELAY_REVIEW_MS)
         self.browser_source, self.feeds["browser"] = source, feed
         self._start_feed(feed)
         self._tell(f"Browser source: {source.url} (add it to OBS as a Browser source, "
                    f"{size[0]}x{size[1]})", Severity.INFO)
+
+    def _follow_page_delay(self) -> None:
+        """The pages' measured paint delay (median of the recent frames of every page)
+        becomes part of the feed's presentation, so the page shows the mouth for what is
+        heard as it paints."""
+        feed, source = self.feeds.get("browser"), self.browser_source
+        if feed is None or source is None:
+            self._page_delay_timer.stop()
+            return
+        delays = source.delays_ms()
+        if delays:
+            feed.extra_latency_s = float(np.median(delays)) / 1e3
 
     def _close_browser_source(self) -> None:
         feed = self.feeds.pop("browser", None)

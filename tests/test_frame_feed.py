@@ -83,3 +83,30 @@ def test_frames_carry_the_media_time_heard_when_they_are_delivered(qt_app, rig):
     assert abs(np.median(np.diff(heard)) - period) < 0.1 * period
     assert np.median(np.abs(media_time_at(at) - heard)) < period / 2
     assert feed.stats()["readback"]["collected"] >= 40
+
+
+def test_a_viewer_delay_after_delivery_moves_the_frames_media_time(qt_app, rig):
+    from pipeline.core.frames import MouthPose
+    from render.outputs.frame_feed import FrameFeed
+
+    start = time.monotonic()
+
+    def media_time_at(t: float) -> float:
+        return t - start
+
+    feed = FrameFeed(*SIZE, 30.0)
+    feed.set_rig(rig)
+    feed.set_sources(lambda t0, period: MouthPose(0, 0, 0.0, 0.5), media_time_at)
+    feed.extra_latency_s = 0.1  # a page that paints 100 ms after it is handed a frame
+    deliveries = []
+    feed.sinks.append(lambda pixels, media_time: deliveries.append((time.monotonic(), media_time)))
+    feed.start()
+    try:
+        _run(qt_app, 10, until=lambda: len(deliveries) >= 40)
+    finally:
+        feed.stop()
+    at, heard = np.array(deliveries[20:]).T  # the latency estimate is a running average
+    # Frames are made for what is heard 100 ms after delivery, within the grid's half
+    # period and the average's remaining settling (a tenth of the step per frame).
+    lead = np.median(heard - media_time_at(at))
+    assert abs(lead - 0.1) < 1 / 30

@@ -68,6 +68,10 @@ class FrameFeed(QObject):
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._tick)
         self.delivered = 0
+        # How long after delivery the viewers see a frame (the page's measured paint
+        # delay): added to the presentation the presenter learns, so frames are made
+        # for what is heard when they are seen, not when they are handed over.
+        self.extra_latency_s = 0.0
         self._draw_seconds = np.zeros(600, dtype=np.float64)
         self._draws = 0
 
@@ -114,7 +118,7 @@ class FrameFeed(QObject):
         got = self._readback.collect()
         if got is not None:
             # The previous tick's frame reaches its viewers now: its "swap".
-            self.presenter.clock.on_swap(self._now())
+            self.presenter.clock.on_swap(self._now() + self.extra_latency_s)
             self._deliver(*got)
         pacing = self.presenter.timer_fired(self._now())
         if pacing.frame is not None:
