@@ -7,8 +7,9 @@ A synchronous glReadPixels into client memory makes the CPU wait until the GPU h
 finished every command drawing the frame, then copies. With a pixel pack buffer bound,
 glReadPixels only queues the copy into GPU-side memory and returns; a fence marks its
 end, and the buffer is mapped at the next tick, when the fence has signalled, so the
-tick never waits. (With Mesa's llvmpipe the "GPU" is CPU threads and the copy into the
-buffer is CPU work either way; bench/readback.py measures what the tick pays there.)
+tick never waits. With Mesa's llvmpipe the "GPU" is CPU threads, and its glReadPixels
+into a buffer waits for the frame and copies there and then: see AsyncReadback for the
+order of calls that keeps that wait off the tick.
 
 Every call needs the GL context that made the AsyncReadback to be current.
 """
@@ -50,17 +51,20 @@ class AsyncReadback:
         draw(); GL.glFlush()             # flushed: rasterised while the tick sleeps
         got = readback.collect()         # that previous frame
 
-    With llvmpipe, whose glReadPixels into a buffer waits for the frame and copies on
-    the spot, the first order makes the tick wait for the frame's rasterisation and the
-    second does not (bench/readback.py); on a GPU neither waits.
+    On a GPU neither order waits. With llvmpipe, whose glReadPixels into a buffer waits
+    for the frame's rasterisation and copies on the spot, the first order makes every
+    tick wait for its frame (1280×720 avatar: +12.97 ms a tick) and the second only for
+    what is left of the previous one (+3.11 ms; the copy alone 0.98 ms and collect's
+    0.88 ms; bench/results/readback.json, 2-core VM).
 
-    Invariants: request() never waits for the GPU and collect() never waits either (a
-    fence not yet signalled makes it return None and count `not_ready`); a frame
-    requested at tick N is returned by the first collect() after the request of tick
-    N+1 if its fence has signalled by then (one frame of latency at most); frames come
-    out in request order, and a request that finds both buffers holding uncollected
-    frames overwrites the older one (counted in `dropped`). Nothing is allocated per
-    frame but a few small Python objects: the pixels land in one preallocated array.
+    Invariants: request() only queues (on a GPU: llvmpipe's driver does the copy inside
+    glReadPixels) and collect() never waits (a fence not yet signalled makes it return
+    None and count `not_ready`); a frame requested at tick N is returned by the first
+    collect() after the request of tick N+1 if its fence has signalled by then (one
+    frame of latency at most); frames come out in request order, and a request that
+    finds both buffers holding uncollected frames overwrites the older one (counted in
+    `dropped`). Nothing is allocated per frame but a few small Python objects: the
+    pixels land in one preallocated array.
     """
 
     def __init__(self, width: int, height: int) -> None:
