@@ -23,7 +23,7 @@ from app.ui.messages import Severity
 from pipeline.voice.captions import CaptionTrack
 from pipeline.voice.speaker import SentenceTimed, SpeechFinished, WordTimed
 from render.outputs.avatar_window import AvatarWindow
-from render.outputs.background import CHROMA, SOLID, Background, parse_colour
+from render.outputs.background import CHROMA, SOLID, TRANSPARENT, Background, parse_colour
 from render.outputs.browser_source import BrowserSource, BrowserSourceError
 from render.outputs.frame_feed import FrameFeed
 from render.outputs.virtual_camera import VirtualCamera, VirtualCameraError
@@ -140,6 +140,9 @@ class Outputs:
         size = parse_size(settings.virtual_camera_size)
         fps = settings.virtual_camera_fps
         background = output_background(settings)
+        if background.mode == TRANSPARENT:
+            # A camera carries no alpha: the key colour, which OBS's chroma key removes.
+            background = Background(CHROMA, parse_colour(settings.chroma_colour))
         camera = self.camera
         if camera is not None and (not settings.virtual_camera or (camera.width, camera.height) != size
                                    or camera.fps != fps or self._camera_background != background):
@@ -164,7 +167,10 @@ class Outputs:
         feed.sinks.append(camera.offer)
         self.camera, self.feeds["camera"] = camera, feed
         self._start_feed(feed)
-        self._tell(f"Virtual camera on: {camera.device}, {size[0]}x{size[1]} at {fps} fps",
+        behind = ("" if settings.output_background != TRANSPARENT else
+                  f"; a camera has no transparency, so the avatar is on {settings.chroma_colour} "
+                  "(the chroma key colour) there")
+        self._tell(f"Virtual camera on: {camera.device}, {size[0]}x{size[1]} at {fps} fps{behind}",
                    Severity.INFO)
 
     def _close_camera(self) -> None:

@@ -4,7 +4,8 @@ page, the virtual camera).
 
 Like the on-screen outputs it has a presenter of its own pulling from the engine's media
 clock. Its frames are read back asynchronously (render/gl/readback.py): a frame drawn at
-one tick reaches the sinks at the next, so its presentation is a period after its tick,
+one tick is read back and reaches the sinks at the next, so its presentation is a period
+after its tick,
 and the presenter is told so (each delivery counts as the frame's "swap"), so it makes
 frames for the media time heard when they are delivered.
 
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from OpenGL import GL
 from PySide6.QtCore import QObject, Qt, QTimer
 
 from render.gl.offscreen import OffscreenTarget
@@ -68,6 +70,8 @@ class FrameFeed(QObject):
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._tick)
         self.delivered = 0
+        # The media time of the frame drawn last and not yet read back.
+        self._undelivered: float | None = None
         # How long after delivery the viewers see a frame (the page's measured paint
         # delay): added to the presentation the presenter learns, so frames are made
         # for what is heard when they are seen, not when they are handed over.
@@ -114,7 +118,17 @@ class FrameFeed(QObject):
                 "draw_ms": {"p50": float(draw_p50), "p99": float(draw_p99)}}
 
     def _tick(self) -> None:
+        """Read back and hand over the previous tick's frame (the framebuffer still holds
+        it), then draw this tick's. Reading a frame drawn (and flushed) a tick ago rather
+        than the one just drawn: on a CPU rasteriser (llvmpipe) a read queued right after
+        drawing waits for that drawing to finish, 13 ms a tick at 1280x720 against 3.1
+        ms this way (bench/results/readback.json, its deferred order). Its delivery comes before this tick
+        is taken, so the display clock counts it as the previous tick's presentation."""
         self._target.make_current()
+        if self._undelivered is not None:
+            self._target.bind()
+            self._readback.request(self._undelivered)
+            self._undelivered = None
         got = self._readback.collect()
         if got is not None:
             # The previous tick's frame reaches its viewers now: its "swap".
@@ -130,8 +144,8 @@ class FrameFeed(QObject):
         started = time.perf_counter()
         self._target.bind()
         self.renderer.draw(frame.pose, frame.blink, frame.breath)
-        self._target.bind()  # the photo renderer binds its own targets meanwhile
-        self._readback.request(frame.heard if not math.isnan(frame.heard) else frame.stamp)
+        GL.glFlush()  # rasterise while the tick goes on; read back at the next one
+        self._undelivered = frame.heard if not math.isnan(frame.heard) else frame.stamp
         self._draw_seconds[self._draws % len(self._draw_seconds)] = time.perf_counter() - started
         self._draws += 1
 
