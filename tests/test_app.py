@@ -448,7 +448,7 @@ def test_a_long_message_is_shown_in_full(window, tmp_path):
         window.apply_settings(QUIET)
 
 
-FIVE_BAD_VALUES = {"speech_rate": 9.0, "volume": "loud", "blinking": "yes", "background": "red",
+FIVE_BAD_VALUES = {"speech_rate": 9.0, "volume": "loud", "blinking": "yes", "background": "reddish",
                    "target_fps": 1000}
 MISSING_OUTPUT = "lss-no-such-output"
 MISSING_MIC = "lss-no-such-mic"
