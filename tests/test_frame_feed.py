@@ -54,38 +54,9 @@ def test_the_feed_delivers_the_same_picture_as_the_avatar_window(qt_app, rig):
         window.close()
 
 
-def test_frames_carry_the_media_time_heard_when_they_are_delivered(qt_app, rig):
-    from pipeline.core.frames import MouthPose
-    from render.outputs.frame_feed import FrameFeed
-
-    start = time.monotonic()
-
-    def media_time_at(t: float) -> float:
-        return t - start  # media time runs with real time from the test's start
-
-    feed = FrameFeed(*SIZE, 30.0)
-    feed.set_rig(rig)
-    feed.set_sources(lambda t0, period: MouthPose(int(t0 * 10) % 15, 0, 0.0, 0.5), media_time_at)
-    deliveries = []
-    feed.sinks.append(lambda pixels, media_time: deliveries.append((time.monotonic(), media_time)))
-    feed.start()
-    try:
-        _run(qt_app, 10, until=lambda: len(deliveries) >= 40)
-    finally:
-        feed.stop()
-    assert len(deliveries) >= 40
-    at, heard = np.array(deliveries[10:]).T  # after the latency estimate has settled
-    # Ticks are a period apart, and each frame is made for what is heard as it is
-    # delivered: the presenter learns the one-frame readback delay from the deliveries.
-    # Bound: half a period, the frame grid's own rounding of the heard time.
-    period = 1 / 30
-    assert np.all(np.diff(heard) > 0)
-    assert abs(np.median(np.diff(heard)) - period) < 0.1 * period
-    assert np.median(np.abs(media_time_at(at) - heard)) < period / 2
-    assert feed.stats()["readback"]["collected"] >= 40
-
-
-def test_a_viewer_delay_after_delivery_moves_the_frames_media_time(qt_app, rig):
+def _deliveries(qt_app, rig, fps: float, extra_latency_s: float = 0.0):
+    """(delivery monotonic times, frame media times) of a feed on a media clock that runs
+    with real time from now, and that clock."""
     from pipeline.core.frames import MouthPose
     from render.outputs.frame_feed import FrameFeed
 
@@ -94,10 +65,10 @@ def test_a_viewer_delay_after_delivery_moves_the_frames_media_time(qt_app, rig):
     def media_time_at(t: float) -> float:
         return t - start
 
-    feed = FrameFeed(*SIZE, 30.0)
+    feed = FrameFeed(*SIZE, fps)
     feed.set_rig(rig)
-    feed.set_sources(lambda t0, period: MouthPose(0, 0, 0.0, 0.5), media_time_at)
-    feed.extra_latency_s = 0.1  # a page that paints 100 ms after it is handed a frame
+    feed.set_sources(lambda t0, period: MouthPose(int(t0 * 10) % 15, 0, 0.0, 0.5), media_time_at)
+    feed.extra_latency_s = extra_latency_s
     deliveries = []
     feed.sinks.append(lambda pixels, media_time: deliveries.append((time.monotonic(), media_time)))
     feed.start()
@@ -105,8 +76,28 @@ def test_a_viewer_delay_after_delivery_moves_the_frames_media_time(qt_app, rig):
         _run(qt_app, 10, until=lambda: len(deliveries) >= 40)
     finally:
         feed.stop()
-    at, heard = np.array(deliveries[20:]).T  # the latency estimate is a running average
-    # Frames are made for what is heard 100 ms after delivery, within the grid's half
-    # period and the average's remaining settling (a tenth of the step per frame).
+    assert len(deliveries) >= 40
+    assert feed.stats()["readback"]["collected"] >= 40
+    # After the first frames: the latency estimate is a running average that settles.
+    at, heard = np.array(deliveries[20:]).T
+    return at, heard, media_time_at
+
+
+def test_frames_carry_the_media_time_heard_when_they_are_delivered(qt_app, rig):
+    at, heard, media_time_at = _deliveries(qt_app, rig, 30.0)
+    # Ticks are a period apart, and each frame is made for what is heard as it is
+    # delivered: the presenter learns the one-frame readback delay from the deliveries.
+    # Bound: half a period, the frame grid's own rounding of the heard time.
+    period = 1 / 30
+    assert np.all(np.diff(heard) > 0)
+    assert abs(np.median(np.diff(heard)) - period) < 0.1 * period
+    assert np.median(np.abs(media_time_at(at) - heard)) < period / 2
+
+
+def test_a_viewer_delay_after_delivery_moves_the_frames_media_time(qt_app, rig):
+    # A page that paints 100 ms after it is handed a frame.
+    at, heard, media_time_at = _deliveries(qt_app, rig, 30.0, extra_latency_s=0.1)
+    # Frames are made for what is heard 100 ms after delivery, within a period (the
+    # grid's rounding and the running average's remaining settling).
     lead = np.median(heard - media_time_at(at))
     assert abs(lead - 0.1) < 1 / 30

@@ -2,8 +2,8 @@
 EGL on Mesa's surfaceless platform (or a GPU's device platform), for `--headless` on a
 machine with no X or Wayland session.
 
-The same interface as OffscreenTarget (make_current, bind, resize, close, width, height),
-so FrameFeed draws into either. PyOpenGL binds its GL entry points to one window system
+The same framebuffer as OffscreenTarget (render/gl/offscreen.py FramebufferTarget) in a
+context EGL makes, so FrameFeed draws into either. PyOpenGL binds its GL entry points to one window system
 per process, chosen when OpenGL is first imported: PYOPENGL_PLATFORM=egl must be set
 before that (render/gl/gl_platform.py's use_egl() does it).
 """
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import ctypes
 
-from render.gl.offscreen import OffscreenError, _check_size
+from render.gl.offscreen import FramebufferTarget, OffscreenError, _check_size
 
 
-class EglTarget:
+class EglTarget(FramebufferTarget):
     """Makes a 3.3 core EGL context current with a width×height RGBA8 framebuffer bound."""
 
     def __init__(self, width: int, height: int) -> None:
         _check_size(width, height)
-        from OpenGL import EGL, GL
+        from OpenGL import EGL
 
         self._egl = EGL
         display = EGL.eglGetDisplay(EGL.EGL_DEFAULT_DISPLAY)
@@ -47,42 +47,19 @@ class EglTarget:
             EGL.eglTerminate(display)
             raise OffscreenError("EGL could not make an OpenGL 3.3 core context current.")
         self._display = display
-        self._gl = GL
-        self.fbo = int(GL.glGenFramebuffers(1))
-        self._rbo = int(GL.glGenRenderbuffers(1))
-        self.width = self.height = 0
-        self.resize(width, height)
+        self._make_framebuffer(width, height)
 
     def make_current(self) -> None:
         self._egl.eglMakeCurrent(self._display, self._surface, self._surface, self._context)
         self.bind()
 
-    def bind(self) -> None:
-        self._gl.glBindFramebuffer(self._gl.GL_FRAMEBUFFER, self.fbo)
-        self._gl.glViewport(0, 0, self.width, self.height)
-
-    def resize(self, width: int, height: int) -> None:
-        GL = self._gl
-        _check_size(width, height)
-        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self._rbo)
-        GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, GL.GL_RGBA8, width, height)
-        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
-        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
-        GL.glFramebufferRenderbuffer(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0,
-                                     GL.GL_RENDERBUFFER, self._rbo)
-        if GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER) != GL.GL_FRAMEBUFFER_COMPLETE:
-            raise OffscreenError(f"The GL driver refused a {width}×{height} RGBA8 framebuffer.")
-        self.width, self.height = width, height
-        GL.glViewport(0, 0, width, height)
-
     def close(self) -> None:
         """Delete the framebuffer and the context. Safe to call twice."""
         if self._context is None:
             return
-        EGL, GL = self._egl, self._gl
+        EGL = self._egl
         self.make_current()
-        GL.glDeleteFramebuffers(1, [self.fbo])
-        GL.glDeleteRenderbuffers(1, [self._rbo])
+        self._delete_framebuffer()
         EGL.eglMakeCurrent(self._display, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT)
         EGL.eglDestroyContext(self._display, self._context)
         EGL.eglDestroySurface(self._display, self._surface)

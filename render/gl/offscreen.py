@@ -31,52 +31,21 @@ class OffscreenError(RuntimeError):
         self.message = message
 
 
-class OffscreenTarget:
-    """Makes a 3.3 core context current with a width×height RGBA8 framebuffer bound.
+class FramebufferTarget:
+    """A width×height RGBA8 framebuffer of our own in the current context: what an
+    offscreen target draws into, whichever window system made the context (Qt here,
+    EGL in render/gl/egl_target.py). Subclasses make the context current, then call
+    _make_framebuffer."""
 
-    Use as a context manager, or call close(). Renderers draw into whatever framebuffer
-    is bound; bind() binds this one again after they rendered to their own.
-    """
-
-    def __init__(self, width: int, height: int) -> None:
-        _check_size(width, height)
-        if not isinstance(QCoreApplication.instance(), QGuiApplication):
-            raise OffscreenError("Offscreen rendering needs a QGuiApplication or QApplication; "
-                                 "create one before the OffscreenTarget.")
-        fmt = QSurfaceFormat()
-        fmt.setVersion(3, 3)
-        fmt.setProfile(QSurfaceFormat.OpenGLContextProfile.CoreProfile)
-        self._surface = QOffscreenSurface()
-        self._surface.setFormat(fmt)
-        self._surface.create()
-        self._context = QOpenGLContext()
-        self._context.setFormat(fmt)
-        if not self._context.create() or not self._context.makeCurrent(self._surface):
-            platform = QGuiApplication.platformName()
-            display = os.environ.get("DISPLAY") or "not set"
-            self._surface.destroy()
-            raise OffscreenError(
-                f"No OpenGL 3.3 context could be made (Qt platform {platform!r}, DISPLAY {display}). "
-                "Rendering without a window still needs an X server or Wayland display with "
-                "OpenGL; on a headless machine run it under Xvfb (xvfb-run).")
-        got = self._context.format()
-        if (got.majorVersion(), got.minorVersion()) < (3, 3):
-            self._release_context()
-            raise OffscreenError(f"The OpenGL driver offers version {got.majorVersion()}."
-                                 f"{got.minorVersion()}; Lipsync Studio needs 3.3 or newer.")
+    def _make_framebuffer(self, width: int, height: int) -> None:
         self.fbo = int(GL.glGenFramebuffers(1))
         self._rbo = int(GL.glGenRenderbuffers(1))
         self.width = self.height = 0
         self.resize(width, height)
 
-    @property
-    def context(self) -> QOpenGLContext:
-        return self._context
-
-    def make_current(self) -> None:
-        """Make the context current again (after another context was) and bind the target."""
-        self._context.makeCurrent(self._surface)
-        self.bind()
+    def _delete_framebuffer(self) -> None:
+        GL.glDeleteFramebuffers(1, [self.fbo])
+        GL.glDeleteRenderbuffers(1, [self._rbo])
 
     def bind(self) -> None:
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
@@ -114,13 +83,57 @@ class OffscreenTarget:
         np.copyto(out, flipped)
         return out
 
+
+class OffscreenTarget(FramebufferTarget):
+    """Makes a 3.3 core context current with a width×height RGBA8 framebuffer bound.
+
+    Use as a context manager, or call close(). Renderers draw into whatever framebuffer
+    is bound; bind() binds this one again after they rendered to their own.
+    """
+
+    def __init__(self, width: int, height: int) -> None:
+        _check_size(width, height)
+        if not isinstance(QCoreApplication.instance(), QGuiApplication):
+            raise OffscreenError("Offscreen rendering needs a QGuiApplication or QApplication; "
+                                 "create one before the OffscreenTarget.")
+        fmt = QSurfaceFormat()
+        fmt.setVersion(3, 3)
+        fmt.setProfile(QSurfaceFormat.OpenGLContextProfile.CoreProfile)
+        self._surface = QOffscreenSurface()
+        self._surface.setFormat(fmt)
+        self._surface.create()
+        self._context = QOpenGLContext()
+        self._context.setFormat(fmt)
+        if not self._context.create() or not self._context.makeCurrent(self._surface):
+            platform = QGuiApplication.platformName()
+            display = os.environ.get("DISPLAY") or "not set"
+            self._surface.destroy()
+            raise OffscreenError(
+                f"No OpenGL 3.3 context could be made (Qt platform {platform!r}, DISPLAY {display}). "
+                "Rendering without a window still needs an X server or Wayland display with "
+                "OpenGL; on a headless machine run it under Xvfb (xvfb-run).")
+        got = self._context.format()
+        if (got.majorVersion(), got.minorVersion()) < (3, 3):
+            self._release_context()
+            raise OffscreenError(f"The OpenGL driver offers version {got.majorVersion()}."
+                                 f"{got.minorVersion()}; Lipsync Studio needs 3.3 or newer.")
+        self._make_framebuffer(width, height)
+
+    @property
+    def context(self) -> QOpenGLContext:
+        return self._context
+
+    def make_current(self) -> None:
+        """Make the context current again (after another context was) and bind the target."""
+        self._context.makeCurrent(self._surface)
+        self.bind()
+
     def close(self) -> None:
         """Delete the framebuffer and the context. Safe to call twice."""
         if self._context is None:
             return
         self._context.makeCurrent(self._surface)
-        GL.glDeleteFramebuffers(1, [self.fbo])
-        GL.glDeleteRenderbuffers(1, [self._rbo])
+        self._delete_framebuffer()
         self._release_context()
 
     def _release_context(self) -> None:
