@@ -11,7 +11,12 @@ reports. The difference is what capturing, OBS's frame grid, encoding and OBS's 
 timestamps add. (The main window's own view is no other baseline: it is the same kind of
 output, pulling frames from the same presenter code and media clock.)
 
-Usage: python bench/obs_av_offset.py [--sentences 20] [--out bench/results/obs_av_offset.json]
+Each run makes two takes: OBS as it comes (its preview on), then OBS restarted with its
+preview off (what OBS's own advice is for a machine its rendering struggles on): the
+figures at the top level are the first, "preview_off" the second.
+
+Usage: python bench/obs_av_offset.py [--sentences 20] [--software-gl-fps N] [--keep DIR]
+                                     [--out bench/results/obs_av_offset.json]
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sentences", type=int, default=20)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--software-gl-fps", type=int, default=None,
+                        help="the app's frame rate on software GL (default: the setting's default)")
     parser.add_argument("--keep", type=Path, help="a folder to keep the recordings and takes in "
                         "(preview-on.mkv, preview-on.pickle, ...) to look at or score again")
     args = parser.parse_args()
@@ -68,9 +75,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         obs = Obs(xvfb.display, scratch / "obs-home")
+        chosen = {} if args.software_gl_fps is None else {"software_gl_fps": args.software_gl_fps}
         settings = Settings(output_window=True, output_size=f"{SIZE[0]}x{SIZE[1]}", output_on_top=True,
                             output_background="chroma", blinking=False, breathing=False,
-                            mic_enabled=False, audio_output_device="system")
+                            mic_enabled=False, audio_output_device="system", **chosen)
         window = open_window(scratch / "config", settings)
         avatar = window.outputs.avatar_window
         pump_until(lambda: avatar.draws > 5, 20, "the avatar window drawing")
@@ -133,6 +141,7 @@ def main() -> int:
         "machine": describe("Xvfb + Mesa llvmpipe, JACK dummy 48 kHz/512"),
         "load_avg_1min_before": round(load_before[0], 2),
         "sentences": args.sentences,
+        "app_software_gl_fps": settings.software_gl_fps,
         "obs": f"OBS Studio 29.0.2 (Debian), canvas and output {SIZE[0]}x{SIZE[1]} at {FPS} fps, "
                "the avatar window as `obs setup` captures it (on Xvfb: the screen-crop fallback, "
                "xshm_input, with the chroma key filter); recording settings: obs_recording",
@@ -192,6 +201,11 @@ def evaluate(take, recording, references, plans) -> dict:
         "obs_output_skipped_frames": after["outputSkippedFrames"] - before["outputSkippedFrames"],
         "obs_output_total_frames": after["outputTotalFrames"] - before["outputTotalFrames"],
         "obs_average_frame_render_ms": round(float(after["averageFrameRenderTime"]), 2),
+        # Frames OBS rendered anew (not repeated for lagging) per second of recording.
+        "obs_new_frames_per_s": round(
+            ((after["renderTotalFrames"] - before["renderTotalFrames"])
+             - (after["renderSkippedFrames"] - before["renderSkippedFrames"]))
+            / (recording.frame_times[-1] - recording.frame_times[0] + frame_ms / 1000), 2),
         "recording_frames": int(len(recording.frame_times)),
         "recording_fps_nominal": round(recording.fps, 3),
         "recording_frame_step_ms_p50_max": [round(float(np.median(steps)), 2), round(float(steps.max()), 2)],

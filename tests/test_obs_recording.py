@@ -76,7 +76,7 @@ def test_obs_records_the_apps_speech_and_the_mouth_moving_with_it(obs, app, tmp_
         link.close()
         rs.set_up_obs_recording(client, SIZE, FPS, tmp_path / "recordings")
         wiring = rs.hear_app_in_obs(client)
-        assert [destination for _, destination in wiring] == [f"{rs.JACK_INPUT}:in_1", f"{rs.JACK_INPUT}:in_2"]
+        assert [to for _, to in wiring] == [f"{rs.JACK_INPUT}:in_1", f"{rs.JACK_INPUT}:in_2"]
         pump(1.0)  # the capture's first pictures
         take = rs.record_take(app, client, TEXTS)
     finally:
@@ -120,13 +120,15 @@ def test_obs_records_the_apps_speech_and_the_mouth_moving_with_it(obs, app, tmp_
           f"{report.p99_abs_ms:.1f} ms; OBS {take.stats_after['activeFps']:.1f} fps, "
           f"{take.stats_after['renderSkippedFrames'] - take.stats_before['renderSkippedFrames']} "
           f"frames lagged; {load}")
-    # The mouth moves in the recording with the speech: most shapes the speech holds for
-    # more than a few frames show up, and the changes seen are changes the speech makes.
-    assert scored.changes >= 0.3 * len(onsets), (scored.changes, len(onsets), load)
-    assert report.unmatched <= 0.4 * scored.changes, (report.unmatched, scored.changes, load)
-    # None wildly off: a recording whose audio were a frame or more away from its video
-    # would shift every offset alike. A change reaches the recording at OBS's next frame
-    # after the window shows it (0 to 1 frame late, more when OBS lags and repeats
-    # frames), the window shows it within a tick of its sound: the signed median lies
-    # within [−1, +2] frames.
+    # The mouth moves in the recording with the speech, and the changes seen are changes
+    # the speech makes (an onset of that shape within 100 ms). Measured at loads 2 to 13
+    # (OBS lagging 23-75% of its frames): 84-96% as many changes as shape onsets (a shape
+    # shorter than OBS's frame can fall between two), 0-9% of them unmatched.
+    assert scored.changes >= 0.5 * len(onsets), (scored.changes, len(onsets), load)
+    assert report.unmatched <= 0.2 * scored.changes, (report.unmatched, scored.changes, load)
+    # None wildly off. A change reaches the recording at OBS's next frame after the window
+    # shows it (0 to 1 frame late, more where OBS lags and repeats a frame), and the
+    # window shows it within a tick of its sound: measured signed medians +11 to +37 ms.
+    # Sound and picture two frames apart in the file, or the picture early, are outside
+    # [−1, +2] frames.
     assert -frame_ms <= report.median_ms <= 2 * frame_ms, (report.median_ms, load)

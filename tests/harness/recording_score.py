@@ -3,12 +3,13 @@ recording's video against the sound in the recording's own audio track, as a vie
 the recording sees and hears them.
 
 Three parts:
-- Scoring (pure functions on arrays and files): the recording decoded with PyAV (the Y
-  plane of each video frame around the mouth, the audio track at its own timestamps); each frame's
-  mouth shape, fitted as a blend of two reference renders of the rig's mouth drawings;
-  the audio the app played located in the recording's audio by cross-correlation; the
-  viseme onsets moved onto the recording's clock and scored with
-  pipeline.core.sync_metrics.viseme_change_offsets, as bench/av_sync.py scores the window.
+- Scoring (pure functions of arrays, and of the file): the recording decoded with PyAV
+  (the Y plane of each video frame around the mouth, the audio track where its
+  timestamps put it); each frame's mouth shape, fitted as a blend of two reference
+  renders of the rig's mouth drawings; the audio the app played located in the
+  recording's audio by cross-correlation; the viseme onsets moved onto the recording's
+  clock and scored with pipeline.core.sync_metrics.viseme_change_offsets, as
+  bench/av_sync.py scores the window.
 - References: the rig's mouth drawings rendered offscreen at the capture's size
   (render/gl/offscreen.py, the rig's own renderer): the pictures a frame is fitted to;
   and the speech the app plays, made again by its voice without noise: the audio looked
@@ -70,9 +71,8 @@ class Recording:
 
 def read_recording(path: Path, box: tuple[int, int, int, int]) -> Recording:
     """Decode ``path`` (any container and codecs FFmpeg reads): every video frame's Y
-    plane inside ``box``, and the first audio track as mono (the channels' mean), each
-    decoded audio frame put at its own timestamp (a gap stays silent, an overlap is
-    overwritten: the audio is where the file says it is)."""
+    plane inside ``box``, and the first audio track as mono (the channels' mean), where
+    the file's timestamps put it (a gap stays silent, an overlap is overwritten)."""
     import av
 
     y0, y1, x0, x1 = box
@@ -90,7 +90,6 @@ def read_recording(path: Path, box: tuple[int, int, int, int]) -> Recording:
             times.append(frame.time)
             crops.append(y[y0:y1, x0:x1].copy())
     pieces: list[tuple[float, np.ndarray]] = []
-    rate = 0
     with av.open(str(path)) as container:
         stream = container.streams.audio[0]
         rate = stream.codec_context.sample_rate
@@ -197,7 +196,8 @@ def normalised_xcorr_peak(signal: np.ndarray, template: np.ndarray, first: int,
     window = signal[first:last + n].astype(np.float64)
     t = template.astype(np.float64) - template.mean()
     size = 1 << int(np.ceil(np.log2(len(window) + n)))
-    corr = np.fft.irfft(np.fft.rfft(window, size) * np.conj(np.fft.rfft(t, size)), size)[:last - first + 1]
+    spectrum = np.fft.rfft(window, size) * np.conj(np.fft.rfft(t, size))
+    corr = np.fft.irfft(spectrum, size)[:last - first + 1]
     # Each lag's window energy about its own mean, from running sums.
     sums = np.concatenate([[0.0], np.cumsum(window)])
     squares = np.concatenate([[0.0], np.cumsum(window * window)])
@@ -299,6 +299,8 @@ def onsets_in_recording(plans: list[PlanAudio], found: list[PlanInRecording | No
             samples = samples + lags[nearest]
         times.append(recording.audio_start + (where.start + samples) / rate)
         visemes.append(plan.visemes)
+    if not times:
+        raise ValueError("none of the speech's plans is in the recording's audio")
     return np.concatenate(times), np.concatenate(visemes)
 
 
@@ -348,9 +350,11 @@ class MouthReferences:
 
 
 def render_mouth_references(rig, size: tuple[int, int]) -> MouthReferences:
-    """Render each mouth drawing of ``rig`` at ``size`` (the avatar window's, which the
-    capture shows 1:1), eyes open, no breathing (the app's idle motion off), with the
-    rig's own renderer into an offscreen framebuffer (a QGuiApplication must exist)."""
+    """Render each mouth drawing of ``rig`` (a sprite rig, as the bundled avatar: its
+    mouths are drawings cross-faded, which fit_mouths relies on; a photo rig's mouth warps
+    with its openness instead) at ``size`` (the avatar window's, which the capture shows
+    1:1), eyes open, no breathing (the app's idle motion off), with the rig's own renderer
+    into an offscreen framebuffer (a QGuiApplication must exist)."""
     from pipeline.core.frames import MouthPose
     from pipeline.core.visemes import OPENNESS, OVR_VISEMES, VISEME_INDEX
     from render.gl.offscreen import OffscreenTarget
