@@ -132,3 +132,27 @@ def test_obs_records_the_apps_speech_and_the_mouth_moving_with_it(obs, app, tmp_
     # Sound and picture two frames apart in the file, or the picture early, are outside
     # [−1, +2] frames.
     assert -frame_ms <= report.median_ms <= 2 * frame_ms, (report.median_ms, load)
+
+
+def test_the_scoring_recovers_known_blends_lags_and_shape_changes():
+    """The scoring's own arithmetic on made-up data, where the answers are known."""
+    rng = np.random.default_rng(7)
+    references = rng.uniform(16, 235, (4, 6, 8))
+    # Frames: shape 2 alone, a 30/70 blend of shapes 0 and 3, plus encoder-like noise.
+    frames = np.stack([references[2], 0.3 * references[0] + 0.7 * references[3]])
+    fit = rs.fit_mouths(np.clip(frames + rng.normal(0, 0.5, frames.shape), 0, 255), references)
+    assert fit.shape.tolist() == [2, 3]  # the dominant one of the blend, as MouthPose's
+    assert fit.mix[1] == pytest.approx(0.7, abs=0.02) and fit.residual.max() < 1.0
+
+    signal = rng.normal(0, 0.1, 48_000).astype(np.float32)
+    signal[:4800] = 0.0  # silence matches nothing, whatever the rounding of its sums
+    lag, match = rs.normalised_xcorr_peak(signal, 0.5 * signal[20_000:22_400], 10_000, 30_000)
+    assert lag == 20_000 and match == pytest.approx(1.0)
+    assert rs.normalised_xcorr_peak(signal, signal[20_000:22_400], 0, 2_000)[1] == 0.0
+
+    # sil, PP, then DD, kk (one drawing: no visible change), then aa; out of order.
+    times, visemes = np.array([0.3, 0.0, 0.1, 0.2, 0.4]), np.array([4, 0, 1, 5, 10])
+    viseme_shapes = np.zeros(15, int)
+    viseme_shapes[[1, 4, 5, 10]] = [1, 2, 2, 3]
+    onsets, shapes = rs.shape_onsets(times, visemes, viseme_shapes)
+    assert onsets.tolist() == [0.0, 0.1, 0.2, 0.4] and shapes.tolist() == [0, 1, 2, 3]
