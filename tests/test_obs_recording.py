@@ -121,11 +121,13 @@ def test_obs_records_the_apps_speech_and_the_mouth_moving_with_it(obs, app, tmp_
           f"{take.stats_after['renderSkippedFrames'] - take.stats_before['renderSkippedFrames']} "
           f"frames lagged; {load}")
     # The mouth moves in the recording with the speech, and the changes seen are changes
-    # the speech makes (an onset of that shape within 100 ms). Measured at loads 2 to 13
-    # (OBS lagging 23-75% of its frames): 84-96% as many changes as shape onsets (a shape
-    # shorter than OBS's frame can fall between two), 0-9% of them unmatched.
+    # the speech makes (an onset of that shape within 100 ms). Measured at loads 1 to 13
+    # (OBS lagging 23-75% of its frames): 84-110% as many changes as shape onsets (a
+    # shape shorter than OBS's frame can fall between two), 0-9% of them unmatched over
+    # 3 sentences and 0-16% over this test's 2 (a change OBS shows late, behind frames it
+    # repeats while lagging, can be over 100 ms from its onset).
     assert scored.changes >= 0.5 * len(onsets), (scored.changes, len(onsets), load)
-    assert report.unmatched <= 0.2 * scored.changes, (report.unmatched, scored.changes, load)
+    assert report.unmatched <= 0.25 * scored.changes, (report.unmatched, scored.changes, load)
     # None wildly off. A change reaches the recording at OBS's next frame after the window
     # shows it (0 to 1 frame late, more where OBS lags and repeats a frame), and the
     # window shows it within a tick of its sound: measured signed medians +11 to +37 ms.
