@@ -310,7 +310,7 @@ class Outputs:
             window.set_window_flags(settings.output_borderless, settings.output_on_top)
             window.set_size(size)
             window.set_background(background)
-
+        window.viewer_delay_s = 0.5 / settings.obs_fps
     def _close_window(self) -> None:
         window, self.avatar_window = self.avatar_window, None
         window.closed = None

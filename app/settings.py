@@ -83,6 +83,11 @@ class Settings:
     # Keep OBS's mic sync offset at the measured delay while the app runs (turned on by a
     # successful "Add to OBS"; app/obs/live.py).
     obs_live_updates: bool = False
+    # OBS's video frame rate. Its window capture samples the avatar window on that grid,
+    # so a frame reaches the recording half an OBS frame after the window shows it on
+    # average (18-45 ms median measured, bench/results/obs_av_offset.json): the avatar
+    # window shows each mouth that much early.
+    obs_fps: int = 30
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,7 @@ RULES: dict[str, FieldRule] = {
     "obs_scene": FieldRule(str, optional=True),
     "obs_captions_source": FieldRule(str),
     "obs_live_updates": FieldRule(bool),
+    "obs_fps": FieldRule(int, 10, 240),
 }
 
 COLOUR_FIELDS = ("background", "output_colour", "chroma_colour")

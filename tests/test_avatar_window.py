@@ -168,3 +168,31 @@ def test_a_caption_is_outlined_letters_not_a_box(avatar_window, qt_app, tmp_path
     covered = (white[box] | dark[box]).mean()
     assert covered < 0.75, f"{covered:.0%} of the caption's box is letters or outline"
     assert dark[box].mean() > 0.05, "the letters need their outline"
+
+
+def test_a_viewer_delay_makes_frames_for_what_is_heard_that_much_later(avatar_window, qt_app):
+    """OBS samples the window on its own frame grid: with viewer_delay_s the presenter
+    takes each swap as seen that much later, and picks frames for that time."""
+    from pipeline.core.frames import MouthPose
+
+    start = time.monotonic()
+    made = []
+    for delay in (0.0, 0.05):
+        window = avatar_window()
+        window.viewer_delay_s = delay
+        window.set_sources(lambda t0, period: MouthPose(0, 0, 0.0, 0.5), lambda t: t - start)
+        made.append(window)
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        qt_app.processEvents()
+        time.sleep(0.001)
+    leads = []
+    for window in made:
+        log = window.presenter.presentation_log()
+        log = log[len(log) // 2:]  # after the latency estimate settled
+        assert len(log) > 30
+        leads.append(float(np.median(log["predicted"] - log["tick"])))
+    # 50 ms more between tick and predicted presentation; both windows are alike, so
+    # their own swap latencies cancel (bound: a few ms of difference between them, as
+    # the two share the machine's one GL rasteriser).
+    assert abs((leads[1] - leads[0]) - 0.05) < 0.008, leads

@@ -77,6 +77,7 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
     dialog.obs_scene.setText("Just chatting")
     dialog.obs_captions_source.setText("Subtitles")
     dialog.obs_live_updates.setChecked(True)
+    dialog.obs_fps.setValue(60)
     dialog._accept()
     result = dialog.result_settings()
     assert dialog.error.text() == ""
@@ -90,7 +91,7 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
                         virtual_camera=True, virtual_camera_size="1080p", virtual_camera_fps=60,
                         captions_lead_ms=200.0, captions_in_window=False, captions_to_obs=True,
                         obs_host="192.0.2.7", obs_port=4456, obs_scene="Just chatting",
-                        obs_captions_source="Subtitles", obs_live_updates=True)
+                        obs_captions_source="Subtitles", obs_live_updates=True, obs_fps=60)
     assert result == expected
     # Every field but the version was set to something other than its default here, or
     # is a device (next test): the panel has a widget for each knob.

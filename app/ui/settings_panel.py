@@ -251,6 +251,13 @@ class SettingsPanel(QDialog):
         form.addRow("OBS scene", self.obs_scene)
         self.obs_captions_source = QLineEdit(settings.obs_captions_source)
         form.addRow("OBS captions source", self.obs_captions_source)
+        self.obs_fps = QSpinBox(minimum=10, maximum=240)
+        self.obs_fps.setValue(settings.obs_fps)
+        self.obs_fps.setSuffix(" fps")
+        self.obs_fps.setToolTip("OBS's video frame rate (Settings → Video): the avatar window shows "
+                                "each mouth half an OBS frame early, which is when OBS's capture "
+                                "takes it on average")
+        form.addRow("OBS frame rate", self.obs_fps)
         self.obs_live_updates = QCheckBox("Keep OBS's mic sync offset at the measured delay")
         self.obs_live_updates.setChecked(settings.obs_live_updates)
         form.addRow("", self.obs_live_updates)
@@ -302,6 +309,7 @@ class SettingsPanel(QDialog):
             "obs_scene": self.obs_scene.text().strip() or None,
             "obs_captions_source": self.obs_captions_source.text().strip(),
             "obs_live_updates": self.obs_live_updates.isChecked(),
+            "obs_fps": self.obs_fps.value(),
         }
 
     def _checked_settings(self) -> Settings | None:

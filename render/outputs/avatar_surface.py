@@ -65,6 +65,10 @@ class AvatarSurface(QOpenGLWindow):
         self._draw_seconds = np.zeros(600, dtype=np.float64)
         self.draws = 0
         self.after_draw: Callable[[AvatarSurface], None] | None = None
+        # How long after its swap a frame reaches its viewers (OBS capturing the window
+        # samples it on its own frame grid, half a frame later on average): added to the
+        # swap times the presenter learns from, so frames are made for what is heard then.
+        self.viewer_delay_s = 0.0
         self.frame_drawn: Callable[[AvatarFrame | None], None] | None = None
         self._timer = QTimer()
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -210,7 +214,7 @@ class AvatarSurface(QOpenGLWindow):
     # -- ticking ------------------------------------------------------------------
 
     def _on_swapped(self) -> None:
-        self._follow(self.presenter.swapped(self._now()))
+        self._follow(self.presenter.swapped(self._now() + self.viewer_delay_s))
 
     def _on_timer(self) -> None:
         self._follow(self.presenter.timer_fired(self._now()))
