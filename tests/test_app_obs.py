@@ -20,12 +20,12 @@ from tests.test_obs_setup import KEY, MIC, client, config, obs, window_manager  
 pytestmark = [pytest.mark.display, pytest.mark.audio]
 
 
-def _offset(client) -> int:
+def _offset(client) -> int:  # noqa: F811 (the fixture's value, passed on)
     return client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"]
 
 
-def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_server, obs, client,
-                                                               config):
+def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_server, obs, client,  # noqa: F811
+                                                               config):  # noqa: F811
     from app.ui.settings_panel import SettingsPanel
 
     if MIC not in [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]:

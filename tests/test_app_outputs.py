@@ -167,7 +167,6 @@ def test_the_browser_page_shows_what_the_avatar_window_shows(qt_app, jack_server
             assert shown.shape == ours.shape
             assert np.abs(shown.astype(int) - ours.astype(int)).max() <= 1
             assert shown[0, 0, 3] == 0
-            idle = shown
             # The page notes a checksum of its canvas at every animation frame: reading
             # the pixels out each time would block this thread (and the app's ticks).
             page.evaluate("""() => {

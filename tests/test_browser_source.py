@@ -9,7 +9,6 @@ import base64
 import contextlib
 import hashlib
 import io
-import json
 import os
 import socket
 import threading
