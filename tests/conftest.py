@@ -24,6 +24,17 @@ def x_display():
         os.environ["DISPLAY"] = old
 
 
+@pytest.fixture(scope="module")
+def window_manager(x_display):
+    """An EWMH window manager (openbox) on the test display, for the modules that run OBS
+    (its window capture needs one); per module, so other tests see no window manager."""
+    from tests.harness.obs import WindowManager
+
+    wm = WindowManager(x_display)
+    yield wm
+    wm.stop()
+
+
 @pytest.fixture(scope="session")
 def jack_server():
     """A real JACK server (dummy driver, 48 kHz, 512-frame periods)."""

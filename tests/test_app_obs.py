@@ -15,7 +15,7 @@ from app.obs.running_app import read_running_app
 from pipeline.lipsync.mic import DelayChange
 from tests.harness.app_driver import open_window, pump, pump_until
 from tests.test_app import QUIET, harness_device  # noqa: F401  (fixture used by name)
-from tests.test_obs_setup import KEY, MIC, client, config, obs, window_manager  # noqa: F401
+from tests.test_obs_setup import KEY, MIC, client, config, obs  # noqa: F401
 
 pytestmark = [pytest.mark.display, pytest.mark.audio]
 

@@ -18,7 +18,7 @@ from app.settings import Settings
 from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from tests.harness import recording_score as rs
 from tests.harness.app_driver import open_window, pump, pump_until
-from tests.harness.obs import Obs, WindowManager
+from tests.harness.obs import Obs
 from tests.test_app import harness_device  # noqa: F401  (the fixture, used by name)
 
 pytestmark = [pytest.mark.display, pytest.mark.audio]
@@ -27,13 +27,6 @@ SIZE = (640, 360)
 FPS = 30
 # Closures (PP: "closed"), lip-teeth contact (FF: "lip_bite"), rounding and open vowels.
 TEXTS = ["Papa made a map of five big boats.", "Wow, what a view!"]
-
-
-@pytest.fixture(scope="module")
-def window_manager(x_display):
-    wm = WindowManager(x_display)
-    yield wm
-    wm.stop()
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from app.obs.link import CHROMA_FILTER_NAME, CHROMA_TUNING, PROBE_NAME, SOURCE_N
 from app.obs.running_app import read_running_app, remove_running_app, running_app_path, write_running_app
 from app.obs.target import AVATAR_WINDOW_TITLE, SetupTarget
 from app.settings import Settings, SettingsStore
-from tests.harness.obs import Obs, WindowManager, free_port
+from tests.harness.obs import Obs, free_port
 
 pytestmark = pytest.mark.display
 
@@ -70,13 +70,6 @@ def config(tmp_path, monkeypatch):
     keyring.set_keyring(keyring.backends.fail.Keyring())
     yield folder
     keyring.set_keyring(previous)
-
-
-@pytest.fixture(scope="module")
-def window_manager(x_display):
-    wm = WindowManager(x_display)
-    yield wm
-    wm.stop()
 
 
 @pytest.fixture(scope="module")
