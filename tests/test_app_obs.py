@@ -76,3 +76,36 @@ def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_serv
         window.close()
         pump(0.1)
     assert read_running_app() is None  # the app quit: obs setup uses the saved settings
+
+
+def test_captions_reach_an_obs_text_source_as_they_are_heard(qt_app, jack_server, obs, client,  # noqa: F811
+                                                             config):  # noqa: F811
+    from tests.harness.app_driver import say, wait_until_quiet
+
+    from app.obs.credentials import save_password
+
+    source = "Test captions from the app"
+    settings = replace(QUIET, captions_to_obs=True, obs_captions_source=source, obs_port=obs.port)
+    save_password(obs.password)  # as Add to OBS leaves it
+    window = open_window(config, settings)
+    seen: set[str] = set()
+    try:
+        say(window, "Papa made a map of five big boats.")
+
+        def caption_now() -> str:
+            names = [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]
+            if source not in names:
+                return ""
+            return client.send("GetInputSettings", {"inputName": source}, raw=True)["inputSettings"].get("text", "")
+
+        end = window.engine.clock.media_time_now() + 8
+        while window.engine.clock.media_time_now() < end and not {"Papa", "boats."} <= set(" ".join(seen).split()):
+            pump(0.05)
+            seen.add(caption_now())
+        wait_until_quiet(window)
+    finally:
+        window.close()
+        pump(0.1)
+    # OBS's text source was made by the app and showed the sentence as it was heard.
+    words = " ".join(seen).split()
+    assert "Papa" in words and "boats." in words, seen
