@@ -184,12 +184,13 @@ def _lipsync(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     # PyOpenGL announces at INFO that its optional C accelerator is missing.
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
-    from PySide6.QtGui import QColor, QGuiApplication
+    from PySide6.QtGui import QGuiApplication
 
     from pipeline.face.landmarks import PortraitError
     from pipeline.text.input import TextInputError
     from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
     from render.gl.offscreen import OffscreenError
+    from render.outputs.background import ColourError, parse_colour
     from render.outputs.video_export import (
         ExportError,
         ProgressLine,
@@ -209,9 +210,11 @@ def _export(args: argparse.Namespace) -> int:
         return _fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")
     if not 0.5 <= args.rate <= 2.0:
         return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
-    background = QColor(args.background)
-    if not background.isValid():
-        return _fail(f"--background {args.background!r} is not a colour (use e.g. #20232a)")
+    try:
+        # A video has no alpha: a colour's own alpha is applied over black.
+        r, g, b, a = parse_colour(args.background)
+    except ColourError as exc:
+        return _fail(f"--background {exc}")
     try:
         check_output(args.out)
     except ExportError as exc:
@@ -243,8 +246,7 @@ def _export(args: argparse.Namespace) -> int:
             captions = _caption_track(tts, args.captions)
             _, segments = _render(tts, args.text, LATENCY_MODES[args.mode], args.rate, captions)
             soundtrack = speech_soundtrack(segments)
-        settings = VideoSettings(args.fps, size, (background.redF(), background.greenF(),
-                                                  background.blueF()))
+        settings = VideoSettings(args.fps, size, (r * a, g * a, b * a))
         result = export_video(args.out, rig, soundtrack, settings, ProgressLine(sys.stderr))
     except (ExportError, RigError, PortraitError, OffscreenError, TextInputError) as exc:
         return _fail(str(exc))
