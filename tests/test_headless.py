@@ -7,10 +7,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -38,25 +40,35 @@ def _speech(audio: np.ndarray) -> bool:
     return int((rms > 0.01).sum()) >= 3
 
 
-def _read_until(proc, needle: str, timeout: float, lines: list[str]) -> str:
-    """Lines of the process's output until one holds `needle` (all of them kept)."""
-    import selectors
+class _Lines:
+    """The process's output lines, read on a thread of their own: selecting on the pipe
+    and then reading a line misses lines that arrived in the same chunk (they wait in
+    the reader's buffer, where select does not look)."""
 
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if not selector.select(timeout=0.2):
-            if proc.poll() is not None:
-                break
-            continue
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if needle in line:
-            return line
-    raise AssertionError(f"{needle!r} never came within {timeout} s; output:\n{''.join(lines)}")
+    def __init__(self, proc) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def until(self, needle: str, timeout: float) -> str:
+        """The first line from now on that holds `needle`."""
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                raise AssertionError(f"{needle!r} never came within {timeout} s; output:\n"
+                                     + "".join(self.seen))
+            self.seen.append(line)
+            if needle in line:
+                return line
 
 
 def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server, tmp_path):
@@ -76,9 +88,10 @@ def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server
         [sys.executable, "-m", "app", "--headless", "--browser-source-port", str(port)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=env, start_new_session=True)
-    lines: list[str] = []
+    output = _Lines(proc)
+    lines = output.seen
     try:
-        line = _read_until(proc, "Browser source: http://127.0.0.1", 60, lines)
+        line = output.until("Browser source: http://127.0.0.1", 60)
         assert f"http://127.0.0.1:{port}/" in line
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
         assert "<canvas" in page
@@ -101,7 +114,7 @@ def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server
         # lies outside the visible rectangle is transparent by the wire format).
         assert 0 < w * h < width * height and (x, y) != (0, 0)
         assert (visible[..., 3] == 255).sum() > 1000
-        _read_until(proc, "Voice ready", 90, lines)
+        output.until("Voice ready", 90)
         recorder = JackRecorder(max_seconds=8)
         recorder.start()
         try:
@@ -116,7 +129,7 @@ def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server
         assert _speech(recorder.audio), "".join(lines)
         assert proc.poll() is None, "".join(lines)
         proc.send_signal(signal.SIGINT)
-        _read_until(proc, "Stopped.", 20, lines)
+        output.until("Stopped.", 20)
         assert proc.wait(timeout=20) == 0
         assert not any("Traceback" in line for line in lines), "".join(lines)
     finally:
