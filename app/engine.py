@@ -177,16 +177,33 @@ class Engine:
         return self.timeline.frame_pose, self.timeline.version
 
     @staticmethod
-    def load_voice(progress: Callable[[float], None] | None = None) -> StreamingTTS:
+    def load_voice(progress: Callable[[float], None] | None = None,
+                   provider: str = "auto") -> StreamingTTS:
         """Load and warm up the voice (every engine shape once, so the first request is
-        as fast as the rest): seconds of work, so call it off the UI thread.
+        as fast as the rest) on the inference `provider` (Settings.inference_provider):
+        seconds of work, so call it off the UI thread.
 
         Synthesis runs at normal priority: streaming must keep ahead of playback, and a
         lowered priority (tried: nice 5 and 10) starved it into underruns on a busy
         machine, while the display copes with a late tick through its frame slots."""
-        tts = StreamingTTS()
+        tts = StreamingTTS(provider=provider)
         tts.warm_up(progress)
         return tts
+
+    @staticmethod
+    def inference_text(tts: StreamingTTS) -> tuple[str, bool]:
+        """One line saying where the voice's inference runs and, when that is not what
+        was asked for, why; and whether a provider asked for by name was not had (worth
+        a warning; "auto" settling for the CPU is not)."""
+        choices = list(tts.providers.values())
+        used = sorted({choice.used for choice in choices})
+        labels = {"cpu": "CPU", "cuda": "CUDA", "tensorrt": "TensorRT"}
+        text = "The voice runs on " + " and ".join(labels[name] for name in used)
+        reasons = sorted({choice.reason for choice in choices if choice.reason})
+        requested = choices[0].requested if choices else "auto"
+        if reasons:
+            text += f" (asked for: {requested}; " + "; ".join(reasons) + ")"
+        return text + ".", bool(reasons) and requested != "auto"
 
     @staticmethod
     def measure_modes(tts: StreamingTTS, text: str = MEASURE_TEXT) -> dict[str, float]:

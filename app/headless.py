@@ -97,8 +97,10 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
 
     def load_voice() -> None:
         try:
-            tts = Engine.load_voice()
+            tts = Engine.load_voice(provider=settings.inference_provider)
             engine.attach_voice(tts)
+            text, fell_back = Engine.inference_text(tts)
+            tell(text, Severity.WARNING if fell_back else Severity.INFO)
         except Exception as exc:  # told, and the outputs keep running with the mic
             log.exception("voice failed to load")
             tell(f"The voice could not be loaded: {exc}", Severity.ERROR)

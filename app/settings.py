@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
+from pipeline.infer.sessions import PROVIDERS
 from render.outputs.background import BACKGROUND_MODES, COLOUR_FORMS, ColourError, parse_colour
 
 SETTINGS_VERSION = 1
@@ -51,6 +52,9 @@ class Settings:
     blinking: bool = True
     breathing: bool = True
     background: str = "#20232a"
+    # Where the voice's inference runs: "auto" takes the fastest the machine has
+    # (TensorRT → CUDA → CPU, pipeline/infer/sessions.py); "cpu" forces the CPU. At start.
+    inference_provider: str = "auto"
     # -- outputs for OBS (issue 13) --
     # The avatar-only window ("Lipsync Studio — Avatar"), opened at start when on.
     output_window: bool = False
@@ -115,6 +119,7 @@ RULES: dict[str, FieldRule] = {
     "blinking": FieldRule(bool),
     "breathing": FieldRule(bool),
     "background": FieldRule(str),
+    "inference_provider": FieldRule(str, choices=PROVIDERS),
     "output_window": FieldRule(bool),
     "output_size": FieldRule(str),
     "output_borderless": FieldRule(bool),

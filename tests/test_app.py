@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -516,3 +517,19 @@ def test_messages_about_a_condition_go_when_it_ends(troubled_window):
         assert not _labels_showing(w, problem)
     # All of it is still in the history.
     assert any(n.startswith("Audio is off") for n in w.notices) and standing_in in w.notices
+
+
+def test_a_gpu_asked_for_and_not_had_is_told_in_one_line(qt_app, jack_server, tmp_path):
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime has a CUDA provider")
+    w = open_window(tmp_path, replace(QUIET, inference_provider="cuda"))
+    try:
+        told = [n for n in w.notices if n.startswith("The voice runs on CPU (asked for: cuda;")]
+        assert len(told) == 1 and "\n" not in told[0] and "no CUDA provider" in told[0]
+        assert w.inference == told[0]
+        say(w, "Hello.")  # and the voice speaks, on the CPU
+        wait_until_quiet(w)
+    finally:
+        w.close()

@@ -155,3 +155,23 @@ def test_the_engine_publishes_speech_and_device_news_on_its_bus(jack_server):
         assert [e.text for e in mine if isinstance(e, SentenceTimed)] == [text]
         assert sum(isinstance(e, VisemeTimed) for e in mine) > 5
         assert isinstance(mine[-1], SpeechFinished) and not mine[-1].cancelled
+
+
+def test_the_voice_says_where_its_inference_runs_and_why_not_elsewhere():
+    """This machine's onnxruntime has only the CPU provider: asked for CUDA by name, the
+    voice runs on the CPU and the line says why (a warning); on "auto" the same line, but
+    settling for the CPU is no warning."""
+    import onnxruntime
+
+    from app.engine import Engine
+    from pipeline.voice.streaming_tts import StreamingTTS
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime has a CUDA provider: the CPU fallback is not what runs")
+    text, warn = Engine.inference_text(StreamingTTS(provider="cuda"))
+    assert warn and text.startswith("The voice runs on CPU (asked for: cuda;")
+    assert "no CUDA provider" in text
+    text, warn = Engine.inference_text(StreamingTTS(provider="auto"))
+    assert not warn and text.startswith("The voice runs on CPU (asked for: auto;")
+    text, warn = Engine.inference_text(StreamingTTS(provider="cpu"))
+    assert (text, warn) == ("The voice runs on CPU.", False)

@@ -57,6 +57,7 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
     dialog.blinking.setChecked(False)
     dialog.breathing.setChecked(False)
     dialog.background.setText("#102030")
+    dialog.inference.setCurrentIndex(dialog.inference.findData("cpu"))
     dialog.output_window.setChecked(True)
     dialog.output_size.setCurrentText("800x800")
     dialog.output_borderless.setChecked(True)
@@ -85,7 +86,7 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
                         mic_gate_db=-42.0, mic_lipsync="volume",
                         avatar_manifest="/tmp/rig/manifest.json", speech_rate=1.25, volume=0.8,
                         target_fps=30, software_gl_fps=24, blinking=False, breathing=False, background="#102030",
-                        output_window=True, output_size="800x800", output_borderless=True,
+                        inference_provider="cpu", output_window=True, output_size="800x800", output_borderless=True,
                         output_on_top=True, output_background="chroma", output_colour="navy",
                         chroma_colour="#0000ff", browser_source=True, browser_source_port=9000,
                         virtual_camera=True, virtual_camera_size="1080p", virtual_camera_fps=60,

@@ -78,6 +78,7 @@ AVATAR = "avatar"
 PORTRAIT = "portrait"
 FELL_BEHIND = "fell behind"
 OBS = "obs"
+INFERENCE = "inference"
 SETTINGS_FILE = "settings file"
 # Microphone statuses that are good news: shown for a while, not until the next status.
 MIC_GOOD_NEWS = ("started", "recovered", "available")
@@ -138,6 +139,8 @@ class MainWindow(QMainWindow):
         # The last finished request and the media time its sound ends at.
         self.finished: SpeechFinished | None = None
         self.mode_first_audio_ms: dict[str, float] = {}
+        # Where the voice's inference runs, once it is loaded (Engine.inference_text).
+        self.inference: str | None = None
 
         frame_rate = self._frame_rate(settings)
         self.view = AvatarView(fps=frame_rate, clear_color=_colour(settings.background))
@@ -252,7 +255,8 @@ class MainWindow(QMainWindow):
 
     def _load_voice(self) -> None:
         try:
-            tts = Engine.load_voice(self._bridge.voice_progress.emit)
+            tts = Engine.load_voice(self._bridge.voice_progress.emit,
+                                    self.settings.inference_provider)
             self._bridge.voice_loaded.emit(tts, Engine.measure_modes(tts))
         except Exception as exc:  # shown to the user; the window stays usable
             if self._closed.is_set():
@@ -267,6 +271,10 @@ class MainWindow(QMainWindow):
         self.mode_first_audio_ms = measured
         self.engine.attach_voice(tts)
         self.outputs.attach_voice(tts)
+        text, fell_back = Engine.inference_text(tts)
+        self.inference = text
+        if fell_back:
+            self.tell(text, key=INFERENCE)
         self._set_ready(True)
 
     def _on_voice_failed(self, message: str) -> None:
@@ -461,6 +469,8 @@ class MainWindow(QMainWindow):
             self.view.set_clear_color(_colour(settings.background))
         if (settings.target_fps, settings.software_gl_fps) != (old.target_fps, old.software_gl_fps):
             self.tell("The new frame rate takes effect when the app restarts.", Severity.INFO)
+        if settings.inference_provider != old.inference_provider:
+            self.tell("The new inference choice takes effect when the app restarts.", Severity.INFO)
         if settings.output_window != old.output_window:
             self._output_window = None  # the user chose here: the command line's word is over
         if (settings.browser_source, settings.browser_source_port) != (

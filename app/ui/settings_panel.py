@@ -156,6 +156,14 @@ class SettingsPanel(QDialog):
         form.addRow("Idle motion", idle)
         self.background = QLineEdit(settings.background)
         form.addRow("Background colour", _with_picker(self.background))
+        self.inference = QComboBox()
+        for name, label in (("auto", "Fastest available (GPU where there is one)"), ("cpu", "CPU"),
+                            ("cuda", "NVIDIA GPU (CUDA)"), ("tensorrt", "NVIDIA GPU (TensorRT)")):
+            self.inference.addItem(label, name)
+        self.inference.setCurrentIndex(self.inference.findData(settings.inference_provider))
+        self.inference.setToolTip("Where the voice runs; takes effect at restart. Without the "
+                                  "chosen one the voice runs on the next one down, and says why.")
+        form.addRow("Voice inference", self.inference)
 
         outputs = QWidget()
         tabs.addTab(outputs, "Outputs (OBS)")
@@ -289,6 +297,7 @@ class SettingsPanel(QDialog):
             "blinking": self.blinking.isChecked(),
             "breathing": self.breathing.isChecked(),
             "background": self.background.text().strip(),
+            "inference_provider": self.inference.currentData(),
             "output_window": self.output_window.isChecked(),
             "output_size": self.output_size.currentText().strip(),
             "output_borderless": self.output_borderless.isChecked(),
