@@ -281,11 +281,15 @@ class Outputs:
             self.browser_source = None
 
     def _start_feed(self, feed: FrameFeed) -> None:
-        if self._rig is not None:
-            feed.set_rig(self._rig)
-        source, version = self.engine.mouth_source()
-        feed.set_sources(source, self.engine.clock.media_time_at, version)
+        self._wire(feed)
         feed.start()
+
+    def _wire(self, output) -> None:
+        """A new output (window or feed) gets the rig and the engine's mouth source."""
+        if self._rig is not None:
+            output.set_rig(self._rig)
+        source, version = self.engine.mouth_source()
+        output.set_sources(source, self.engine.clock.media_time_at, version)
 
     # -- the avatar window -------------------------------------------------------------
 
@@ -300,10 +304,7 @@ class Outputs:
                                   on_top=settings.output_on_top, now=self._now)
             window.closed = self._on_window_closed
             self.avatar_window = window
-            if self._rig is not None:
-                window.set_rig(self._rig)
-            source, version = self.engine.mouth_source()
-            window.set_sources(source, self.engine.clock.media_time_at, version)
+            self._wire(window)
             window.show()
             log.info("avatar window open at %dx%d, background %s", *size, background.mode)
         else:
@@ -311,6 +312,7 @@ class Outputs:
             window.set_size(size)
             window.set_background(background)
         window.viewer_delay_s = 0.5 / settings.obs_fps
+
     def _close_window(self) -> None:
         window, self.avatar_window = self.avatar_window, None
         window.closed = None

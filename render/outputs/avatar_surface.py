@@ -23,7 +23,7 @@ from PySide6.QtOpenGL import QOpenGLWindow
 from render.gl.compositor import ChromaCompositor
 from render.gl.sprite_renderer import GLRenderer, read_framebuffer
 from render.outputs.background import CHROMA, SOLID, Background
-from render.rigs.loader import AvatarRig, renderer_for
+from render.rigs.loader import AvatarRig, renderer_showing
 from render.timing.frame_producer import MediaClock, PoseSource
 from render.timing.presenter import REST, AvatarFrame, Pacing, Presenter
 
@@ -191,13 +191,7 @@ class AvatarSurface(QOpenGLWindow):
             self._compositor.finish(target_fbo, self._background.colour)
 
     def _upload_rig(self) -> None:
-        fresh = renderer_for(self._rig, self.renderer.clear_color)
-        if type(fresh) is not type(self.renderer):
-            old, self.renderer = self.renderer, fresh
-            old.release()
-            fresh.initialize()
-            fresh.resize(*old.viewport)
-        self.renderer.set_rig(self._rig)
+        self.renderer = renderer_showing(self.renderer, self._rig)
         self._rig_pending = False
 
     def _release_gl(self) -> None:

@@ -28,7 +28,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from render.gl.offscreen import OffscreenTarget
 from render.gl.readback import AsyncReadback
 from render.gl.sprite_renderer import GLRenderer
-from render.rigs.loader import AvatarRig, renderer_for
+from render.rigs.loader import AvatarRig, renderer_showing
 from render.timing.frame_producer import MediaClock, PoseSource
 from render.timing.presenter import AvatarFrame, Presenter
 
@@ -63,7 +63,6 @@ class FrameFeed(QObject):
         self.renderer.initialize()
         self.renderer.resize(width, height)
         self._readback = AsyncReadback(width, height)
-        self._rig: AvatarRig | None = None
         self.sinks: list[Sink] = []
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -81,14 +80,7 @@ class FrameFeed(QObject):
 
     def set_rig(self, rig: AvatarRig) -> None:
         self._target.make_current()
-        fresh = renderer_for(rig, (0.0, 0.0, 0.0, 0.0))
-        if type(fresh) is not type(self.renderer):
-            self.renderer.release()
-            self.renderer = fresh
-            fresh.initialize()
-            fresh.resize(self.width, self.height)
-        self.renderer.set_rig(rig)
-        self._rig = rig
+        self.renderer = renderer_showing(self.renderer, rig)
 
     def set_sources(self, pose_source: PoseSource | None, media_time_at: MediaClock | None,
                     source_version: Callable[[], int] | None = None) -> None:

@@ -42,6 +42,21 @@ def renderer_for(rig: AvatarRig, clear_color: tuple[float, float, float, float]
     return kind(clear_color=clear_color)
 
 
+def renderer_showing(renderer: GLRenderer | PhotoRenderer, rig: AvatarRig
+                     ) -> GLRenderer | PhotoRenderer:
+    """`renderer` showing `rig` now, or, where the rig is of the other kind, a renderer
+    of that kind at the same viewport and clear colour, `renderer` released. The GL
+    context both belong to must be current."""
+    fresh = renderer_for(rig, renderer.clear_color)
+    if type(fresh) is not type(renderer):
+        renderer.release()
+        fresh.initialize()
+        fresh.resize(*renderer.viewport)
+        renderer = fresh
+    renderer.set_rig(rig)
+    return renderer
+
+
 def _manifest_format(path: Path) -> object:
     """The manifest's "format", or None where it has none: the sprite rig loader then
     explains what is wrong with the file."""
