@@ -1,13 +1,16 @@
 """The virtual camera (render/outputs/virtual_camera.py), everything up to the backend call
-for real: compositing over the background, the mailbox between the render thread and the
-camera's worker, its pacing, and pyvirtualcam's own error on this machine turned into the
-user's instructions.
+for real: a rendered frame composited and packed as YUYV on the GPU by the camera's
+readback, through the worker and pyvirtualcam's own Camera to its backend's send; the
+mailbox between the render thread and the camera's worker, its pacing, and pyvirtualcam's
+own error on this machine turned into the user's instructions.
 
 No v4l2loopback module can be loaded on these machines (the kernel is built without
 loadable modules: CONFIG_MODULES is not set), so no /dev/videoN loopback device exists and
 sending frames to a real device is untested here. Where the worker's sending path is
-tested, RecordingCamera stands in for the device: a test double for a kernel module that
-cannot exist here, kept to what pyvirtualcam.Camera offers (send, close, device).
+tested, a stand-in takes the device's place: RecordingBackend, registered with
+pyvirtualcam's own register_backend mechanism, where the native v4l2loopback backend
+would write to the device; RecordingCamera, for the mailbox tests, a test double kept to
+what pyvirtualcam.Camera offers (send, close, device).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from render.outputs.virtual_camera import (
     MACOS_UPGRADE,
     WINDOWS_BUSY,
     WINDOWS_SETUP,
-    OpaqueCompositor,
     VirtualCamera,
     VirtualCameraError,
     background_rgb,
@@ -69,8 +71,9 @@ class RecordingCamera:
 
 
 def numbered_frame(k: int, width: int = 8, height: int = 4) -> np.ndarray:
-    """An opaque frame whose first pixel's red is k: what the camera got says which."""
-    frame = np.full((height, width, 4), 255, np.uint8)
+    """A YUYV frame whose first byte (the first pixel's Y) is k: what the camera got
+    says which."""
+    frame = np.full((height, width, 2), 128, np.uint8)
     frame[0, 0, 0] = k
     return frame
 
@@ -84,29 +87,7 @@ def wait_until(condition, timeout: float = 5.0) -> bool:
     return condition()
 
 
-# -- compositing ---------------------------------------------------------------------
-
-def composite(pixels: list[tuple[int, int, int, int]], background: Background) -> list:
-    w = len(pixels)
-    compositor = OpaqueCompositor(w, 1, background_rgb(background))
-    buffer = compositor.input_buffer()
-    compositor.frame_view(buffer)[0] = pixels
-    return compositor.over(buffer)[0].tolist()
-
-
-def test_premultiplied_pixels_over_the_background_exact_numbers():
-    # out = c + round(bg × (255 − a) / 255); over (32, 35, 42). 5 pixels: the packing's
-    # groups of 4 plus a padded one.
-    pixels = [(0, 0, 0, 0), (255, 0, 0, 255), (100, 50, 0, 128), (10, 20, 30, 64),
-              (64, 64, 64, 64)]
-    assert composite(pixels, DARK) == [
-        [32, 35, 42],     # transparent: the background
-        [255, 0, 0],      # opaque: itself
-        [116, 67, 21],    # 100 + round(32·127/255 = 15.94), 50 + 17.43, 0 + 20.92
-        [34, 46, 61],     # 10 + round(32·191/255 = 23.97), 20 + 26.22, 30 + 31.46
-        [88, 90, 95],     # 64 + 23.97, 64 + 26.22, 64 + 31.46
-    ]
-
+# -- the background and the frames -------------------------------------------------
 
 def test_background_colours_a_camera_without_alpha_gets():
     assert background_rgb(DARK) == (32, 35, 42)
@@ -115,39 +96,58 @@ def test_background_colours_a_camera_without_alpha_gets():
     assert background_rgb(Background(SOLID, parse_colour("#20232a80"))) == (16, 18, 21)
     # Transparent chose no colour: the premultiplied pixels as drawn, i.e. over black.
     assert background_rgb(Background(TRANSPARENT)) == (0, 0, 0)
-    assert composite([(100, 50, 0, 128)], Background(TRANSPARENT)) == [[100, 50, 0]]
 
 
-def test_random_premultiplied_frames_match_the_plain_formula():
-    rng = np.random.default_rng(7)
-    for w, h in ((64, 36), (7, 5), (3, 1)):
-        alpha = rng.integers(0, 256, (h, w, 1))
-        rgba = np.concatenate([rng.integers(0, 256, (h, w, 3)) * alpha // 255, alpha], axis=2)
-        compositor = OpaqueCompositor(w, h, (200, 10, 255))
-        buffer = compositor.input_buffer()
-        compositor.frame_view(buffer)[:] = rgba
-        out = compositor.over(buffer)
-        expected = rgba[..., :3] + (np.array([200, 10, 255]) * (255 - alpha) + 127) // 255
-        assert out.flags.c_contiguous and out.shape == (h, w, 3)
-        assert np.array_equal(out, expected)
+class RecordingBackend:
+    """A pyvirtualcam backend (pyvirtualcam.Backend's interface) keeping what it is given,
+    in the place where the native v4l2loopback backend would write each frame to the
+    device. Each one opened is appended to `opened`."""
+
+    opened: list[RecordingBackend] = []
+
+    def __init__(self, *, width: int, height: int, fps: float, fourcc: int, device, **kw):
+        self.size, self.fourcc = (width, height), fourcc
+        self.frames: list[np.ndarray] = []
+        self.closed = False
+        RecordingBackend.opened.append(self)
+
+    def send(self, frame: np.ndarray) -> None:
+        self.frames.append(frame.copy())
+
+    def close(self) -> None:
+        self.closed = True
+
+    def device(self) -> str:
+        return "/dev/video-recorded"
+
+    def native_fourcc(self) -> int:
+        return self.fourcc
 
 
 @pytest.mark.display
-def test_a_rendered_avatar_frame_reaches_the_camera_composited(qt_app):
-    """The bundled avatar drawn on a transparent background, read back through the PBOs
-    as the frame feed does, offered, and composited by the worker: what the camera gets
-    equals the plain formula on the synchronous read of that frame, clipped at 255 (so a
-    channel above its alpha, which would carry into its neighbour, would show)."""
+def test_a_rendered_frame_reaches_pyvirtualcams_backend_as_yuyv_over_the_key(qt_app, monkeypatch):
+    """The bundled avatar drawn on a transparent background, read back by the camera's
+    readback as the frame feed does, offered, and sent by the worker through the real
+    pyvirtualcam.Camera (the default factory) to its backend: the backend is opened for
+    YUYV at the camera's size and gets width×height×2 bytes, the reference conversion of
+    the frame's own RGBA over the key colour (tests/test_yuv_pack.py says why within 1
+    level). Where nothing was drawn the bytes are the key's own levels."""
+    import pyvirtualcam
+    from pyvirtualcam.util import encode_fourcc
+
     from pipeline.core.frames import MouthPose
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
     from render.gl.offscreen import OffscreenTarget
-    from render.gl.readback import AsyncReadback
     from render.gl.sprite_renderer import GLRenderer
     from render.rigs.sprite import load_rig
+    from tests.test_yuv_pack import TOLERANCE, worst, yuyv_reference
 
+    # pyvirtualcam tries its backends in turn: v4l2loopback fails here (no device), then
+    # this one opens.
+    monkeypatch.setitem(pyvirtualcam.camera.BACKENDS, "recording", RecordingBackend)
+    monkeypatch.setattr(RecordingBackend, "opened", [])
     w, h = 160, 120
-    recorder = RecordingCamera()
-    camera = VirtualCamera(w, h, 1000, DARK, camera_factory=recorder)
+    camera = VirtualCamera(w, h, 1000, Background(CHROMA, parse_colour("#00ff00")))
     with OffscreenTarget(w, h) as target:
         renderer = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
         renderer.initialize()
@@ -155,19 +155,29 @@ def test_a_rendered_avatar_frame_reaches_the_camera_composited(qt_app):
         renderer.resize(w, h)
         renderer.draw(MouthPose(10, 3, 0.4, 0.7), blink=0.3, breath=0.2)
         drawn = target.read_pixels()
-        readback = AsyncReadback(w, h)
+        readback = camera.readback()
         readback.request(1.25)
-        pixels, media_time = readback.collect()
+        frame, media_time = readback.collect()
         camera.start()
-        camera.offer(pixels, media_time)
+        assert camera.status()["device"] == "/dev/video-recorded"
+        camera.offer(frame, media_time)
         assert wait_until(lambda: camera.sent == 1)
         camera.stop()
         readback.release()
         renderer.release()
-    alpha = drawn[..., 3:4].astype(int)
+    [backend] = RecordingBackend.opened
+    assert backend.size == (w, h) and backend.fourcc == encode_fourcc("YUY2")  # PixelFormat.YUYV
+    assert backend.closed and len(backend.frames) == 1
+    sent = backend.frames[0]
+    assert sent.dtype == np.uint8 and sent.shape == (w * h * 2,)
+    expected = yuyv_reference(drawn, (0, 255, 0))
+    assert worst(sent.reshape(h, w, 2), expected) <= TOLERANCE
+    alpha = drawn[..., 3]
     assert 0 < (alpha == 0).sum() and 0 < (alpha == 255).sum()   # both the avatar and around it
-    expected = np.minimum(255, drawn[..., :3] + (np.array([32, 35, 42]) * (255 - alpha) + 127) // 255)
-    assert np.array_equal(recorder.sent[0][0], expected)
+    # Pairs where nothing was drawn: green's BT.601 levels, Y 144.55, U 53.80, V 34.21.
+    empty = (alpha[:, 0::2] == 0) & (alpha[:, 1::2] == 0)
+    pairs = sent.reshape(h, w // 2, 4)[empty].astype(int)
+    assert len(pairs) > 100 and np.abs(pairs - [145, 54, 145, 34]).max() <= TOLERANCE
     assert camera.last_sent_media_time == 1.25
 
 
@@ -236,7 +246,7 @@ def test_worker_sends_at_most_fps_frames_a_second_newest_first():
     assert recorder.closed
 
 
-def test_frames_of_another_size_are_refused_and_offers_while_off_ignored():
+def test_frames_of_another_size_or_format_are_refused_and_offers_while_off_ignored():
     recorder = RecordingCamera()
     camera = VirtualCamera(8, 4, 30, DARK, camera_factory=recorder)
     camera.offer(numbered_frame(1), 0.0)
@@ -244,7 +254,17 @@ def test_frames_of_another_size_are_refused_and_offers_while_off_ignored():
     camera.start()
     with pytest.raises(ValueError, match="render at the camera's size"):
         camera.offer(numbered_frame(1, width=16, height=9), 0.0)
+    # RGBA of the right size (what the camera took before it took YUYV) is not a frame.
+    with pytest.raises(ValueError, match=r"the camera takes YUYV, uint8 \(4, 8, 2\)"):
+        camera.offer(np.zeros((4, 8, 4), np.uint8), 0.0)
     camera.stop()
+    assert camera.offered == 0 and recorder.sent == []
+
+
+def test_a_camera_of_odd_width_is_refused_with_the_reason():
+    # YUYV carries two pixels' Y with one U and V: a row of an odd width cannot be packed.
+    with pytest.raises(ValueError, match=r"width must be even; 1281×720 is not"):
+        VirtualCamera(1281, 720, 30, DARK, camera_factory=RecordingCamera())
 
 
 def test_a_device_failing_mid_stream_stops_the_camera_and_says_why():

@@ -8,17 +8,18 @@ device, raises VirtualCameraError with what the user has to do (the exact comman
 Threads: the render thread hands each frame to `offer`, which copies it into a mailbox of
 one frame (the newest wins; a frame replaced before the camera took it is counted as
 dropped) and returns: it never waits for the camera. A worker thread owns the camera
-from start() on: it takes the newest frame at most `fps` times a second, composites it
-over the background (the cameras carry no alpha) and sends it.
+from start() on: it takes the newest frame at most `fps` times a second and sends it.
 
-Format: pyvirtualcam's RGB (3 bytes a pixel). Its backends convert that to their native
-I420 / NV12 in C (libyuv) while sending, faster than any conversion numpy can do; the
-compositing here is a table lookup per pixel, one 32-bit add per pixel and a repacking of
-4 pixels into 3 words: 4.8 ms a frame at 1280×720 and 13.4 ms at 1920×1080 on the 2-core
-VM (bench/results/readback.json), on the worker, only for frames it sends. pyvirtualcam's
-send keeps the GIL while it converts and writes (its pybind11 binding does not release
-it), so during a send the render thread runs no Python: that time is libyuv's, and could
-not be measured here (no device).
+Format: pyvirtualcam's YUYV (2 bytes a pixel, BT.601 limited range), made on the GPU:
+the feed drawing the camera's frames reads them with the camera's readback()
+(render/gl/yuv_pack.py YuyvReadback), which composites them over the background (the
+cameras carry no alpha) and packs them as YUYV in a GL pass, so half of RGBA's bytes
+cross to the host and the worker only copies and sends. pyvirtualcam then writes YUYV to
+the v4l2loopback device as it is (Linux) or repacks it to NV12 (Windows) or UYVY (macOS)
+in libyuv, no colour conversion. Its send keeps the GIL while it does so (its pybind11
+binding does not release it), so during a send the render thread runs no Python; that
+time could not be measured here (no device). What the pass costs where the GPU is the
+CPU (llvmpipe), and the readback before and after it: bench/results/yuv_readback*.json.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from render.gl.yuv_pack import YuyvReadback, check_yuyv_size
 from render.outputs.background import TRANSPARENT, Background
 
 EXTRA_MISSING = "Virtual camera needs the vcam extra: pip install 'lipsync-studio[vcam]'"
@@ -97,14 +99,14 @@ def explain_backend_error(error: Exception, system: str | None = None) -> Virtua
 
 
 def open_pyvirtualcam(width: int, height: int, fps: float):
-    """A pyvirtualcam.Camera taking width×height RGB frames, the system's first virtual
+    """A pyvirtualcam.Camera taking width×height YUYV frames, the system's first virtual
     camera device; VirtualCameraError with the user's message if there is none."""
     try:
         import pyvirtualcam
     except ImportError:
         raise VirtualCameraError(EXTRA_MISSING) from None
     try:
-        return pyvirtualcam.Camera(width, height, fps, fmt=pyvirtualcam.PixelFormat.RGB)
+        return pyvirtualcam.Camera(width, height, fps, fmt=pyvirtualcam.PixelFormat.YUYV)
     except (RuntimeError, ValueError) as error:
         raise explain_backend_error(error) from error
 
@@ -119,72 +121,6 @@ def background_rgb(background: Background) -> tuple[int, int, int]:
     return tuple(int(round(c * a * 255)) for c in (r, g, b))  # type: ignore[return-value]
 
 
-def _padded_pixels(width: int, height: int) -> int:
-    """Pixels rounded up to a multiple of 4: the RGB packing works on groups of 4."""
-    return -(-width * height // 4) * 4
-
-
-class OpaqueCompositor:
-    """Premultiplied RGBA8 over an opaque colour → RGB8, into buffers made once.
-
-    out = src + round(bg × (255 − a) / 255) per channel, exact. It relies on the input
-    being premultiplied (every channel ≤ alpha, which GL's blending of premultiplied
-    layers keeps): then no channel's sum passes 255, and the four bytes of a pixel are
-    added as one 32-bit word without a carry crossing between them.
-    """
-
-    def __init__(self, width: int, height: int, rgb: tuple[int, int, int]) -> None:
-        self.width, self.height = width, height
-        self.pixels = width * height
-        padded = _padded_pixels(width, height)
-        inverse = 255 - np.arange(256, dtype=np.uint32)
-        lut = np.zeros(256, dtype="<u4")
-        for shift, channel in zip((0, 8, 16), rgb):
-            lut |= ((channel * inverse + 127) // 255) << shift
-        # The alpha byte becomes 255 (opaque); the packing below drops it anyway.
-        lut |= inverse << 24
-        self._lut = lut
-        self._under = np.empty(padded, dtype="<u4")
-        self._out_bytes = np.zeros(padded * 3, dtype=np.uint8)
-        self._out_words = self._out_bytes.view("<u4").reshape(-1, 3)
-        self.rgb = self._out_bytes[: self.pixels * 3].reshape(height, width, 3)
-        self._a = np.empty(padded // 4, dtype="<u4")
-        self._b = np.empty(padded // 4, dtype="<u4")
-
-    def input_buffer(self) -> np.ndarray:
-        """A buffer over() takes: flat uint8, 4 bytes a pixel, padded to whole groups of 4
-        pixels (the padding stays zero); `frame_view` shows its pixels as H×W×4."""
-        return np.zeros(_padded_pixels(self.width, self.height) * 4, dtype=np.uint8)
-
-    def frame_view(self, buffer: np.ndarray) -> np.ndarray:
-        return buffer[: self.pixels * 4].reshape(self.height, self.width, 4)
-
-    def over(self, buffer: np.ndarray) -> np.ndarray:
-        """Composite an input_buffer() (changed in place) and return `rgb` (H×W×3 uint8,
-        C-contiguous, the same array every call)."""
-        words = buffer.view("<u4")
-        # mode="clip": a uint8 index cannot leave the table, and skipping the bounds
-        # check makes the lookup 3x faster (3.6 → 1.2 ms at 1280×720 here).
-        np.take(self._lut, buffer[3::4], out=self._under, mode="clip")
-        np.add(words, self._under, out=words)
-        # 4 pixels RGBX → 3 words RGBR GBRG BRGB (little-endian bytes).
-        quads = words.reshape(-1, 4)
-        p0, p1, p2, p3 = quads[:, 0], quads[:, 1], quads[:, 2], quads[:, 3]
-        a, b, out = self._a, self._b, self._out_words
-        np.bitwise_and(p0, 0x00FFFFFF, out=a)
-        np.left_shift(p1, 24, out=b)
-        np.bitwise_or(a, b, out=out[:, 0])
-        np.right_shift(p1, 8, out=a)
-        np.bitwise_and(a, 0x0000FFFF, out=a)
-        np.left_shift(p2, 16, out=b)
-        np.bitwise_or(a, b, out=out[:, 1])
-        np.right_shift(p2, 16, out=a)
-        np.bitwise_and(a, 0x000000FF, out=a)
-        np.left_shift(p3, 8, out=b)
-        np.bitwise_or(a, b, out=out[:, 2])
-        return self.rgb
-
-
 CameraFactory = Callable[[int, int, float], object]
 
 
@@ -192,27 +128,29 @@ class VirtualCamera:
     """Sends the frames offered to it to a virtual camera, at most `fps` a second.
 
     `camera_factory(width, height, fps)` opens the device: by default pyvirtualcam's
-    first virtual camera taking RGB frames (an object with send(rgb), close() and a
-    `device` name). Frames must be width×height: render at the camera's size.
+    first virtual camera taking YUYV frames (an object with send(yuyv), close() and a
+    `device` name). Frames are width×height YUYV over the background as readback()
+    makes them: render at the camera's size, an even width.
 
     Invariants: offer() never waits for the worker (it copies into the mailbox under a
     lock held only to swap two indices); frames are sent in offer order, each at most
-    once, the newest one offered at each send; offered == sent + dropped + the frames
-    in flight (0 to 2: one waiting in the mailbox, one being composited and sent).
+    once, the newest one offered at each send, as offered (the worker changes no byte);
+    offered == sent + dropped + the frames in flight (0 to 2: one waiting in the
+    mailbox, one being sent).
     """
 
     def __init__(self, width: int, height: int, fps: float, background: Background, *,
                  camera_factory: CameraFactory = open_pyvirtualcam,
                  now: Callable[[], float] = time.monotonic) -> None:
+        check_yuyv_size(width, height)
         self.width, self.height, self.fps = width, height, fps
         self.period = 1.0 / fps
+        self.background_rgb = background_rgb(background)
         self._factory = camera_factory
         self._now = now
-        self._compositor = OpaqueCompositor(width, height, background_rgb(background))
         # Three frames: one the render thread writes, one waiting (the newest), one the
-        # worker composites and sends. Only the indices move between threads.
-        self._buffers = [self._compositor.input_buffer() for _ in range(3)]
-        self._views = [self._compositor.frame_view(b) for b in self._buffers]
+        # worker sends. Only the indices move between threads.
+        self._buffers = [np.zeros((height, width, 2), np.uint8) for _ in range(3)]
         self._times = [float("nan")] * 3
         self._write, self._ready, self._sending = 0, 1, 2
         self._fresh = False
@@ -248,17 +186,24 @@ class VirtualCamera:
         self._thread = threading.Thread(target=self._run, name="virtual-camera", daemon=True)
         self._thread.start()
 
-    def offer(self, rgba: np.ndarray, media_time: float) -> None:
-        """Hand over a frame: H×W×4 uint8 premultiplied RGBA, top row first, any strides
-        (e.g. AsyncReadback's view; it is copied, so it may be reused at once). Returns
-        without waiting; ignored while the camera is off."""
+    def readback(self) -> YuyvReadback:
+        """What the feed drawing this camera's frames reads them back with (in its GL
+        context, current): composited over the camera's background and packed as YUYV
+        on the GPU, at the camera's size; its frames are what offer() takes."""
+        return YuyvReadback(self.width, self.height, self.background_rgb)
+
+    def offer(self, yuyv: np.ndarray, media_time: float) -> None:
+        """Hand over a frame: H×W×2 uint8 YUYV, top row first, any strides (e.g.
+        readback()'s view; it is copied, so it may be reused at once). Returns without
+        waiting; ignored while the camera is off."""
         if not self.running:
             return
-        if rgba.shape != (self.height, self.width, 4) or rgba.dtype != np.uint8:
-            raise ValueError(f"frame is {rgba.dtype} {rgba.shape}; the camera takes uint8 "
-                             f"{(self.height, self.width, 4)}: render at the camera's size")
+        if yuyv.shape != (self.height, self.width, 2) or yuyv.dtype != np.uint8:
+            raise ValueError(f"frame is {yuyv.dtype} {yuyv.shape}; the camera takes YUYV, "
+                             f"uint8 {(self.height, self.width, 2)}, as its readback() gives "
+                             "it: render at the camera's size")
         write = self._write
-        np.copyto(self._views[write], rgba)
+        np.copyto(self._buffers[write], yuyv)
         self._times[write] = media_time
         with self._lock:
             if self._fresh:
@@ -307,7 +252,7 @@ class VirtualCamera:
                     self._ready, self._sending = self._sending, self._ready
                     self._fresh = False
                 sending = self._sending
-                camera.send(self._compositor.over(self._buffers[sending]))
+                camera.send(self._buffers[sending])
                 self.sent += 1
                 self.last_sent_media_time = self._times[sending]
                 # On a grid of periods from the worker's start: at most one frame a period.
