@@ -1,23 +1,27 @@
-"""The offscreen GL target: a real Mesa context under Xvfb, no window."""
+"""The offscreen GL targets, no window: Qt's on a real Mesa context under Xvfb, and
+EGL's (render/gl/egl_target.py) in a process of its own with no display."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.display
 
+REPO = Path(__file__).resolve().parent.parent
 
-def test_clears_reads_back_top_row_first_and_resizes(qt_app):
+
+def check_clears_reads_back_top_row_first_and_resizes(target) -> None:
+    """On a fresh 8×6 target: clears land, rows come back top first, resize works, and
+    `target` is closed (twice is harmless)."""
     from OpenGL import GL
 
-    from render.gl.offscreen import OffscreenTarget
-
-    with OffscreenTarget(8, 6) as target:
+    with target:
         GL.glClearColor(1.0, 0.0, 0.0, 1.0)
         GL.glClear(GL.GL_COLOR_BUFFER_BIT)
         # Only the bottom row (GL's y = 0) turns green: it must come back last.
@@ -42,6 +46,12 @@ def test_clears_reads_back_top_row_first_and_resizes(qt_app):
         with pytest.raises(ValueError, match="expected uint8"):
             target.read_pixels(np.zeros((6, 8, 4), np.uint8))
     target.close()   # twice is harmless
+
+
+def test_clears_reads_back_top_row_first_and_resizes(qt_app):
+    from render.gl.offscreen import OffscreenTarget
+
+    check_clears_reads_back_top_row_first_and_resizes(OffscreenTarget(8, 6))
 
 
 def test_bad_sizes_are_refused(qt_app):
@@ -70,7 +80,82 @@ def test_xvfb_gl_is_named_and_known_to_render_on_the_cpu(qt_app):
 
 def run_python(code: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=60, cwd=os.getcwd())
+                          text=True, timeout=60, cwd=REPO)
+
+
+def no_display_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+
+
+EGL_TARGET = """
+import ctypes
+from render.gl.gl_platform import use_egl
+assert use_egl()
+from OpenGL import EGL
+from OpenGL.EGL.EXT.device_base import eglQueryDevicesEXT, eglQueryDeviceStringEXT
+from render.gl.egl_target import EglTarget
+from render.gl.offscreen import offscreen_target
+from tests.test_offscreen import check_clears_reads_back_top_row_first_and_resizes
+
+devices, count = (EGL.EGLDeviceEXT * 16)(), EGL.EGLint()
+eglQueryDevicesEXT(16, devices, ctypes.pointer(count))
+for i in range(count.value):
+    print("device", i, eglQueryDeviceStringEXT(devices[i], EGL.EGL_EXTENSIONS).decode())
+target = offscreen_target(8, 6)
+assert isinstance(target, EglTarget), type(target)
+print("platform", target.platform)
+print("renderer", target.renderer)
+print("skipped", target.skipped)
+print("description", target.description)
+check_clears_reads_back_top_row_first_and_resizes(target)
+print("drawn", "yes")
+"""
+
+
+def test_egl_without_a_gpu_falls_back_to_mesa_surfaceless_and_says_so():
+    """EGL in a process of its own (PyOpenGL binds one window system per process, and
+    this one's is GLX), with no display. The device platform's GPU branch cannot run on
+    this machine, which has no GPU: what is checked is the selection as far as it goes
+    here. Mesa lists its CPU rasteriser as an EGL device (EGL_MESA_device_software); it
+    is not taken for a GPU, the target falls back to Mesa's surfaceless platform, names
+    llvmpipe and says it draws on the CPU, and it draws and reads back as Qt's does."""
+    from render.gl.egl_target import SURFACELESS_PLATFORM
+    from render.gl.offscreen import renders_on_cpu
+
+    result = run_python(EGL_TARGET, no_display_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines()
+                 if not line.startswith("device"))
+    devices = [line for line in result.stdout.splitlines() if line.startswith("device")]
+    print(f"\nEGL devices: {devices}\nEGL target: {lines['description']}")
+    assert devices and all("EGL_MESA_device_software" in d for d in devices), devices
+    assert lines["platform"] == SURFACELESS_PLATFORM
+    assert renders_on_cpu(lines["renderer"]), lines["renderer"]
+    assert lines["skipped"] == "[]"
+    assert lines["description"] == (f"{lines['renderer']} ({SURFACELESS_PLATFORM}; "
+                                    "on the CPU: EGL lists no GPU device)")
+    assert lines["drawn"] == "yes"
+
+
+@pytest.mark.parametrize("env, reason", [
+    # libglvnd's libEGL with no vendor library to hand the calls to: no platform at all.
+    ({"__EGL_VENDOR_LIBRARY_FILENAMES": "/nonexistent/egl_vendor.json"},
+     "EGL offers neither a device nor Mesa's surfaceless platform"),
+    # Mesa whose driver cannot load: the surfaceless display fails to initialise.
+    ({"GALLIUM_DRIVER": "no-such-driver"},
+     "Mesa's surfaceless platform: eglInitialize failed (EGL_NOT_INITIALIZED)"),
+])
+def test_where_egl_gives_no_opengl_the_error_says_what_to_install(env, reason):
+    code = ("from render.gl.gl_platform import use_egl\nuse_egl()\n"
+            "from render.gl.egl_target import EglTarget\n"
+            "from render.gl.offscreen import OffscreenError\n"
+            "try:\n    EglTarget(4, 4)\n"
+            "except OffscreenError as e:\n    print('ERR', e.message)\n")
+    result = run_python(code, {**no_display_env(), **env})
+    assert result.stdout.splitlines() == [
+        f"ERR No OpenGL through EGL here ({reason}): install the GPU's OpenGL driver, or "
+        "Mesa's EGL to render on the CPU (Debian/Ubuntu: libegl1 libopengl0 libegl-mesa0 "
+        "libgl1-mesa-dri)."], result.stdout + result.stderr
 
 
 def test_without_an_application_or_a_display_the_error_says_so(qt_app):

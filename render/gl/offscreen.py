@@ -1,9 +1,12 @@
 """A current OpenGL 3.3 core context with an RGBA8 framebuffer and no window: for
-tests, benchmarks and video export, which render frames that nobody watches live.
+tests, benchmarks, the frame feed and video export, which render frames that nobody
+watches live.
 
-Qt makes the context (QOffscreenSurface + QOpenGLContext), so the same GL that the
-avatar view gets is used here. A QGuiApplication (or QApplication) must exist, and on
-X11 it needs a display: Qt's offscreen platform has no GL.
+offscreen_target() gives the one this process draws through: EGL's where PyOpenGL goes
+through EGL (render/gl/egl_target.py: `render`, `--headless`), else Qt's, which makes
+the context (QOffscreenSurface + QOpenGLContext) so that the same GL the avatar view gets
+is used. For Qt's a QGuiApplication (or QApplication) must exist, and on X11 it needs a
+display: Qt's offscreen platform has no GL of its own.
 """
 
 from __future__ import annotations
@@ -35,9 +38,24 @@ class FramebufferTarget:
     """A width×height RGBA8 framebuffer of our own in the current context: what an
     offscreen target draws into, whichever window system made the context (Qt here,
     EGL in render/gl/egl_target.py). Subclasses make the context current, then call
-    _make_framebuffer."""
+    _make_framebuffer, and define make_current() (make the context current again, after
+    another context was, and bind the target) and close() (delete the framebuffer and the
+    context; safe to call twice); `platform` names the window system that made the context, and
+    `renderer` is the context's GL_RENDERER.
+
+    Use as a context manager, or call close(). Renderers draw into whatever framebuffer
+    is bound; bind() binds this one again after they rendered to their own."""
+
+    platform: str
+    renderer: str
+
+    @property
+    def description(self) -> str:
+        """What draws the frames, for the user: "llvmpipe (...) (Mesa's EGL ...)"."""
+        return f"{self.renderer} ({self.platform})"
 
     def _make_framebuffer(self, width: int, height: int) -> None:
+        self.renderer = GL.glGetString(GL.GL_RENDERER).decode(errors="replace")
         self.fbo = int(GL.glGenFramebuffers(1))
         self._rbo = int(GL.glGenRenderbuffers(1))
         self.width = self.height = 0
@@ -83,13 +101,28 @@ class FramebufferTarget:
         np.copyto(out, flipped)
         return out
 
+    def __enter__(self) -> FramebufferTarget:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def offscreen_target(width: int, height: int) -> FramebufferTarget:
+    """The offscreen target of this process's window system: EglTarget where PyOpenGL
+    was bound to EGL (gl_platform.use_egl()), else Qt's OffscreenTarget."""
+    if os.environ.get("PYOPENGL_PLATFORM") == "egl":
+        # Imported here: egl_target builds on this module, and its EGL bindings are
+        # only usable in a process whose PyOpenGL goes through EGL.
+        from render.gl.egl_target import EglTarget
+
+        return EglTarget(width, height)
+    return OffscreenTarget(width, height)
+
 
 class OffscreenTarget(FramebufferTarget):
-    """Makes a 3.3 core context current with a width×height RGBA8 framebuffer bound.
-
-    Use as a context manager, or call close(). Renderers draw into whatever framebuffer
-    is bound; bind() binds this one again after they rendered to their own.
-    """
+    """Makes a 3.3 core context current, through Qt, with a width×height RGBA8
+    framebuffer bound."""
 
     def __init__(self, width: int, height: int) -> None:
         _check_size(width, height)
@@ -110,13 +143,14 @@ class OffscreenTarget(FramebufferTarget):
             self._surface.destroy()
             raise OffscreenError(
                 f"No OpenGL 3.3 context could be made (Qt platform {platform!r}, DISPLAY {display}). "
-                "Rendering without a window still needs an X server or Wayland display with "
-                "OpenGL; on a headless machine run it under Xvfb (xvfb-run).")
+                "Qt's OpenGL needs an X server or Wayland display with OpenGL; without one, "
+                "`render` and `--headless` draw through EGL.")
         got = self._context.format()
         if (got.majorVersion(), got.minorVersion()) < (3, 3):
             self._release_context()
             raise OffscreenError(f"The OpenGL driver offers version {got.majorVersion()}."
                                  f"{got.minorVersion()}; Lipsync Studio needs 3.3 or newer.")
+        self.platform = f"Qt's OpenGL on {QGuiApplication.platformName()}"
         self._make_framebuffer(width, height)
 
     @property
@@ -141,12 +175,6 @@ class OffscreenTarget(FramebufferTarget):
         self._context = None
         self._surface.destroy()
 
-    def __enter__(self) -> OffscreenTarget:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 # GL_RENDERER of Mesa's CPU rasterisers and of the other systems' software fallbacks.
 _CPU_RENDERERS = ("llvmpipe", "softpipe", "swrast", "software")
@@ -155,8 +183,8 @@ _CPU_RENDERERS = ("llvmpipe", "softpipe", "swrast", "software")
 def gl_renderer() -> str:
     """GL_RENDERER of the OpenGL this process gets, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)".
     Raises OffscreenError when no context can be made."""
-    with OffscreenTarget(1, 1):
-        return GL.glGetString(GL.GL_RENDERER).decode(errors="replace")
+    with OffscreenTarget(1, 1) as target:
+        return target.renderer
 
 
 def renders_on_cpu(renderer: str) -> bool:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections.abc import Callable
 
@@ -25,7 +24,7 @@ import numpy as np
 from OpenGL import GL
 from PySide6.QtCore import QObject, Qt, QTimer
 
-from render.gl.offscreen import OffscreenTarget
+from render.gl.offscreen import offscreen_target
 from render.gl.readback import AsyncReadback
 from render.gl.sprite_renderer import GLRenderer
 from render.rigs.loader import AvatarRig, renderer_showing
@@ -35,16 +34,6 @@ from render.timing.presenter import AvatarFrame, Presenter
 log = logging.getLogger(__name__)
 
 Sink = Callable[[np.ndarray, float], None]
-
-
-def offscreen_target(width: int, height: int):
-    """Qt's offscreen GL where this process draws through a window system, else EGL
-    without a display (render/gl/egl_target.py: `--headless` on a machine with no X)."""
-    if os.environ.get("PYOPENGL_PLATFORM") == "egl":
-        from render.gl.egl_target import EglTarget
-
-        return EglTarget(width, height)
-    return OffscreenTarget(width, height)
 
 
 class FrameFeed(QObject):
