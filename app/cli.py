@@ -88,8 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     render = commands.add_parser(
         "render", help="export a talking-avatar video (MP4 with its audio), without a window",
         description="Render the avatar speaking TEXT (or lip-syncing --audio) into an MP4 "
-        "video with H.264 pictures and AAC sound. Needs an X display for OpenGL; on a "
-        "headless machine run it under xvfb-run.",
+        "video with H.264 pictures and AAC sound. Needs no display: OpenGL through EGL, "
+        "on the GPU where there is one (e.g. NVIDIA's EGL device), else on the CPU "
+        "(Mesa's llvmpipe); the first line it prints says which.",
     )
     render.add_argument("text", nargs="?", help="what to say (leave out with --audio)")
     render.add_argument("--audio", type=Path, help="a WAV file to lip-sync instead of speaking text")
@@ -182,6 +183,18 @@ def _lipsync(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from render.gl.gl_platform import INSTALL_HINT, missing_egl_libraries, use_egl
+
+    # On Linux, drawn through EGL, chosen before anything imports OpenGL: a GPU where EGL
+    # offers one, else Mesa on the CPU, and no display server either way. Elsewhere
+    # (Windows, macOS: no EGL, and no display server to need) through Qt's own GL.
+    # use_egl() is refused only where main() runs inside a process whose OpenGL is
+    # already bound (the test session's Qt GL): the frames are drawn with that
+    # (render/gl/offscreen.py offscreen_target).
+    egl = sys.platform.startswith("linux") and use_egl()
+    if egl and (missing := missing_egl_libraries()):
+        return _fail(f"rendering needs OpenGL through EGL, and {' and '.join(missing)} "
+                     f"cannot be loaded here: {INSTALL_HINT}")
     # PyOpenGL announces at INFO that its optional C accelerator is missing.
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
     from PySide6.QtGui import QGuiApplication
@@ -189,7 +202,7 @@ def _export(args: argparse.Namespace) -> int:
     from pipeline.face.landmarks import PortraitError
     from pipeline.text.input import TextInputError
     from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
-    from render.gl.offscreen import OffscreenError
+    from render.gl.offscreen import OffscreenError, offscreen_target
     from render.outputs.background import ColourError, parse_colour
     from render.outputs.video_export import (
         ExportError,
@@ -225,29 +238,30 @@ def _export(args: argparse.Namespace) -> int:
     captions_format = _check_captions(args.captions)
     if args.audio is not None:
         _check_wav(args.audio)
-    platform = _headless_platform()
-    if platform is None:
-        return _fail("no display found (DISPLAY and WAYLAND_DISPLAY are unset); rendering "
-                     "needs one for OpenGL. On a headless machine use: "
-                     "xvfb-run -a lipsync-studio render ...")
     try:
         check_fps(args.fps)
         size = parse_size(args.size) if args.size else None
-        # Qt must exist before any rig loads (SVG rasterising, GL context).
-        QGuiApplication.instance() or QGuiApplication(["lipsync-studio", *platform])
+        # Qt rasterises the sprite rig's SVGs and must exist before any rig loads. With
+        # EGL's GL, Qt's offscreen platform, which needs no display.
+        QGuiApplication.instance() or QGuiApplication(
+            ["lipsync-studio", *(["-platform", "offscreen"] if egl else [])])
         rig = load_avatar_rig(args.avatar)
         size = size or fit_size(rig.canvas_size, args.height)
-        if args.audio is not None:
-            print(f"lip-syncing {args.audio} ...", file=sys.stderr)
-            soundtrack = audio_file_soundtrack(args.audio)
-        else:
-            print("synthesizing the speech ...", file=sys.stderr)
-            tts = StreamingTTS()
-            captions = _caption_track(tts, args.captions)
-            _, segments = _render(tts, args.text, LATENCY_MODES[args.mode], args.rate, captions)
-            soundtrack = speech_soundtrack(segments)
-        settings = VideoSettings(args.fps, size, (r * a, g * a, b * a))
-        result = export_video(args.out, rig, soundtrack, settings, ProgressLine(sys.stderr))
+        # The GL target before the speech: a machine that cannot draw is told so at once.
+        with offscreen_target(*size) as target:
+            print(f"rendering on {target.description}", file=sys.stderr)
+            if args.audio is not None:
+                print(f"lip-syncing {args.audio} ...", file=sys.stderr)
+                soundtrack = audio_file_soundtrack(args.audio)
+            else:
+                print("synthesizing the speech ...", file=sys.stderr)
+                tts = StreamingTTS()
+                captions = _caption_track(tts, args.captions)
+                _, segments = _render(tts, args.text, LATENCY_MODES[args.mode], args.rate, captions)
+                soundtrack = speech_soundtrack(segments)
+            settings = VideoSettings(args.fps, size, (r * a, g * a, b * a))
+            result = export_video(args.out, rig, soundtrack, settings, target,
+                                  ProgressLine(sys.stderr))
     except (ExportError, RigError, PortraitError, OffscreenError, TextInputError) as exc:
         return _fail(str(exc))
     if args.captions is not None:
@@ -256,16 +270,6 @@ def _export(args: argparse.Namespace) -> int:
     print(f"wrote {result.path}: {result.duration:.2f} s, {result.frames} frames at "
           f"{result.fps:g} fps, {w}x{h}" + (f", wrote {args.captions}" if args.captions else ""))
     return 0
-
-
-def _headless_platform() -> list[str] | None:
-    """Qt arguments for windowless GL: under X, Qt's offscreen platform (GL through GLX,
-    no window or X connection of Qt's own); elsewhere Qt's default. None: no display."""
-    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
-        return []
-    if os.environ.get("DISPLAY"):
-        return ["-platform", "offscreen"]
-    return [] if os.environ.get("WAYLAND_DISPLAY") else None
 
 
 def _fail(message: str) -> int:

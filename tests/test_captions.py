@@ -414,7 +414,7 @@ def test_say_writes_captions_at_the_times_of_the_speech_it_writes(request, tmp_p
         "Papa made a map of five big boats.", "Wow, what a view!"]
 
 
-def test_render_writes_captions_of_its_video(x_display, tmp_path):
+def test_render_writes_captions_of_its_video(tmp_path):
     out, srt = tmp_path / "v.mp4", tmp_path / "v.srt"
     result = _run(["render", "Hello there, my friend.", "--out", str(out), "--height", "120",
                    "--captions", str(srt)], timeout=300)

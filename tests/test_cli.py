@@ -154,7 +154,7 @@ def test_say_and_lipsync_explain_a_bad_path_in_one_line(places, args, message):
     (["Hi", "--avatar", "{tmp}/empty.png", "--out", "{tmp}/v.mp4"],
      "The picture empty.png is not a picture Lipsync Studio can read"),
 ])
-def test_render_explains_a_bad_path_in_one_line(x_display, places, args, message):
+def test_render_explains_a_bad_path_in_one_line(places, args, message):
     _refused(["render", *args], places, message)
 
 

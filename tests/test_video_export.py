@@ -1,10 +1,13 @@
-"""Video export as a viewer gets it: real voice, real GL under Xvfb, a real MP4 decoded
+"""Video export as a viewer gets it: real voice, real GL (Mesa under Xvfb in this
+process; through EGL with no display in `lipsync-studio render`'s own), a real MP4 decoded
 back with the same FFmpeg, and the real face landmarker watching the photo avatar."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import re
 import subprocess
 import sys
 import wave
@@ -130,6 +133,7 @@ def sprite_mouth_box(size: tuple[int, int], margin: int = 3) -> tuple[slice, sli
 def test_sprite_video_has_the_speech_and_a_mouth_that_follows_it(qt_app, speech, tmp_path):
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
     from pipeline.core.visemes import VISEME_INDEX
+    from render.gl.offscreen import offscreen_target
     from render.outputs.video_export import (
         VideoSettings,
         export_video,
@@ -140,8 +144,10 @@ def test_sprite_video_has_the_speech_and_a_mouth_that_follows_it(qt_app, speech,
     size = (160, 160)
     soundtrack = speech_soundtrack(speech)
     out = tmp_path / "talk.mp4"
-    result = export_video(out, load_avatar_rig(DEFAULT_AVATAR_MANIFEST), soundtrack,
-                          VideoSettings(FPS, size))
+    # Made at another size: the export sizes the target to the video.
+    with offscreen_target(16, 16) as target:
+        result = export_video(out, load_avatar_rig(DEFAULT_AVATAR_MANIFEST), soundtrack,
+                              VideoSettings(FPS, size), target)
     assert result.path == out and result.size == size and result.fps == FPS
     assert not list(tmp_path.glob(".*part"))
     frames, audio, rate = check_container(out, soundtrack.duration, size)
@@ -180,7 +186,13 @@ def test_sprite_video_has_the_speech_and_a_mouth_that_follows_it(qt_app, speech,
 
 
 def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
-    """The command line in this process (its Qt application is the test session's)."""
+    """The command line in this process, whose Qt application is the test session's and
+    whose PyOpenGL is bound to GLX (imported here first, whichever test runs first): render
+    draws through Qt's offscreen GL then. Were EGL chosen here instead, the choice would
+    outlive the call (PyOpenGL binds once per process) and reach the session's Qt GL tests;
+    render_process runs it as users do, through EGL."""
+    import OpenGL.GL  # noqa: F401
+
     from app.cli import main
 
     code = main(args)
@@ -188,14 +200,62 @@ def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_cli_lip_syncs_an_audio_file(qt_app, speech_wav, tmp_path, capsys):
+def no_display_env() -> dict:
+    """The test session's environment without a display server. QT_QPA_PLATFORM=xcb (an X
+    platform) is kept on purpose: render must not go looking for one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["QT_QPA_PLATFORM"] = "xcb"
+    return env
+
+
+def render_process(args: list[str], env: dict, timeout: float = 180) -> subprocess.CompletedProcess:
+    """`lipsync-studio render ARGS` as a user runs it: a process of its own."""
+    return subprocess.run([sys.executable, "-m", "app", "render", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout, cwd=REPO)
+
+
+RENDERS_ON = re.compile(r"^rendering on (?P<renderer>.+) \((?P<platform>EGL device platform|"
+                        r"Mesa's EGL surfaceless platform)(?P<cpu>; on the CPU: .+)?\)$", re.M)
+
+
+def check_renders_on(stderr: str) -> str:
+    """The one line saying what draws the frames: a GL renderer through EGL, and where
+    that is the CPU, said so. Returns the line."""
+    from render.gl.offscreen import renders_on_cpu
+
+    lines = RENDERS_ON.findall(stderr)
+    assert len(lines) == 1, stderr
+    renderer, platform, cpu = lines[0]
+    assert bool(cpu) == renders_on_cpu(renderer), stderr
+    # Mesa's surfaceless platform is the fallback where EGL gives no GPU.
+    assert platform == "EGL device platform" or cpu, stderr
+    return RENDERS_ON.search(stderr).group(0)
+
+
+def check_mouth_follows(frames: np.ndarray, audio: np.ndarray, rate: int, fps: float,
+                        size: tuple[int, int], what: str) -> None:
+    """The bundled avatar's mouth opens and closes with the loudness of the audio, within
+    a frame of it."""
+    dark = darkness(frames, sprite_mouth_box(size))
+    loudness = envelope(audio, rate, len(frames), fps)
+    r_env = np.corrcoef(dark, loudness)[0, 1]
+    shift, rs = sync_shift(dark, loudness)
+    print(f"{what}: mouth darkness vs audio envelope r={r_env:.3f}, "
+          f"darkness {dark.min():.1f}-{dark.max():.1f}; best at a shift of {shift} frames "
+          f"(r by shift -4..4: {' '.join(f'{r:.2f}' for r in rs)})")
+    assert dark.max() - dark.min() > 20.0 and r_env > 0.45
+    assert abs(shift) <= 1
+
+
+def test_cli_lip_syncs_an_audio_file_without_a_display(speech_wav, tmp_path):
     out = tmp_path / "from_wav.mp4"
     fps = 24.0
-    code, stdout, stderr = run_cli(["render", "--audio", str(speech_wav), "--out", str(out),
-                                    "--height", "128", "--fps", "24"], capsys)
-    assert code == 0, stderr
-    assert f"wrote {out}" in stdout and "24 fps, 128x128" in stdout
-    assert "rendering frame" in stderr and "Traceback" not in stderr
+    result = render_process(["--audio", str(speech_wav), "--out", str(out), "--height", "128",
+                             "--fps", "24"], no_display_env())
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {out}" in result.stdout and "24 fps, 128x128" in result.stdout
+    print(f"\n{check_renders_on(result.stderr)}")
+    assert "rendering frame" in result.stderr and "Traceback" not in result.stderr
 
     with wave.open(str(speech_wav)) as f:
         rate = f.getframerate()
@@ -206,40 +266,74 @@ def test_cli_lip_syncs_an_audio_file(qt_app, speech_wav, tmp_path, capsys):
     print(f"--audio export: audio lag {lag} samples, correlation {corr:.4f}")
     assert corr > 0.95 and abs(lag) <= rate / fps
     # The mouth comes from the lip-shape model here, not from phoneme timings.
-    dark = darkness(frames, sprite_mouth_box((128, 128)))
-    r_env = np.corrcoef(dark, envelope(wav, rate, len(frames), fps))[0, 1]
-    shift, rs = sync_shift(dark, envelope(wav, rate, len(frames), fps))
-    print(f"--audio export: mouth darkness vs audio envelope r={r_env:.3f}, "
-          f"darkness {dark.min():.1f}-{dark.max():.1f}; best at a shift of {shift} frames "
-          f"(r by shift -4..4: {' '.join(f'{r:.2f}' for r in rs)})")
-    assert dark.max() - dark.min() > 20.0 and r_env > 0.45
-    assert abs(shift) <= 1
+    check_mouth_follows(frames, wav, rate, fps, (128, 128), "--audio export")
 
 
-def test_cli_renders_text_headless_as_a_user_runs_it(qt_app, tmp_path):
-    """A fresh process with only DISPLAY (the test session's Xvfb): Qt's offscreen
-    platform with GL through GLX, no window."""
-    out = tmp_path / "hello.mp4"
-    env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY")}
-    result = subprocess.run([sys.executable, "-m", "app", "render", "Hello there!", "--out",
-                             str(out), "--height", "96", "--fps", "15"],
-                            capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+@pytest.mark.parametrize("display", [False, True], ids=["no display", "with a display"])
+def test_cli_renders_text_through_egl_with_or_without_a_display(request, tmp_path, display):
+    """A fresh process as a user runs it. Without DISPLAY or WAYLAND_DISPLAY; and with the
+    test session's Xvfb as DISPLAY, which it does not use: EGL either way."""
+    env = no_display_env()
+    if display:
+        env["DISPLAY"] = request.getfixturevalue("x_display")
+    out = tmp_path / "talk.mp4"
+    result = render_process([TEXT, "--out", str(out), "--height", "128"], env)
     assert result.returncode == 0, result.stderr
-    assert f"wrote {out}" in result.stdout and "15 fps, 96x96" in result.stdout
+    assert f"wrote {out}" in result.stdout and "30 fps, 128x128" in result.stdout
+    print(f"\n{check_renders_on(result.stderr)}")
+    assert "Traceback" not in result.stderr
     frames, fps, header_frames, audio, rate, duration = decode(out)
-    assert len(frames) == header_frames == math.ceil(duration * 15 - 1e-9)
-    assert 0.5 < duration < 3.0 and np.abs(audio).max() > 0.1
+    assert fps == FPS and frames.shape[1:] == (128, 128, 3)
+    assert len(frames) == header_frames == math.ceil(duration * FPS - 1e-9)
+    assert f"{len(frames)} frames" in result.stdout
+    assert 1.5 < duration < 5.0 and np.abs(audio).max() > 0.1
+    check_mouth_follows(frames, audio, rate, FPS, (128, 128), "text export")
 
 
-def test_without_a_display_render_says_so(tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    result = subprocess.run([sys.executable, "-m", "app", "render", "Hi", "--out",
-                             str(tmp_path / "a.mp4")],
-                            capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
-    assert result.returncode == 1
-    assert "no display found" in result.stderr and "xvfb-run" in result.stderr
-    assert "Traceback" not in result.stderr and not (tmp_path / "a.mp4").exists()
+def egl_library_path(name: str) -> str:
+    """The file this machine loads for `name` (e.g. libEGL.so.1), from this process's maps."""
+    ctypes.CDLL(name)
+    stem = name.split(".so")[0] + ".so"
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if f"/{stem}" in line}
+    assert len(paths) == 1, paths
+    return paths.pop()
+
+
+def hidden(path: str, command: list[str]) -> list[str]:
+    """`command` in a mount namespace of its own where `path` reads as an empty file
+    (unshare as an unprivileged user): a machine without that library, for real."""
+    return ["unshare", "-rm", "sh", "-c", 'mount --bind /dev/null "$0" && exec "$@"', path,
+            *command]
+
+
+@pytest.mark.parametrize("case", ["no EGL vendor", "no Mesa driver", "no libEGL", "no libOpenGL"])
+def test_where_egl_gives_no_opengl_render_says_what_to_install(tmp_path, case):
+    """One line naming the packages, exit status 1, no file, and said before the speech
+    is synthesised (the GL target is made first)."""
+    env = no_display_env()
+    out = tmp_path / "a.mp4"
+    command = [sys.executable, "-m", "app", "render", "Hi", "--out", str(out)]
+    if case == "no EGL vendor":
+        env["__EGL_VENDOR_LIBRARY_FILENAMES"] = "/nonexistent/egl_vendor.json"
+    elif case == "no Mesa driver":
+        env["GALLIUM_DRIVER"] = "no-such-driver"
+    else:
+        if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+            pytest.skip("unshare -rm (an unprivileged mount namespace) is not allowed here")
+        command = hidden(egl_library_path({"no libEGL": "libEGL.so.1",
+                                           "no libOpenGL": "libOpenGL.so.0"}[case]), command)
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60,
+                            cwd=REPO)
+    ours = [line for line in result.stderr.splitlines() if line.startswith("lipsync-studio:")]
+    print(f"\n{case}: {ours}")
+    assert result.returncode == 1, result.stderr
+    assert len(ours) == 1 and "libegl1 libopengl0 libegl-mesa0 libgl1-mesa-dri" in ours[0], \
+        result.stderr
+    if case.startswith("no lib"):
+        assert f"{case[3:]} cannot be loaded here" in ours[0]
+    assert "Traceback" not in result.stderr and "synthesizing" not in result.stderr
+    assert not out.exists()
 
 
 @pytest.fixture()
@@ -319,6 +413,7 @@ def test_photo_video_jaw_follows_the_speech_as_the_landmarker_sees_it(qt_app, sp
     """The astronaut imported on the fly; MediaPipe watches the decoded video, and its
     jawOpen per frame must follow the loudness of the speech."""
     from pipeline.face.landmarks import FaceLandmarker
+    from render.gl.offscreen import offscreen_target
     from render.outputs.video_export import (
         VideoSettings,
         export_video,
@@ -331,7 +426,8 @@ def test_photo_video_jaw_follows_the_speech_as_the_landmarker_sees_it(qt_app, sp
     out = tmp_path / "astronaut.mp4"
     rig = load_avatar_rig(astronaut_png)
     assert type(rig).__name__ == "PhotoRig"
-    export_video(out, rig, soundtrack, VideoSettings(FPS, size))
+    with offscreen_target(*size) as target:
+        export_video(out, rig, soundtrack, VideoSettings(FPS, size), target)
     frames, audio, rate = check_container(out, soundtrack.duration, size)
 
     spoken = np.concatenate([s.audio for s in speech])

@@ -27,7 +27,7 @@ from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.lipsync.model import infer_file, read_wav_blocks
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.viseme_track import VisemeTrack
-from render.gl.offscreen import OffscreenTarget
+from render.gl.offscreen import FramebufferTarget
 from render.rigs.loader import AvatarRig, renderer_for
 from render.timing import idle_motion
 from render.timing.frame_producer import PoseSource
@@ -176,10 +176,12 @@ def check_output(path: Path) -> None:
 
 
 def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: VideoSettings,
+                 target: FramebufferTarget,
                  progress: Callable[[int, int], None] | None = None) -> ExportResult:
-    """Render the avatar `rig` speaking `soundtrack` into the MP4 `out`. A QGuiApplication must
-    exist; it makes the GL context (OffscreenError if it cannot). The file appears only
-    when complete."""
+    """Render the avatar `rig` speaking `soundtrack` into the MP4 `out`, drawn on
+    `target` (render/gl/offscreen.py offscreen_target(), made by the caller so that a
+    machine with no GL is told so before the speech is synthesised; resized here to the
+    video's size, closed by the caller). The file appears only when complete."""
     check_output(out)
     check_fps(settings.fps)
     check_size(settings.size)
@@ -189,19 +191,19 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
     w, h = settings.size
     partial = out.with_name(f".{out.name}.part")
     try:
-        with OffscreenTarget(w, h) as target:
-            renderer = renderer_for(rig, (*settings.background, 1.0))
-            renderer.initialize()
-            try:
-                renderer.set_rig(rig)
-                renderer.resize(w, h)
-                with av.open(str(partial), "w", format="mp4",
-                             options={"movflags": "+faststart"}) as container:
-                    _encode(container, target, renderer, soundtrack, fps, period, frames,
-                            progress)
-            finally:
-                target.make_current()
-                renderer.release()
+        target.make_current()
+        target.resize(w, h)
+        renderer = renderer_for(rig, (*settings.background, 1.0))
+        renderer.initialize()
+        try:
+            renderer.set_rig(rig)
+            renderer.resize(w, h)
+            with av.open(str(partial), "w", format="mp4",
+                         options={"movflags": "+faststart"}) as container:
+                _encode(container, target, renderer, soundtrack, fps, period, frames, progress)
+        finally:
+            target.make_current()
+            renderer.release()
         os.replace(partial, out)
     except OSError as exc:
         raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
@@ -210,7 +212,7 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
     return ExportResult(out, soundtrack.duration, frames, (w, h), float(fps))
 
 
-def _encode(container, target: OffscreenTarget, renderer, soundtrack: Soundtrack,
+def _encode(container, target: FramebufferTarget, renderer, soundtrack: Soundtrack,
             fps: Fraction, period: float, frames: int,
             progress: Callable[[int, int], None] | None) -> None:
     w, h = target.width, target.height
