@@ -15,13 +15,6 @@ import os
 
 import numpy as np
 from OpenGL import GL
-from PySide6.QtCore import QCoreApplication
-from PySide6.QtGui import (
-    QGuiApplication,
-    QOffscreenSurface,
-    QOpenGLContext,
-    QSurfaceFormat,
-)
 
 MAX_SIZE = 8192
 
@@ -125,6 +118,16 @@ class OffscreenTarget(FramebufferTarget):
     framebuffer bound."""
 
     def __init__(self, width: int, height: int) -> None:
+        # Qt is imported here, not with the module: EGL's target builds on this module
+        # and needs no Qt, so it runs where PySide6 is not installed (the GPU test machine).
+        from PySide6.QtCore import QCoreApplication
+        from PySide6.QtGui import (
+            QGuiApplication,
+            QOffscreenSurface,
+            QOpenGLContext,
+            QSurfaceFormat,
+        )
+
         _check_size(width, height)
         if not isinstance(QCoreApplication.instance(), QGuiApplication):
             raise OffscreenError("Offscreen rendering needs a QGuiApplication or QApplication; "
@@ -152,10 +155,6 @@ class OffscreenTarget(FramebufferTarget):
                                  f"{got.minorVersion()}; Lipsync Studio needs 3.3 or newer.")
         self.platform = f"Qt's OpenGL on {QGuiApplication.platformName()}"
         self._make_framebuffer(width, height)
-
-    @property
-    def context(self) -> QOpenGLContext:
-        return self._context
 
     def make_current(self) -> None:
         """Make the context current again (after another context was) and bind the target."""
