@@ -1,0 +1,338 @@
+"""The virtual camera's readback before and after the YUYV pass (issue 14), in one run:
+the bundled avatar drawn by the sprite renderer into an offscreen target on 30 fps ticks
+(the camera feed's rate) and read back either as RGBA (AsyncReadback, what the camera's
+feed read before; the camera's worker then composited it on the CPU) or as YUYV made on
+the GPU (YuyvReadback, the camera's readback() now: compositing and conversion in a GL
+pass), at 1280×720 and 1920×1080.
+
+Modes, taking turns in blocks of ticks so a change in the machine's load falls on all
+alike, the rest of each 33.3 ms period slept as the feed's timer does:
+
+- off: draw, glFlush. Nothing read: the tick's baseline.
+- rgba, yuyv: the frame feed's order (render/outputs/frame_feed.py): request the frame
+  drawn a tick ago (still in the target), draw this one and flush, collect. `tick_side`
+  is the time in the readback's calls (request + collect) on the render thread;
+  `to_host_feed_order` is from a frame's request until the collect that returned it (a
+  tick or more later where its fence had not signalled at the first collect).
+- rgba_polled, yuyv_polled: draw and flush at one tick; at the next, request that frame
+  and poll collect() every 0.1 ms until its bytes are on the host: `to_host` is that
+  time, not rounded up to a tick.
+- yuyv_with_draw: the feed's order with the pass queued right after the draw (flushed
+  with it) and only the packed bytes requested at the next tick, YuyvPass and
+  AsyncReadback used apart: whether another order would take the pass off the tick.
+- pass_alone: draw, glFinish, then the YUYV pass alone (YuyvPass.pack) and glFinish:
+  what converting costs the GPU, which on llvmpipe is CPU threads.
+
+On llvmpipe the GPU is the CPU: glReadPixels into a pixel buffer waits for every command
+before it (here the pass) and copies there and then, so the pass's rasterisation lands in
+request(); and the pass's copy of the frame (glCopyTexSubImage2D) waits for the frame's
+rasterisation, so queueing the pass right after the draw waits for the draw instead. On
+a GPU request() only queues. Before the numbers, the first YUYV frame is
+checked against the numpy reference of its own RGBA (tests/test_yuv_pack.py): the
+largest difference in levels is in the JSON (1 at most is right).
+
+Runs under Xvfb with Qt's GL by default; with PYOPENGL_PLATFORM=egl through EGL without
+a display (an NVIDIA GPU's EGL, or Mesa's surfaceless one), Qt's offscreen platform only
+rasterising the rig's drawings. Needs numpy, PyOpenGL, PySide6 and pytest (for the
+reference).
+
+Last line of output: one JSON object.
+Usage: [PYOPENGL_PLATFORM=egl] python bench/yuv_readback.py [--ticks 300] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.machine import describe, publish  # noqa: E402
+from bench.render import percentiles, poses  # noqa: E402
+
+SIZES = ((1280, 720), (1920, 1080))
+FPS = 30
+BLOCK = 30
+POLL_S = 1e-4
+BACKGROUND = (32, 35, 42)    # the app's default solid background
+EGL = os.environ.get("PYOPENGL_PLATFORM") == "egl"
+
+
+def p50_p99(samples_s: list[float]) -> dict:
+    stats = percentiles(samples_s)
+    return {"p50": stats["p50_ms"], "p99": stats["p99_ms"], "samples": stats["samples"]}
+
+
+def make_target(width: int, height: int):
+    if EGL:
+        from render.gl.egl_target import EglTarget
+
+        return EglTarget(width, height)
+    from render.gl.offscreen import OffscreenTarget
+
+    return OffscreenTarget(width, height)
+
+
+def bench_size(width: int, height: int, ticks: int, rig) -> dict:
+    from OpenGL import GL
+
+    from render.gl.readback import AsyncReadback, read_sync
+    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.yuv_pack import YuyvPass, YuyvReadback
+    from render.timing import idle_motion
+    from tests.test_yuv_pack import worst, yuyv_reference
+
+    seq = poses(ticks + 1)
+    target = make_target(width, height)
+    try:
+        renderer = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))   # the frame feed's
+        renderer.initialize()
+        renderer.set_rig(rig)
+        renderer.resize(width, height)
+
+        def draw(k: int) -> None:
+            t = k / FPS
+            target.bind()
+            renderer.draw(seq[k % len(seq)], idle_motion.blink(t), idle_motion.breathing(t))
+
+        readers = {"rgba": AsyncReadback(width, height),
+                   "yuyv": YuyvReadback(width, height, BACKGROUND),
+                   "rgba_polled": AsyncReadback(width, height),
+                   "yuyv_polled": YuyvReadback(width, height, BACKGROUND),
+                   "yuyv_with_draw": AsyncReadback(width // 2, height)}
+        packer = YuyvPass(width, height, BACKGROUND)
+        with_draw = YuyvPass(width, height, BACKGROUND)
+
+        # The pass is right on this GL before it is timed.
+        draw(0)
+        rgba = read_sync(np.empty((height, width, 4), np.uint8)).copy()
+        check = YuyvReadback(width, height, BACKGROUND)
+        check.request()
+        GL.glFinish()
+        frame, _ = check.collect()
+        level_difference = worst(frame, yuyv_reference(rgba, BACKGROUND))
+        check.release()
+
+        tick_side = {name: [] for name in ("rgba", "yuyv", "yuyv_with_draw")}
+        to_host = {name: [] for name in readers}
+        pass_alone: list[float] = []
+        requested_at: dict[str, dict[int, float]] = {"rgba": {}, "yuyv": {}, "yuyv_with_draw": {}}
+
+        def off(k: int, first: bool) -> None:
+            draw(k)
+            GL.glFlush()
+
+        def feed_order(name: str, k: int, first: bool) -> None:
+            reader = readers[name]
+            spent = 0.0
+            if not first:
+                t0 = time.perf_counter()
+                reader.request(k - 1)
+                spent = time.perf_counter() - t0
+                requested_at[name][k - 1] = t0
+            draw(k)
+            GL.glFlush()   # rasterised while the tick sleeps, read back at the next
+            t0 = time.perf_counter()
+            got = reader.collect()
+            t1 = time.perf_counter()
+            tick_side[name].append(spent + t1 - t0)
+            if got is not None:
+                to_host[name].append(t1 - requested_at[name].pop(got[1]))
+
+        def feed_order_packed_with_draw(k: int, first: bool) -> None:
+            """The frame feed's order with the pass queued right after the draw (and
+            flushed with it) instead of at the next tick's request, which then only
+            reads the packed bytes: YuyvPass and AsyncReadback used apart."""
+            name, reader = "yuyv_with_draw", readers["yuyv_with_draw"]
+            spent = 0.0
+            if not first:
+                GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, with_draw.fbo)
+                t0 = time.perf_counter()
+                reader.request(k - 1)
+                spent = time.perf_counter() - t0
+                requested_at[name][k - 1] = t0
+            draw(k)
+            t0 = time.perf_counter()
+            with_draw.pack()
+            spent += time.perf_counter() - t0
+            GL.glFlush()
+            t0 = time.perf_counter()
+            got = reader.collect()
+            t1 = time.perf_counter()
+            tick_side[name].append(spent + t1 - t0)
+            if got is not None:
+                to_host[name].append(t1 - requested_at[name].pop(got[1]))
+
+        def polled(name: str, k: int, first: bool) -> None:
+            reader = readers[name]
+            if not first:
+                t0 = time.perf_counter()
+                reader.request(k - 1)
+                while reader.collect() is None:
+                    time.sleep(POLL_S)
+                to_host[name].append(time.perf_counter() - t0)
+            draw(k)
+            GL.glFlush()
+
+        def alone(k: int, first: bool) -> None:
+            draw(k)
+            GL.glFinish()
+            t0 = time.perf_counter()
+            packer.pack()
+            GL.glFinish()
+            pass_alone.append(time.perf_counter() - t0)
+
+        def end_block() -> None:
+            """A block's frames still in flight (fences not signalled at its last
+            collect) are collected uncounted: the next block of the mode starts afresh,
+            and its first tick requests nothing, so no frame is timed across blocks."""
+            GL.glFinish()
+            for name in requested_at:
+                while readers[name].collect() is not None:
+                    pass
+                requested_at[name].clear()
+
+        modes = {"off": off, "rgba": lambda k, first: feed_order("rgba", k, first),
+                 "yuyv": lambda k, first: feed_order("yuyv", k, first),
+                 "yuyv_with_draw": feed_order_packed_with_draw,
+                 "rgba_polled": lambda k, first: polled("rgba_polled", k, first),
+                 "yuyv_polled": lambda k, first: polled("yuyv_polled", k, first),
+                 "pass_alone": alone}
+        tick_times = {name: [] for name in modes}
+        for k in range(10):        # shaders, textures and PyOpenGL's lazy set-up
+            for tick in modes.values():
+                tick(k, k == 0)
+        end_block()
+        for samples in (*tick_side.values(), *to_host.values(), pass_alone):
+            samples.clear()
+        period = 1.0 / FPS
+        next_tick = time.perf_counter()
+        for start in range(0, ticks, BLOCK):
+            for name, tick in modes.items():
+                for k in range(start, start + BLOCK):
+                    next_tick += period
+                    t0 = time.perf_counter()
+                    tick(k, k == start)
+                    tick_times[name].append(time.perf_counter() - t0)
+                    time.sleep(max(0.0, next_tick - time.perf_counter()))
+                    if time.perf_counter() > next_tick + period:   # fell behind: no burst
+                        next_tick = time.perf_counter()
+                end_block()
+        stats = {name: reader.stats() for name, reader in readers.items()}
+        for reader in readers.values():
+            reader.release()
+        packer.release()
+        with_draw.release()
+        renderer.release()
+    finally:
+        target.close()
+
+    def side(kind: str) -> dict:
+        return {"bytes_per_frame": readers[kind].nbytes,
+                "tick_side_ms": p50_p99(tick_side[kind]),
+                "tick_ms": p50_p99(tick_times[kind]),
+                "to_host_ms": p50_p99(to_host[f"{kind}_polled"]),
+                "to_host_feed_order_ms": p50_p99(to_host[kind]),
+                "tick_polled_ms": p50_p99(tick_times[f"{kind}_polled"]),
+                "readback_stats": stats[kind], "readback_stats_polled": stats[f"{kind}_polled"]}
+
+    return {"rgba": side("rgba"), "yuyv": side("yuyv"),
+            "yuyv_pass_with_the_draw": {
+                "bytes_per_frame": readers["yuyv_with_draw"].nbytes,
+                "tick_side_ms": p50_p99(tick_side["yuyv_with_draw"]),
+                "tick_ms": p50_p99(tick_times["yuyv_with_draw"]),
+                "to_host_feed_order_ms": p50_p99(to_host["yuyv_with_draw"]),
+                "readback_stats": stats["yuyv_with_draw"]},
+            "off_tick_ms": p50_p99(tick_times["off"]),
+            "pass_alone_ms": p50_p99(pass_alone),
+            "pass_alone_tick_ms": p50_p99(tick_times["pass_alone"]),
+            "yuyv_max_level_difference_vs_reference": level_difference}
+
+
+def busy_cores_seconds() -> float:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat)."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]          # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ticks", type=int, default=300, help="ticks per mode and size")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    ticks = -(-args.ticks // BLOCK) * BLOCK
+
+    xvfb = None
+    if EGL:
+        from render.gl.gl_platform import use_egl
+
+        use_egl()
+        # Qt only draws the rig's SVG drawings into images here; GL is EGL's.
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    else:
+        from tests.harness.services import Xvfb
+
+        xvfb = Xvfb()
+        os.environ["DISPLAY"] = xvfb.display
+        os.environ["QT_QPA_PLATFORM"] = "xcb"
+    from PySide6.QtGui import QGuiApplication
+
+    app = QGuiApplication(["yuv-readback-bench"])
+    from OpenGL import GL
+
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.rigs.sprite import load_rig
+
+    target = make_target(4, 4)
+    gl = f"{GL.glGetString(GL.GL_RENDERER).decode()}, GL {GL.glGetString(GL.GL_VERSION).decode()}"
+    target.close()
+    rig = load_rig(DEFAULT_AVATAR_MANIFEST, 1024)
+    load_before = os.getloadavg()
+    wall0, busy0, own0 = time.monotonic(), busy_cores_seconds(), sum(os.times()[:2])
+    try:
+        sizes = {f"{w}x{h}": bench_size(w, h, ticks, rig) for w, h in SIZES}
+    finally:
+        # Qt's X connection goes before the X server, or Qt aborts the process.
+        import shiboken6
+
+        shiboken6.delete(app)
+        if xvfb is not None:
+            xvfb.stop()
+    wall = time.monotonic() - wall0
+    # What the rest of the machine took meanwhile: others share these cores.
+    others = (busy_cores_seconds() - busy0 - (sum(os.times()[:2]) - own0)) / wall
+    summary = {size: {
+        "bytes_per_frame_rgba_yuyv": [case["rgba"]["bytes_per_frame"], case["yuyv"]["bytes_per_frame"]],
+        "tick_side_p50_ms_rgba_yuyv": [case["rgba"]["tick_side_ms"]["p50"], case["yuyv"]["tick_side_ms"]["p50"]],
+        "tick_side_p99_ms_rgba_yuyv": [case["rgba"]["tick_side_ms"]["p99"], case["yuyv"]["tick_side_ms"]["p99"]],
+        "to_host_p50_ms_rgba_yuyv": [case["rgba"]["to_host_ms"]["p50"], case["yuyv"]["to_host_ms"]["p50"]],
+        "to_host_p99_ms_rgba_yuyv": [case["rgba"]["to_host_ms"]["p99"], case["yuyv"]["to_host_ms"]["p99"]],
+        "pass_alone_p50_ms": case["pass_alone_ms"]["p50"],
+    } for size, case in sizes.items()}
+    result = {
+        "bench": "yuv_readback",
+        "machine": describe(f"{'EGL' if EGL else 'Xvfb'} + {gl}"),
+        "nice": os.nice(0),
+        "load_1min_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "other_processes_cores": round(others, 2),
+        "tick_fps": FPS, "ticks_per_mode": ticks,
+        "timing": "wall clock on the render thread; each tick's period slept out",
+        "summary": summary,
+        "before_on_the_worker": ("the RGBA path also composited each sent frame on the camera's "
+                                 "worker: 4.8 ms at 1280x720, 13.4 at 1920x1080 on the 2-core VM "
+                                 "(bench/results/readback.json); that code is gone, not timed here"),
+        "sizes": sizes,
+    }
+    publish(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
