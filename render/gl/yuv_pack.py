@@ -16,11 +16,15 @@ Matrix: BT.601, limited range, on the frame's own R'G'B' in 0..1 (no linearisati
     Cr = 128 + 112.000 R' −  93.786 G' −  18.214 B'
 
 (Kr 0.299, Kb 0.114; Y spans 16..235, Cb and Cr 16..240.) A pair's Cb and Cr are those
-of the mean of its two colours, the box filter libyuv's ARGB → YUY2 uses. BT.601
-limited is what a v4l2 consumer assumes of YUYV that says nothing else, and what the
-camera showed before: pyvirtualcam's RGB frames went through libyuv's RAWToI420, the same
-matrix. Each output level is the exact value rounded to one of its two nearest
-integers (GL's float → 8-bit conversion prefers the nearest; the spec allows either).
+of the mean of its two colours, the box filter libyuv's ARGB → YUY2 uses. Why BT.601
+limited: it is V4L2's default Y'CbCr encoding and quantisation for a YUYV webcam frame
+whose colourspace names no other (V4L2_MAP_YCBCR_ENC_DEFAULT, ..._QUANTIZATION_DEFAULT),
+and the matrix the camera used before: pyvirtualcam converted its RGB frames with
+libyuv's RAWToI420, BT.601 limited. A consumer that decodes HD frames as BT.709 instead
+shows saturated colours off (pure green comes out (0, 216, 0)), as it did before.
+
+Each output level is the exact value rounded to one of its two nearest integers (GL's
+float → 8-bit conversion prefers the nearest; the spec allows either).
 
 The frame is read from the framebuffer bound for reading when the pass runs: the
 offscreen targets draw into renderbuffers (render/gl/offscreen.py), which no shader can
