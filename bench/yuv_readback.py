@@ -1,6 +1,6 @@
 """The virtual camera's readback before and after the YUYV pass (issue 14), in one run:
-the bundled avatar drawn by the sprite renderer into an offscreen target on 30 fps ticks
-(the camera feed's rate) and read back either as RGBA (AsyncReadback, what the camera's
+an avatar drawn by the sprite renderer into an offscreen target on 30 fps ticks (the
+camera feed's rate) and read back either as RGBA (AsyncReadback, what the camera's
 feed read before; the camera's worker then composited it on the CPU) or as YUYV made on
 the GPU (YuyvReadback, the camera's readback() now: compositing and conversion in a GL
 pass), at 1280×720 and 1920×1080.
@@ -27,14 +27,15 @@ On llvmpipe the GPU is the CPU: glReadPixels into a pixel buffer waits for every
 before it (here the pass) and copies there and then, so the pass's rasterisation lands in
 request(); and the pass's copy of the frame (glCopyTexSubImage2D) waits for the frame's
 rasterisation, so queueing the pass right after the draw waits for the draw instead. On
-a GPU request() only queues. Before the numbers, the first YUYV frame is
-checked against the numpy reference of its own RGBA (tests/test_yuv_pack.py): the
-largest difference in levels is in the JSON (1 at most is right).
+a GPU request() only queues. Before the numbers, the first YUYV frame is checked against
+the numpy reference of its own RGBA (yuv_pack.yuyv_reference): the largest difference in
+levels is in the JSON (1 at most is right).
 
-Runs under Xvfb with Qt's GL by default; with PYOPENGL_PLATFORM=egl through EGL without
-a display (an NVIDIA GPU's EGL, or Mesa's surfaceless one), Qt's offscreen platform only
-rasterising the rig's drawings. Needs numpy, PyOpenGL, PySide6 and pytest (for the
-reference).
+The avatar is tests/harness/drawn_rig.py's, drawn with numpy (the bundled one needs Qt to
+rasterise its SVGs): what is read back costs the same whatever the frame shows, and the
+same rig is drawn on every machine. Runs under Xvfb with Qt's GL by default (PySide6);
+with PYOPENGL_PLATFORM=egl through EGL without a display (a GPU's EGL device, else Mesa's
+surfaceless platform), needing only numpy and PyOpenGL.
 
 Last line of output: one JSON object.
 Usage: [PYOPENGL_PLATFORM=egl] python bench/yuv_readback.py [--ticks 300] [--out FILE]
@@ -69,27 +70,17 @@ def p50_p99(samples_s: list[float]) -> dict:
     return {"p50": stats["p50_ms"], "p99": stats["p99_ms"], "samples": stats["samples"]}
 
 
-def make_target(width: int, height: int):
-    if EGL:
-        from render.gl.egl_target import EglTarget
-
-        return EglTarget(width, height)
-    from render.gl.offscreen import OffscreenTarget
-
-    return OffscreenTarget(width, height)
-
-
 def bench_size(width: int, height: int, ticks: int, rig) -> dict:
     from OpenGL import GL
 
+    from render.gl.offscreen import offscreen_target
     from render.gl.readback import AsyncReadback, read_sync
     from render.gl.sprite_renderer import GLRenderer
-    from render.gl.yuv_pack import YuyvPass, YuyvReadback
+    from render.gl.yuv_pack import YuyvPass, YuyvReadback, yuyv_reference
     from render.timing import idle_motion
-    from tests.test_yuv_pack import worst, yuyv_reference
 
     seq = poses(ticks + 1)
-    target = make_target(width, height)
+    target = offscreen_target(width, height)
     try:
         renderer = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))   # the frame feed's
         renderer.initialize()
@@ -116,7 +107,7 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
         check.request()
         GL.glFinish()
         frame, _ = check.collect()
-        level_difference = worst(frame, yuyv_reference(rgba, BACKGROUND))
+        level_difference = int(np.abs(frame.astype(int) - yuyv_reference(rgba, BACKGROUND)).max())
         check.release()
 
         tick_side = {name: [] for name in ("rgba", "yuyv", "yuyv_with_draw")}
@@ -269,41 +260,38 @@ def main() -> int:
     args = parser.parse_args()
     ticks = -(-args.ticks // BLOCK) * BLOCK
 
-    xvfb = None
+    xvfb = app = None
     if EGL:
         from render.gl.gl_platform import use_egl
 
         use_egl()
-        # Qt only draws the rig's SVG drawings into images here; GL is EGL's.
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     else:
         from tests.harness.services import Xvfb
 
         xvfb = Xvfb()
         os.environ["DISPLAY"] = xvfb.display
         os.environ["QT_QPA_PLATFORM"] = "xcb"
-    from PySide6.QtGui import QGuiApplication
+        from PySide6.QtGui import QGuiApplication
 
-    app = QGuiApplication(["yuv-readback-bench"])
-    from OpenGL import GL
-
-    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-    from render.rigs.sprite import load_rig
-
-    target = make_target(4, 4)
-    gl = f"{GL.glGetString(GL.GL_RENDERER).decode()}, GL {GL.glGetString(GL.GL_VERSION).decode()}"
-    target.close()
-    rig = load_rig(DEFAULT_AVATAR_MANIFEST, 1024)
-    load_before = os.getloadavg()
-    wall0, busy0, own0 = time.monotonic(), busy_cores_seconds(), sum(os.times()[:2])
+        app = QGuiApplication(["yuv-readback-bench"])
     try:
+        from OpenGL import GL
+
+        from render.gl.offscreen import offscreen_target
+        from tests.harness.drawn_rig import drawn_rig
+
+        with offscreen_target(4, 4) as target:
+            gl = f"{target.description}, GL {GL.glGetString(GL.GL_VERSION).decode()}"
+        rig = drawn_rig(1024)
+        load_before = os.getloadavg()
+        wall0, busy0, own0 = time.monotonic(), busy_cores_seconds(), sum(os.times()[:2])
         sizes = {f"{w}x{h}": bench_size(w, h, ticks, rig) for w, h in SIZES}
     finally:
-        # Qt's X connection goes before the X server, or Qt aborts the process.
-        import shiboken6
+        if app is not None:
+            # Qt's X connection goes before the X server, or Qt aborts the process.
+            import shiboken6
 
-        shiboken6.delete(app)
-        if xvfb is not None:
+            shiboken6.delete(app)
             xvfb.stop()
     wall = time.monotonic() - wall0
     # What the rest of the machine took meanwhile: others share these cores.

@@ -1,6 +1,7 @@
 """The YUYV pass (render/gl/yuv_pack.py) on a real Mesa context under Xvfb: its bytes against
-BT.601's textbook levels and against a numpy reference of the same conversion applied to
-the RGBA we read back of the same frame, and its readback in the frame feed's order.
+BT.601's textbook levels (worked out here by hand) and against yuv_pack's numpy reference of
+the same conversion applied to the RGBA we read back of the same frame, and its readback in
+the frame feed's order.
 
 The bound on every comparison, 1 level: the reference rounds the exact value to the
 nearest level; GL computes in 32-bit floats (off by ~1e-5 of a level) and then converts
@@ -17,28 +18,12 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
+from render.gl.yuv_pack import yuyv_reference
+
 pytestmark = pytest.mark.display
 
-# BT.601 limited range, rows Y, Cb, Cr: levels from R'G'B' in 0..1, before the offsets
-# 16, 128, 128 (Kr 0.299, Kb 0.114; 219 levels of Y, 224 of Cb and Cr).
-BT601 = np.array([[65.481, 128.553, 24.966],
-                  [-37.797, -74.203, 112.0],
-                  [112.0, -93.786, -18.214]])
 TOLERANCE = 1
 DARK = (32, 35, 42)   # the app's default solid background
-
-
-def yuyv_reference(rgba: np.ndarray, background: tuple[int, int, int]) -> np.ndarray:
-    """H×W×2 YUYV bytes of a premultiplied H×W×4 RGBA8 frame over an opaque 8-bit colour:
-    composited and converted in float64, then rounded to the nearest level. A pair's U
-    and V are those of the mean of its two colours."""
-    colour = (rgba[..., :3] + (255 - rgba[..., 3:4]) * (np.asarray(background) / 255)) / 255
-    out = np.empty(rgba.shape[:2] + (2,))
-    out[..., 0] = 16 + colour @ BT601[0]
-    mean = (colour[:, 0::2] + colour[:, 1::2]) / 2
-    out[:, 0::2, 1] = 128 + mean @ BT601[1]
-    out[:, 1::2, 1] = 128 + mean @ BT601[2]
-    return np.round(out).astype(np.uint8)
 
 
 def worst(got: np.ndarray, expected: np.ndarray) -> int:

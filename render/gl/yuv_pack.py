@@ -43,6 +43,12 @@ from pipeline.core.resources import SHADERS_DIR
 from render.gl.readback import AsyncReadback
 from render.gl.sprite_renderer import build_program, unit_quad
 
+# The matrix above, rows Y, Cb, Cr, for yuyv_reference (the shader has its own copy in
+# GLSL: shaders/yuyv.frag).
+BT601_LIMITED = np.array([[65.481, 128.553, 24.966],
+                          [-37.797, -74.203, 112.0],
+                          [112.0, -93.786, -18.214]])
+
 
 def check_yuyv_size(width: int, height: int) -> None:
     """ValueError unless width×height can be packed: whole pixels, an even width."""
@@ -52,6 +58,20 @@ def check_yuyv_size(width: int, height: int) -> None:
     if width % 2:
         raise ValueError(f"YUYV packs pixels in pairs along a row, so the width must be even; "
                          f"{width}×{height} is not: render at an even width")
+
+
+def yuyv_reference(rgba: np.ndarray, background: tuple[int, int, int]) -> np.ndarray:
+    """The pass's conversion in numpy, to check a GL's output against (tests, bench): the
+    H×W×2 YUYV bytes of a premultiplied H×W×4 RGBA8 frame (top row first) over an opaque
+    8-bit colour, composited and converted in float64 and rounded to the nearest level.
+    The pass's bytes are within 1 level of these (see the module's docstring)."""
+    colour = (rgba[..., :3] + (255 - rgba[..., 3:4]) * (np.asarray(background) / 255)) / 255
+    out = np.empty(rgba.shape[:2] + (2,))
+    out[..., 0] = 16 + colour @ BT601_LIMITED[0]
+    mean = (colour[:, 0::2] + colour[:, 1::2]) / 2
+    out[:, 0::2, 1] = 128 + mean @ BT601_LIMITED[1]
+    out[:, 1::2, 1] = 128 + mean @ BT601_LIMITED[2]
+    return np.round(out).astype(np.uint8)
 
 
 @contextmanager

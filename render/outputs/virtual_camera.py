@@ -21,8 +21,8 @@ binding does not release it), so during a send the render thread runs no Python;
 time could not be measured here (no device).
 
 Where the GPU is the CPU (Mesa's llvmpipe) the pass costs the render thread more than it
-saves: llvmpipe rasterises it inside the readback's request, 10.0 ms a tick at 1280×720
-and 17.5 at 1920×1080 (P50) against RGBA's 1.6 and 3.2, where the worker's compositing
+saves: llvmpipe rasterises it inside the readback's request, 10.6 ms a tick at 1280×720
+and 17.4 at 1920×1080 (P50) against RGBA's 1.7 and 3.4, where the worker's compositing
 it replaced took 4.8 and 13.4 ms a sent frame (2-core VM:
 bench/results/yuv_readback_vm_2core_epyc_llvmpipe.json and readback.json). On a GPU the
 pass only queues.
