@@ -139,8 +139,9 @@ def test_a_rendered_frame_reaches_pyvirtualcams_backend_as_yuyv_over_the_key(qt_
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
     from render.gl.offscreen import OffscreenTarget
     from render.gl.sprite_renderer import GLRenderer
+    from render.gl.yuv_pack import yuyv_reference
     from render.rigs.sprite import load_rig
-    from tests.test_yuv_pack import TOLERANCE, worst, yuyv_reference
+    from tests.test_yuv_pack import TOLERANCE, worst
 
     # pyvirtualcam tries its backends in turn: v4l2loopback fails here (no device), then
     # this one opens.
