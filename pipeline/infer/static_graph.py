@@ -1,0 +1,196 @@
+"""Graph rewrites that let a voice engine run whole on a GPU, with CUDA graphs.
+
+onnxruntime's CUDA provider runs a node on the CPU when its kernel wants host inputs or
+its output shape depends on the data, inserting a copy each side; and a CUDA graph can
+only be captured when every node runs on the device with shapes fixed from call to
+call. The stock voice breaks both (measured on the H200, shared/recipes/gpu.md: 28
+copies, first audio 3x slower than the CPU):
+
+- symbolic shapes: every Shape → Gather → Concat chain is computed per call, on the CPU.
+  `fixed_shapes` pins the inputs, so onnxruntime folds those chains into constants.
+- masked indexing: the duration predictor's spline flows select the values inside the
+  spline's interval (`x[mask]`, exported as NonZero → GatherND, and `y[mask] = v` as
+  NonZero → ScatterND). NonZero's output size depends on the data. `dense_masked_indexing`
+  computes the spline for every value and selects with Where instead.
+- in-graph noise: RandomNormalLike would draw the same numbers at every replay of a
+  captured graph. `noise_as_input` makes the noise an input the caller draws, so each
+  call has fresh noise and a seeded CPU and GPU run get the same.
+
+Each rewrite returns a new model and leaves its argument alone; each checks the pattern
+it rewrites and raises ValueError on anything else, rather than guess.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+NOISE_INPUT = "duration_noise"
+
+
+def fixed_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> onnx.ModelProto:
+    """`model` with each named input's shape pinned to `shapes[name]`, and the shapes
+    that follow inferred (value_info), so later rewrites and onnxruntime see them."""
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    names = {i.name for i in fixed.graph.input}
+    if unknown := set(shapes) - names:
+        raise ValueError(f"no inputs named {sorted(unknown)} (inputs: {sorted(names)})")
+    for graph_input in fixed.graph.input:
+        if graph_input.name not in shapes:
+            continue
+        shape = graph_input.type.tensor_type.shape
+        shape.ClearField("dim")
+        for size in shapes[graph_input.name]:
+            shape.dim.add().dim_value = size
+    del fixed.graph.value_info[:]
+    return shape_inference.infer_shapes(fixed, data_prop=True)
+
+
+def dense_masked_indexing(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with every `x[mask]` / `y[mask] = v` (NonZero → Transpose → GatherND /
+    ScatterND) computed densely: the gather becomes a reshape of all rows, the scatter a
+    Where over the mask. The values between them are computed for every row, also those
+    outside the mask; rows are computed independently (the pattern this module is for),
+    so the rows the mask keeps are unchanged, and the Where drops the others (which may
+    be NaN: a spline evaluated outside its interval).
+
+    Needs static shapes (`fixed_shapes` first): the reshapes are to the mask's size.
+    """
+    dense = onnx.ModelProto()
+    dense.CopyFrom(model)
+    graph = dense.graph
+    shapes = _static_shapes(dense)
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+
+    replaced: dict[int, list[onnx.NodeProto]] = {}  # id(node) -> nodes in its place
+    dropped: set[int] = set()
+    constants: list[onnx.TensorProto] = []
+
+    def constant(name: str, values: list[int]) -> str:
+        constants.append(numpy_helper.from_array(np.array(values, np.int64), name))
+        return name
+
+    for nonzero in [n for n in graph.node if n.op_type == "NonZero"]:
+        mask = nonzero.input[0]
+        if mask not in shapes:
+            raise ValueError(f"{nonzero.name}: the mask's shape is not static (fixed_shapes first)")
+        mask_shape = shapes[mask]
+        rows = int(np.prod(mask_shape))
+        transposes = consumers.get(nonzero.output[0], [])
+        if len(transposes) != 1 or transposes[0].op_type != "Transpose":
+            raise ValueError(f"{nonzero.name}: NonZero not followed by one Transpose")
+        transpose = transposes[0]
+        dropped.update({id(nonzero), id(transpose)})
+        for use in consumers.get(transpose.output[0], []):
+            out = use.output[0]
+            base = f"{use.name}/dense"
+            if use.op_type == "GatherND" and use.input[1] == transpose.output[0]:
+                if _attribute(use, "batch_dims", 0) != 0:
+                    raise ValueError(f"{use.name}: GatherND with batch_dims")
+                rest = shapes[use.input[0]][len(mask_shape):]
+                replaced[id(use)] = [helper.make_node(
+                    "Reshape", [use.input[0], constant(f"{base}/shape", [rows, *rest])], [out],
+                    name=base)]
+            elif use.op_type == "ScatterND" and use.input[1] == transpose.output[0]:
+                if _attribute(use, "reduction", b"none") not in (b"none", "none"):
+                    raise ValueError(f"{use.name}: ScatterND with a reduction")
+                data_shape = shapes[use.input[0]]
+                trailing = len(data_shape) - len(mask_shape)
+                select = [helper.make_node(
+                    "Reshape", [use.input[2], constant(f"{base}/data_shape", list(data_shape))],
+                    [f"{base}/updates"], name=f"{base}/updates")]
+                where_mask = mask
+                if trailing:
+                    where_mask = f"{base}/mask"
+                    select.append(helper.make_node(
+                        "Reshape", [mask, constant(f"{base}/mask_shape",
+                                                   [*mask_shape, *[1] * trailing])],
+                        [where_mask], name=where_mask))
+                select.append(helper.make_node(
+                    "Where", [where_mask, f"{base}/updates", use.input[0]], [out], name=base))
+                replaced[id(use)] = select
+            elif use.op_type == "Shape":
+                # The count of selected rows, for reshapes between gather and scatter:
+                # now every row.
+                replaced[id(use)] = [helper.make_node(
+                    "Constant", [], [out], name=base,
+                    value=numpy_helper.from_array(np.array([rows, len(mask_shape)], np.int64)))]
+            else:
+                raise ValueError(f"{use.name}: a {use.op_type} uses NonZero's indices")
+
+    nodes = []
+    for node in graph.node:
+        if id(node) in dropped:
+            continue
+        nodes.extend(replaced.get(id(node), [node]))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    graph.initializer.extend(constants)
+    del graph.value_info[:]
+    return shape_inference.infer_shapes(dense, data_prop=True)
+
+
+def noise_as_input(model: onnx.ModelProto, name: str = NOISE_INPUT) -> onnx.ModelProto:
+    """`model` with its one RandomNormalLike (standard normal, float) replaced by an input
+    `name` of the same shape, which the caller fills with standard normal noise."""
+    noisy = onnx.ModelProto()
+    noisy.CopyFrom(model)
+    graph = noisy.graph
+    randoms = [n for n in graph.node if n.op_type == "RandomNormalLike"]
+    if len(randoms) != 1:
+        raise ValueError(f"expected one RandomNormalLike, found {len(randoms)}")
+    random = randoms[0]
+    if (_attribute(random, "mean", 0.0), _attribute(random, "scale", 1.0),
+            _attribute(random, "dtype", TensorProto.FLOAT)) != (0.0, 1.0, TensorProto.FLOAT):
+        raise ValueError(f"{random.name}: not standard normal float noise")
+    inferred = shape_inference.infer_shapes(model, data_prop=True)
+    like = _value_info(inferred).get(random.input[0])
+    dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or f"noise_{i}")
+            for i, d in enumerate(like.type.tensor_type.shape.dim)] if like else None
+    if not dims:
+        raise ValueError(f"{random.name}: the noise's rank is unknown")
+    graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, dims))
+    nodes = [n for n in graph.node if n is not random]
+    for node in nodes:
+        for i, value in enumerate(node.input):
+            if value == random.output[0]:
+                node.input[i] = name
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return noisy
+
+
+def noise_shape(model: onnx.ModelProto, name: str = NOISE_INPUT) -> tuple[int, ...] | None:
+    """The static shape of input `name`, None if the model has no such input."""
+    for graph_input in model.graph.input:
+        if graph_input.name == name:
+            return tuple(d.dim_value for d in graph_input.type.tensor_type.shape.dim)
+    return None
+
+
+def _value_info(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    graph = model.graph
+    return {v.name: v for v in [*graph.input, *graph.value_info, *graph.output]}
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for name, info in _value_info(model).items():
+        dims = info.type.tensor_type.shape.dim
+        if info.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
+            shapes[name] = tuple(d.dim_value for d in dims)
+    for tensor in model.graph.initializer:
+        shapes[tensor.name] = tuple(tensor.dims)
+    return shapes
+
+
+def _attribute(node: onnx.NodeProto, name: str, default):
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return helper.get_attribute_value(attribute)
+    return default

