@@ -319,9 +319,9 @@ def test_first_window_fills_the_smallest_bucket_and_later_windows_are_prefetched
     runs = []
     run = tts._run_acoustic
 
-    def recorded(ids, length_scale):
+    def recorded(ids, length_scale, deadline=None):
         runs.append(threading.current_thread().name)
-        return run(ids, length_scale)
+        return run(ids, length_scale, deadline)
 
     tts._run_acoustic = recorded
     try:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import onnxruntime
 
@@ -86,6 +88,49 @@ def build_session(
     return _session(model, threads, "cpu"), _chosen(provider, "cpu", available, missing, failed)
 
 
+_CHOICES: dict[str, ProviderChoice] = {}
+
+
+def device_name() -> str | None:
+    """The CUDA device's name (device 0, the one the sessions run on), None if
+    cuda-python or a device is missing."""
+    try:
+        from cuda.bindings import runtime
+    except ImportError:
+        return None
+    err, properties = runtime.cudaGetDeviceProperties(0)
+    return properties.name.decode(errors="replace").strip("\x00") if int(err) == 0 else None
+
+
+def choose_provider(provider: str = "auto") -> ProviderChoice:
+    """The provider build_session would give a model asked for on `provider`, found once
+    per process on a one-node model (a GPU provider starts in ~1 s; a real model's
+    session on it would cost more, and its graph would be thrown away for per-shape
+    ones: pipeline/infer/engine.py)."""
+    if provider not in _CHOICES:
+        if (provider != "cpu" and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+                and hasattr(onnxruntime, "preload_dlls")):
+            # The CUDA and cuDNN libraries of the [gpu] extra live in pip's nvidia-*
+            # packages, which the dynamic loader does not search by itself.
+            onnxruntime.preload_dlls()
+        _CHOICES[provider] = build_session(_PROBE, provider)[1]
+    return _CHOICES[provider]
+
+
+def _probe_model() -> bytes:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+_PROBE = _probe_model()
+
+
 def _session(model: str | os.PathLike | bytes, threads: int, name: str
              ) -> onnxruntime.InferenceSession:
     # onnxruntime's own fallback would retry on the CPU and only print why.
@@ -107,3 +152,62 @@ def _chosen(requested: str, used: str, available: list[str], missing: list[str],
         (log.info if requested == "auto" else log.warning)(
             "inference on %s, not %s: %s", _LABELS[used], requested, choice.reason)
     return choice
+
+
+def static_session(model: bytes, used: str, threads: int, graph: bool
+                   ) -> tuple[onnxruntime.InferenceSession, int | None]:
+    """A session for `model` (static shapes) on `used` ("cuda" or "tensorrt"), and the
+    number of host↔device copy nodes onnxruntime put in it (None if it could not say).
+
+    With `graph`, every node must run on the device (session creation fails otherwise)
+    and the first run captures a CUDA graph that later runs replay: inputs and outputs
+    must then be bound to the same device buffers at every run (I/O binding).
+    TensorRT (untested here: it cannot be installed in this environment) keeps the
+    engines it builds, one per static shape, in the user's cache directory.
+    """
+    options = _options(threads)
+    # Errors only: it warns at every session that a saved optimized graph is machine-specific.
+    options.log_severity_level = 3
+    if graph:
+        options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    with tempfile.TemporaryDirectory(prefix="lipsync-ort-") as folder:
+        # The graph as placed: the copy nodes are only visible there.
+        optimized = Path(folder) / "optimized.onnx"
+        options.optimized_model_filepath = str(optimized)
+        session = onnxruntime.InferenceSession(
+            model, sess_options=options, providers=_device_providers(used, graph),
+            enable_fallback=0)
+        copies = _count_copies(optimized)
+    return session, copies
+
+
+def _device_providers(used: str, graph: bool) -> list:
+    # TF32 rounds convolution inputs to 10-bit mantissas: the voice's durations (a
+    # Ceil of a sum) would then drift from the CPU's. Its convolutions are small and
+    # bound by launches, not arithmetic, so full FP32 costs next to nothing.
+    cuda = ("CUDAExecutionProvider", {"enable_cuda_graph": "1" if graph else "0",
+                                      "use_tf32": "0"})
+    # Without the CPU provider listed: with `graph` the session must refuse a CPU node.
+    cpu = [] if graph else ["CPUExecutionProvider"]
+    if used == "cuda":
+        return [cuda, *cpu]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lipsync-studio" / "tensorrt"
+    cache.mkdir(parents=True, exist_ok=True)
+    tensorrt = ("TensorrtExecutionProvider", {
+        "trt_engine_cache_enable": "1", "trt_engine_cache_path": str(cache),
+        "trt_timing_cache_enable": "1", "trt_timing_cache_path": str(cache),
+        "trt_cuda_graph_enable": "1" if graph else "0",
+    })
+    return [tensorrt, cuda, *cpu]
+
+
+def _count_copies(optimized: Path) -> int | None:
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        nodes = onnx.load(str(optimized), load_external_data=False).graph.node
+    except (OSError, DecodeError):
+        log.info("onnxruntime wrote no readable optimized graph; copy nodes not counted")
+        return None
+    return sum(node.op_type in ("MemcpyToHost", "MemcpyFromHost") for node in nodes)

