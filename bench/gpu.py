@@ -1,0 +1,231 @@
+"""The GPU path against the same machine's CPU path, in one run (issue 14).
+
+Voice: time to first audio (first AudioChunk in hand) for a 5-, 20- and 60-word
+sentence on the GPU engines and on the CPU engines the app uses without a GPU
+(one intra-op thread, pipeline.voice.streaming_tts), interleaved run by run; the
+real-time factor of a 2,000-word text on the GPU; the process's CPU time per second
+of speech made, on each path; host↔device copies per chunk (counted by the engines:
+each input up, each output down) and the copy nodes onnxruntime put in the captured
+graphs; and 50 voice streams started at once, each pulled on its own thread and
+played back in simulation from the app's start lead: first audio P50/P99 and
+underruns (bench/tts_latency.py's player). Their runs are ordered by deadline and
+batched (pipeline/infer/engine.py); `requests_per_run` says how many shared a run.
+
+Mouth frames (where CUDA-GL interop works): the sprite rig's frame made by the CUDA
+kernel (render/gpu/cuda_sprite_renderer.py) against the GL shader path on the same GPU,
+at 512² and 1024², each timed from the draw call to the frame complete in the GL
+framebuffer (glFinish): interop map, kernel, unmap and blit included; the largest
+difference between the two; host copies per frame (the renderers count theirs).
+
+Last line of output: one JSON object.
+Usage: python bench/gpu.py [--runs 20] [--streams 50] [--out bench/results/gpu.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.machine import describe, publish  # noqa: E402
+from bench.tts_latency import TEXTS, _first_audio_ms, _underruns  # noqa: E402
+from pipeline.core.modes import DEFAULT_MODE  # noqa: E402
+from pipeline.voice.speaker import START_LEAD_INITIAL_S  # noqa: E402
+from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
+from render.gl.gl_platform import use_egl  # noqa: E402
+
+LENGTHS = ("short5", "medium20", "long60")
+# Batch sizes the 50 streams may be run at: one graph each per shape (78 in all; ~0.6 s
+# each to build and capture on the H200).
+STREAM_BATCHES = (1, 8, 64)
+
+
+def _long_text(words: int) -> str:
+    """`words` words of ordinary prose: the benchmark texts, repeated."""
+    pool = " ".join(TEXTS[name] for name in ("long60", "medium20", "para4")).split()
+    return " ".join(pool[i % len(pool)] for i in range(words))
+
+
+def _speak(tts: StreamingTTS, text: str, mode) -> tuple[list[float], list[int], float]:
+    """(times each chunk was ready, its samples, CPU seconds of the process) for one
+    whole stream pulled as fast as it comes; times from the call."""
+    cpu = time.process_time()
+    start = time.perf_counter()
+    ready, samples = [], []
+    for item in tts.stream(text, mode):
+        if isinstance(item, AudioChunk) and len(item.samples):
+            ready.append(time.perf_counter() - start)
+            samples.append(len(item.samples))
+    return ready, samples, time.process_time() - cpu
+
+
+def _transfers(tts: StreamingTTS) -> tuple[int, int]:
+    stages = tts.engines.values()
+    return (sum(s.transfers.uploads + s.transfers.downloads for s in stages),
+            sum(s.transfers.runs for s in stages))
+
+
+def _streams(tts_of, text: str, mode, count: int) -> dict:
+    """`count` streams started together (a barrier), each on its own thread."""
+    barrier = threading.Barrier(count)
+    results: list[tuple[list[float], list[int]]] = [None] * count  # type: ignore[list-item]
+
+    def one(i: int) -> None:
+        tts = tts_of()
+        barrier.wait()
+        ready, samples, _ = _speak(tts, text, mode)
+        results[i] = (ready, samples)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    first = [r[0][0] * 1000 for r in results]
+    rate = 22050
+    underruns = sum(_underruns(ready, samples, rate, START_LEAD_INITIAL_S)
+                    for ready, samples in results)
+    return {"streams": count, "ttfa_p50_ms": round(float(np.percentile(first, 50)), 2),
+            "ttfa_p99_ms": round(float(np.percentile(first, 99)), 2),
+            "ttfa_max_ms": round(max(first), 2), "underruns": int(underruns)}
+
+
+def _mouth_frames(runs: int) -> dict:
+    """CUDA and GL sprite frames at each size, interleaved frame by frame."""
+    from pipeline.core.frames import MouthPose
+    from render.gl.egl_target import EglTarget
+    from render.gl.sprite_renderer import GLRenderer
+    from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer, cuda_unavailable
+    from tests.harness.drawn_rig import drawn_rig
+    from OpenGL import GL
+
+    result: dict = {}
+    with EglTarget(64, 64) as target:
+        if (reason := cuda_unavailable()) is not None:
+            return {"skipped": reason, "renderer": target.description}
+        result["renderer"] = target.description
+        for side in (512, 1024):
+            target.resize(side, side)
+            target.make_current()
+            rig = drawn_rig(side)
+            renderers = {"gl": GLRenderer(), "cuda": CudaSpriteRenderer()}
+            for renderer in renderers.values():
+                renderer.initialize()
+                renderer.set_rig(rig)
+                renderer.resize(side, side)
+            copies_before = renderers["cuda"].host_copies
+            times = {name: [] for name in renderers}
+            worst = 0
+            for i in range(runs):
+                pose = MouthPose(i % 15, (i + 4) % 15, (i % 10) / 10, 0.5)
+                frames = {}
+                for name, renderer in renderers.items():
+                    start = time.perf_counter()
+                    renderer.draw(pose, (i % 7) / 7, (i % 5) / 5)
+                    GL.glFinish()
+                    times[name].append((time.perf_counter() - start) * 1000)
+                    if i % 50 == 0:
+                        frames[name] = renderer.read_pixels().astype(np.int16)
+                if frames:
+                    worst = max(worst, int(np.abs(frames["gl"] - frames["cuda"]).max()))
+            for name, values in times.items():
+                result[f"{name}_{side}"] = {"p50_ms": round(float(np.percentile(values, 50)), 3),
+                                             "p99_ms": round(float(np.percentile(values, 99)), 3)}
+            result[f"max_diff_{side}"] = worst
+            result[f"host_copies_per_frame_{side}"] = (
+                renderers["cuda"].host_copies - copies_before) / runs
+            for renderer in renderers.values():
+                renderer.release()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--words", type=int, default=2000)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--frames", type=int, default=500)
+    args = parser.parse_args()
+    mode = LATENCY_MODES[DEFAULT_MODE]
+    use_egl()
+
+    loaded = time.perf_counter()
+    gpu = StreamingTTS(provider="auto")
+    gpu.warm_up()
+    gpu_load_s = time.perf_counter() - loaded
+    cpu = StreamingTTS(provider="cpu")
+    cpu.warm_up()
+    on_gpu = all(stage.on_device for stage in gpu.engines.values())
+
+    times = {(path, name): [] for path in ("gpu", "cpu") for name in LENGTHS}
+    for _ in range(args.runs):
+        for name in LENGTHS:
+            times["gpu", name].append(_first_audio_ms(gpu, TEXTS[name], mode))
+            times["cpu", name].append(_first_audio_ms(cpu, TEXTS[name], mode))
+    report: dict = {"machine": describe(os.environ.get("BENCH_DEVICE", "")), "mode": mode.name,
+                    "runs": args.runs, "on_gpu": on_gpu, "gpu_load_and_warm_up_s": round(gpu_load_s, 1),
+                    "providers": {name: asdict(c) for name, c in gpu.providers.items()}}
+    for name in LENGTHS:
+        g, c = np.percentile(times["gpu", name], 50), np.percentile(times["cpu", name], 50)
+        report[name] = {"ttfa_p50_ms": round(float(g), 2),
+                        "ttfa_p99_ms": round(float(np.percentile(times["gpu", name], 99)), 2),
+                        "cpu_ttfa_p50_ms": round(float(c), 2),
+                        "cpu_over_gpu": round(float(c / g), 2)}
+        print(name, report[name], flush=True)
+
+    # CPU time per second of speech, and copies per chunk, on one paragraph each.
+    text = TEXTS["long60"]
+    for path, tts in (("gpu", gpu), ("cpu", cpu)):
+        copies_before, runs_before = _transfers(tts)
+        ready, samples, cpu_s = _speak(tts, text, mode)
+        copies, runs = _transfers(tts)
+        speech_s = sum(samples) / tts.sample_rate
+        report[f"cpu_s_per_speech_s_{path}"] = round(cpu_s / speech_s, 4)
+        if path == "gpu":
+            report["host_copies_per_chunk"] = round((copies - copies_before) / len(samples), 2)
+            report["engine_runs_per_chunk"] = round((runs - runs_before) / len(samples), 2)
+    report["copy_nodes_in_graphs"] = {
+        name: sum(n or 0 for n in stage.device_copies.values())
+        for name, stage in gpu.engines.items()}
+    report["cuda_graphs"] = {name: f"{stage.graphs}/{len(stage.device_copies)}"
+                             for name, stage in gpu.engines.items()}
+    report["engine_notes"] = [note for stage in gpu.engines.values() for note in stage.notes]
+
+    long_text = _long_text(args.words)
+    start = time.perf_counter()
+    _, samples, _ = _speak(gpu, long_text, mode)
+    report[f"rtf_{args.words}_words_gpu"] = round(
+        (time.perf_counter() - start) / (sum(samples) / gpu.sample_rate), 4)
+
+    mouth = _mouth_frames(args.frames)
+    report["mouth_frames"] = mouth
+    print("mouth", mouth, flush=True)
+    if "skipped" not in mouth:
+        report["mouth_frame_p99_ms"] = {f"{s}": mouth[f"cuda_{s}"]["p99_ms"] for s in (512, 1024)}
+        report["gl_mouth_frame_p99_ms"] = {f"{s}": mouth[f"gl_{s}"]["p99_ms"] for s in (512, 1024)}
+        report["host_copies_per_frame"] = max(mouth[f"host_copies_per_frame_{s}"] for s in (512, 1024))
+
+    StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES).warm_up()
+    report["streams50"] = _streams(
+        lambda: StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES), TEXTS["medium20"],
+        mode, args.streams)
+    stages = StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES).engines.values()
+    report["streams50"]["requests_per_run"] = round(
+        sum(s.transfers.batched for s in stages) / max(1, sum(s.transfers.runs for s in stages)), 2)
+    report["streams50_ttfa_p99_ms"] = report["streams50"]["ttfa_p99_ms"]
+    report["streams50_underruns"] = report["streams50"]["underruns"]
+    print("streams", report["streams50"], flush=True)
+    publish(report, args.out)
+
+
+if __name__ == "__main__":
+    main()
