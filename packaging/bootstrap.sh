@@ -40,6 +40,14 @@ version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])') ||
   { echo "No Python found at '$python' (set PYTHON=...)"; exit 1; }
 lock=packaging/locks/$target-py$version.txt
 test_lock=packaging/locks/test-py$version.txt
+# A machine whose NVIDIA driver answers gets the GPU path (docs/gpu.md): the run lock plus
+# onnxruntime's CUDA build and cuda-python. The tests keep the CPU build CI runs.
+gpu=""
+if [ "$target" = run ] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  gpu=packaging/locks/gpu-py$version.txt
+  echo "NVIDIA GPU found ($(nvidia-smi -L | head -1)): installing the GPU path"
+  lock=$gpu
+fi
 if [ ! -f "$lock" ]; then
   supported=$(ls packaging/locks | sed -n 's/^run-py\(.*\)\.txt$/\1/p' | tr '\n' ' ')
   echo "Lipsync Studio supports Python ${supported% } (found $version at '$python'; set PYTHON=...)"
@@ -68,6 +76,13 @@ fi
 # after it: mediapipe 0.10.30's wheel file names py3-none but its metadata says cp39, so
 # pip check calls it unsupported on 3.12+, where it imports and runs.)
 "$venv/bin/python" -m pip install -q --require-hashes -r "$lock"
+if [ -n "$gpu" ]; then
+  # piper-tts needs onnxruntime, and onnxruntime and onnxruntime-gpu install the same
+  # package folder: the GPU build's files must be the ones left, whole.
+  "$venv/bin/python" -m pip uninstall -q -y onnxruntime onnxruntime-gpu
+  "$venv/bin/python" -m pip install -q --require-hashes --no-deps \
+    -r <(awk '/^onnxruntime-gpu==/{p=1} p&&!/^ /&&!/^onnxruntime-gpu==/{p=0} p' "$gpu")
+fi
 # The build backend comes from the lock too, so nothing unpinned is fetched to build us.
 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
 lock_hash "$lock" > "$stamp"
