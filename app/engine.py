@@ -28,6 +28,7 @@ from pipeline.audio.input import AudioInput, InputStatus
 from pipeline.audio.output import AudioOutput
 from pipeline.core.clock import MediaClock
 from pipeline.core.events import DeviceNotice, EventBus
+from pipeline.infer.sessions import device_name
 from pipeline.lipsync.mic import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
 from pipeline.lipsync.model import MODES_MS, LipShapeModel
 from pipeline.voice.speaker import Speaker
@@ -199,6 +200,13 @@ class Engine:
         used = sorted({choice.used for choice in choices})
         labels = {"cpu": "CPU", "cuda": "CUDA", "tensorrt": "TensorRT"}
         text = "The voice runs on " + " and ".join(labels[name] for name in used)
+        if used != ["cpu"]:
+            engines = tts.engines.values()
+            graphs = sum(engine.graphs for engine in engines)
+            shapes = sum(len(engine.device_copies) for engine in engines)
+            text += (f" on {device_name() or 'the GPU'}, {graphs} of {shapes} shapes as CUDA "
+                     "graphs; mouth frames by OpenGL on the same GPU (CUDA-GL interop is "
+                     "there, and measured slower: docs/gpu.md)")
         reasons = sorted({choice.reason for choice in choices if choice.reason})
         requested = choices[0].requested if choices else "auto"
         if reasons:

@@ -163,7 +163,7 @@ class Outputs:
             return
         self.camera_problem = None
         self._camera_background = background
-        feed = FrameFeed(*size, fps, now=self._now)
+        feed = FrameFeed(*size, fps, now=self._now, readback=camera.readback)
         feed.sinks.append(camera.offer)
         self.camera, self.feeds["camera"] = camera, feed
         self._start_feed(feed)

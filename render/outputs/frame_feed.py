@@ -39,10 +39,12 @@ Sink = Callable[[np.ndarray, float], None]
 class FrameFeed(QObject):
     """Draws the avatar at width×height on a transparent background `fps` times a second
     and hands each frame to every sink. start() begins ticking, stop() ends it and frees
-    the GL objects. A sink that raises is logged and dropped (the feed goes on)."""
+    the GL objects. A sink that raises is logged and dropped (the feed goes on).
+    `readback` makes the feed's readback (AsyncReadback's calls); RGBA by default."""
 
     def __init__(self, width: int, height: int, fps: float, *,
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic,
+                 readback: Callable[[], object] | None = None) -> None:
         super().__init__()
         self.width, self.height = width, height
         self.presenter = Presenter(fps, now=now)
@@ -51,7 +53,9 @@ class FrameFeed(QObject):
         self.renderer = GLRenderer((0.0, 0.0, 0.0, 0.0))
         self.renderer.initialize()
         self.renderer.resize(width, height)
-        self._readback = AsyncReadback(width, height)
+        # The sinks' own readback where they want another format (the virtual camera's
+        # YUYV, packed on the GPU), made here with the feed's context current.
+        self._readback = readback() if readback is not None else AsyncReadback(width, height)
         self.sinks: list[Sink] = []
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
