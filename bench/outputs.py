@@ -1,13 +1,15 @@
-"""The OBS outputs in one run (issue 13): what the virtual camera's readback adds to the
-render tick, the browser page's frame delay, the A/V offset of what OBS records, and the
-app's CPU at 60 fps on llvmpipe with and without the avatar window.
+"""The OBS outputs in one run (issue 13): what the RGBA readback (the browser source's
+feed's) adds to the render tick, the browser page's frame delay, the A/V offset of what
+OBS records, and the app's CPU at 60 fps on llvmpipe with and without the avatar window.
 
 Each part is its own benchmark, run here one after the other in fresh processes (they
 share nothing, and each names its own baseline in the same run):
 - bench/readback.py: the tick with PBO readback against the tick without (the baseline:
   no readback) and against a synchronous glReadPixels (what a naive capture does);
   `readback_tick_delta_ms` is the order FrameFeed uses (the frame drawn a tick ago read
-  back before the next is drawn), `readback_tick_delta_immediate_ms` the other order;
+  back before the next is drawn), `readback_tick_delta_immediate_ms` the other order.
+  The virtual camera's readback is YUYV packed on the GPU now, not this: its figures
+  come from bench/yuv_readback.py, run on its own and not part of this run;
 - bench/browser_delay.py: publish → the page's paint in headless Chromium, 60 fps, PNG
   (what BrowserSource sends) at the avatar window's default 1280x720 and at 512x512,
   against raw frames;

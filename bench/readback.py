@@ -1,8 +1,12 @@
-"""What reading frames back for the virtual camera costs the render tick: the bundled
-avatar drawn at 1280×720 by the sprite renderer into an OffscreenTarget on 60 fps ticks,
-with the PBO readback (render/gl/readback.py) on and off, against the synchronous
-glReadPixels it replaces; and the camera's compositing (render/outputs/virtual_camera.py)
-per frame.
+"""What reading RGBA frames back (the readback of the browser source's feed) costs the
+render tick: the bundled avatar drawn at 1280×720 by the sprite renderer into an
+OffscreenTarget on 60 fps ticks, with the PBO readback (render/gl/readback.py) on and
+off, against the synchronous glReadPixels it replaces.
+
+The virtual camera no longer reads RGBA: its feed's readback is YUYV packed on the GPU
+(render/gl/yuv_pack.py YuyvReadback), measured by bench/yuv_readback.py, so the camera
+mode (VirtualCamera.offer of RGBA frames) and the CPU compositing bench that were here
+are gone; bench/results/readback.json is from before and still has them.
 
 Tick modes, taking turns in blocks so a change in the machine's load falls on all alike,
 each tick timed from its start to its end (wall clock, the render thread's view) and then
@@ -15,10 +19,6 @@ the rest of its 16.7 ms period slept, as the display tick does:
   into it), draw, glFlush, collect the previous frame. The frame's rasterisation had a whole period to finish, so
   the request only copies; on a GPU the copy is queued ahead of the draw and done by
   the collect at the end of the tick. One frame of latency either way.
-- async_deferred_camera: async_deferred plus VirtualCamera.offer of each frame, with the
-  camera's worker compositing at 30 fps on the same 2 cores. No v4l2loopback device can
-  exist here (no loadable kernel modules), so the worker's device is a sink discarding
-  the RGB frames: pyvirtualcam's own send (libyuv RGB → I420 and a write) is not in it.
 - finish: draw, glFinish: the frame's rasterisation alone, for scale.
 - finish_then_readback: draw, glFinish, then request and collect (timed apart in
   "parts"): the readback's own cost once nothing is left to wait for, which is what the
@@ -26,7 +26,7 @@ the rest of its 16.7 ms period slept, as the display tick does:
   synchronous glReadPixels of that same finished frame (one copy, where the PBO path
   makes two: into the buffer, out of it).
 
-readback_tick_delta_ms = p50(async) − p50(off), the tick's price for the camera's pixels
+readback_tick_delta_ms = p50(async) − p50(off), the tick's price for the frame's pixels
 (goal ≤ 1 ms); the deferred order's delta beside it. With llvmpipe the GPU is the CPU:
 its glReadPixels into a pixel buffer waits for the frame and copies there and then, so
 "async" is no cheaper than "sync" on this machine by construction.
@@ -52,24 +52,8 @@ from bench.render import percentiles, poses  # noqa: E402
 
 SIZE = (1280, 720)
 FPS = 60
-CAMERA_FPS = 30
 BLOCK = 30
 GOAL_DELTA_MS = 1.0
-
-
-class DiscardingDevice:
-    """Where pyvirtualcam's Camera would be: takes RGB frames and drops them."""
-
-    device = "discard"
-
-    def __init__(self, width: int, height: int, fps: float) -> None:
-        self.frames = 0
-
-    def send(self, frame: np.ndarray) -> None:
-        self.frames += 1
-
-    def close(self) -> None:
-        pass
 
 
 def bench_ticks(ticks: int) -> dict:
@@ -79,8 +63,6 @@ def bench_ticks(ticks: int) -> dict:
     from render.gl.offscreen import OffscreenTarget
     from render.gl.readback import AsyncReadback, read_sync
     from render.gl.sprite_renderer import GLRenderer
-    from render.outputs.background import SOLID, Background, parse_colour
-    from render.outputs.virtual_camera import VirtualCamera
     from render.rigs.sprite import load_rig
     from render.timing import idle_motion
 
@@ -98,15 +80,12 @@ def bench_ticks(ticks: int) -> dict:
             renderer.draw(seq[k % len(seq)], idle_motion.blink(t), idle_motion.breathing(t))
 
         readbacks = {name: AsyncReadback(w, h) for name in
-                     ("async", "async_deferred", "async_deferred_camera", "finished")}
+                     ("async", "async_deferred", "finished")}
         sync_out = np.empty((h, w, 4), np.uint8)
-        camera = VirtualCamera(w, h, CAMERA_FPS, Background(SOLID, parse_colour("#20232a")),
-                               camera_factory=DiscardingDevice)
         parts = {f"{mode}.{part}": [] for mode, part in (
             ("off", "draw_flush"), ("async", "collect"), ("async", "request"),
-            *((mode, part) for mode in ("async_deferred", "async_deferred_camera")
-              for part in ("request", "draw_flush", "collect")),
-            ("async_deferred_camera", "offer"), ("finished", "request"), ("finished", "collect"),
+            *(("async_deferred", part) for part in ("request", "draw_flush", "collect")),
+            ("finished", "request"), ("finished", "collect"),
             ("finished", "sync_read"))}
         missing = {name: 0 for name in readbacks if name != "finished"}
 
@@ -144,23 +123,18 @@ def bench_ticks(ticks: int) -> dict:
             draw(k)
             timed("async.request", lambda: rb.request(k))
 
-        def deferred(k, name="async_deferred", offer=False):
-            rb = readbacks[name]
+        def deferred(k):
+            rb = readbacks["async_deferred"]
             if k:
-                timed(f"{name}.request", lambda: rb.request(k - 1))
+                timed("async_deferred.request", lambda: rb.request(k - 1))
             # Flushed, so it is rasterised while the tick sleeps, not at the next request.
-            timed(f"{name}.draw_flush", lambda: (draw(k), GL.glFlush()))
-            got = timed(f"{name}.collect", rb.collect)
-            if got is None:
-                missing[name] += k > 0
-            elif offer:
-                timed(f"{name}.offer", lambda: camera.offer(*got))
+            timed("async_deferred.draw_flush", lambda: (draw(k), GL.glFlush()))
+            if timed("async_deferred.collect", rb.collect) is None and k:
+                missing["async_deferred"] += 1
 
         modes = {"off": off, "sync": sync, "async": async_, "async_deferred": deferred,
-                 "async_deferred_camera": lambda k: deferred(k, "async_deferred_camera", True),
                  "finish": finish, "finish_then_readback": finished_readback}
         samples = {name: [] for name in modes}
-        camera.start()
         for k in range(20):        # shaders, textures and PyOpenGL's lazy set-up
             for tick in modes.values():
                 tick(k)
@@ -177,43 +151,13 @@ def bench_ticks(ticks: int) -> dict:
                     time.sleep(max(0.0, next_tick - time.perf_counter()))
                     if time.perf_counter() > next_tick + period:   # fell behind: no burst
                         next_tick = time.perf_counter()
-        camera.stop()
         stats = {name: rb.stats() for name, rb in readbacks.items()}
         for rb in readbacks.values():
             rb.release()
         renderer.release()
     result = {name: percentiles(s) for name, s in samples.items()}
     return {"ticks": result, "parts": {name: percentiles(s) for name, s in parts.items() if s},
-            "readback_stats": stats, "collect_found_nothing_after_first_tick": missing,
-            "camera": camera.status()}
-
-
-def bench_compositing(frames: int) -> dict:
-    """OpaqueCompositor.over per frame, and offer()'s copy of a readback-shaped view
-    (reversed rows) into the mailbox, at the camera sizes."""
-    from render.outputs.virtual_camera import OpaqueCompositor
-
-    out = {}
-    rng = np.random.default_rng(0)
-    for w, h in ((1280, 720), (1920, 1080)):
-        alpha = rng.integers(0, 256, (h, w, 1), dtype=np.uint16)
-        rgba = np.concatenate([rng.integers(0, 256, (h, w, 3), dtype=np.uint16) * alpha // 255,
-                               alpha], axis=2).astype(np.uint8)
-        view = rgba[::-1]
-        compositor = OpaqueCompositor(w, h, (32, 35, 42))
-        buffer = compositor.input_buffer()
-        frame = compositor.frame_view(buffer)
-        copy, over = [], []
-        for _ in range(frames):
-            t0 = time.perf_counter()
-            np.copyto(frame, view)
-            t1 = time.perf_counter()
-            compositor.over(buffer)
-            t2 = time.perf_counter()
-            copy.append(t1 - t0)
-            over.append(t2 - t1)
-        out[f"{w}x{h}"] = {"composite": percentiles(over), "offer_copy": percentiles(copy)}
-    return out
+            "readback_stats": stats, "collect_found_nothing_after_first_tick": missing}
 
 
 def busy_cores_seconds() -> float:
@@ -250,7 +194,6 @@ def main() -> int:
         wall = time.monotonic() - wall0
         # What the rest of the machine took meanwhile: others share these cores.
         others = (busy_cores_seconds() - busy0 - (sum(os.times()[:2]) - own0)) / wall
-        compositing = bench_compositing(100)
     finally:
         # Qt's X connection goes before the X server, or Qt aborts the process.
         import shiboken6
@@ -265,16 +208,14 @@ def main() -> int:
         "nice": os.nice(0),
         "load_1min_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "other_processes_cores_during_ticks": round(others, 2),
-        "size": "{}x{}".format(*SIZE), "tick_fps": FPS, "camera_fps": CAMERA_FPS,
+        "size": "{}x{}".format(*SIZE), "tick_fps": FPS,
         "timing": "wall clock of each tick's work on the render thread, the rest of the period slept",
         "readback_tick_delta_ms": delta,
         "readback_tick_delta_deferred_ms": round(p50["async_deferred"] - p50["off"], 3),
         "sync_readback_tick_delta_ms": round(p50["sync"] - p50["off"], 3),
-        "camera_tick_delta_ms": round(p50["async_deferred_camera"] - p50["off"], 3),
         "goal_delta_ms": GOAL_DELTA_MS,
         "goal_met": delta <= GOAL_DELTA_MS,
         **ticks,
-        "compositing": compositing,
     }
     publish(result, args.out)
     return 0
