@@ -89,12 +89,20 @@ class _Request:
     outputs: list[np.ndarray] | None = field(default=None, compare=False)
     error: BaseException | None = field(default=None, compare=False)
     done: bool = field(default=False, compare=False)
+    wake: threading.Event = field(default_factory=threading.Event, compare=False)
 
 
 class _DeviceQueue:
     """Every device run and capture of the process, one at a time, earliest deadline
-    first, made by whichever waiting thread finds the device free (no hand-off to a
-    thread of its own: that would cost each run a thread switch).
+    first, made by a thread that asked for one (no hand-off to a thread of its own:
+    that would cost each run a thread switch).
+
+    The thread holding the device (the leader) runs batches, most urgent first, until
+    its own request is done, then hands the device to the owner of the most urgent
+    request left, waking that one thread; the owners of the requests it ran are woken
+    one by one as theirs finish. So a finished batch wakes its own requests' threads
+    and at most one more, never every waiting stream (with 50 streams, waking all of
+    them at every batch cost more than the runs).
 
     One at a time because a CUDA graph capture records every CUDA call the process
     makes meanwhile: a copy made by another thread then breaks it (measured on the
@@ -104,49 +112,66 @@ class _DeviceQueue:
 
     def __init__(self) -> None:
         self._heap: list[_Request] = []
-        self._ready = threading.Condition()
+        self._lock = threading.Lock()
         self._busy = False
         self._order = itertools.count()
 
     def run(self, engine: Engine, key: tuple, feed: dict[str, np.ndarray],
             deadline: float) -> list[np.ndarray]:
         request = _Request(deadline, next(self._order), engine, key, feed)
-        with self._ready:
+        with self._lock:
             heapq.heappush(self._heap, request)
-            while not request.done:
-                if self._busy:
-                    self._ready.wait()
-                    continue
-                self._busy = True
+            lead = not self._busy
+            self._busy = True
+        while not request.done:
+            if not lead:
+                # Woken when the request is done, or else to take the device.
+                request.wake.wait()
+                request.wake.clear()
+                lead = not request.done
+                continue
+            with self._lock:
                 batch = self._take()
-                self._ready.release()
-                try:
-                    batch[0].engine._execute(batch)
-                except BaseException as exc:  # noqa: BLE001 - handed to each waiting caller
-                    for waiting in batch:
-                        waiting.error = exc
-                finally:
-                    self._ready.acquire()
-                    for waiting in batch:
-                        waiting.done = True
-                    self._busy = False
-                    self._ready.notify_all()
+            self._execute(batch)
+            for waiting in batch:
+                if waiting is not request:
+                    waiting.wake.set()
+        if lead:
+            self._hand_over()
         if request.error is not None:
             raise request.error
         return request.outputs
 
     def exclusive(self, work) -> None:
-        """Call `work()` holding the device, once no run is under way."""
-        with self._ready:
-            while self._busy:
-                self._ready.wait()
-            self._busy = True
+        """Call `work()` holding the device, once no run is under way (warm-up)."""
+        while True:
+            with self._lock:
+                if not self._busy:
+                    self._busy = True
+                    break
+            time.sleep(0.001)
         try:
             work()
         finally:
-            with self._ready:
+            self._hand_over()
+
+    @staticmethod
+    def _execute(batch: list[_Request]) -> None:
+        try:
+            batch[0].engine._execute(batch)
+        except BaseException as exc:  # noqa: BLE001 - handed to each waiting caller
+            for waiting in batch:
+                waiting.error = exc
+        for waiting in batch:
+            waiting.done = True
+
+    def _hand_over(self) -> None:
+        """Give the device to the owner of the most urgent request, or free it."""
+        with self._lock:
+            if self._heap:
+                self._heap[0].wake.set()
+            else:
                 self._busy = False
-                self._ready.notify_all()
 
     def _take(self) -> list[_Request]:
         """The most urgent request and those of its engine and key behind it, up to the

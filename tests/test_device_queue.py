@@ -1,0 +1,106 @@
+"""The device queue's scheduling, on the CPU: earliest deadline first, runs of one
+engine and key batched, one run at a time, errors to their callers, and no waiting
+thread left behind. The stage it schedules is a stand-in whose runs take a known time
+(the GPU runs themselves are tested on the H200: tests/test_gpu_voice.py)."""
+
+import threading
+import time
+
+import pytest
+
+from pipeline.infer.engine import _DeviceQueue
+
+
+class Stage:
+    """What the queue asks of an engine: batch sizes, and _execute(requests)."""
+
+    def __init__(self, batch_sizes=(1, 8), seconds=0.002, fail=False):
+        self.batch_sizes = batch_sizes
+        self.seconds = seconds
+        self.fail = fail
+        self.batches: list[list[float]] = []
+        self.running = 0
+        self.overlapped = False
+
+    def _execute(self, requests):
+        self.running += 1
+        self.overlapped |= self.running > 1
+        time.sleep(self.seconds)
+        self.batches.append([r.deadline for r in requests])
+        self.running -= 1
+        if self.fail:
+            raise RuntimeError("device fell over")
+        for r in requests:
+            r.outputs = [r.feed["x"]]
+
+
+def _many(queue, stage, deadlines, key=lambda i: ("k",)):
+    results = [None] * len(deadlines)
+    start = threading.Barrier(len(deadlines))
+
+    def one(i):
+        start.wait()
+        results[i] = queue.run(stage, key(i), {"x": i}, deadlines[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(deadlines))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(thread.is_alive() for thread in threads)
+    return results
+
+
+def test_fifty_callers_each_get_their_own_output_batched_one_run_at_a_time():
+    stage = Stage(batch_sizes=(1, 8, 64))
+    results = _many(_DeviceQueue(), stage, [float(i) for i in range(50)])
+    assert results == [[i] for i in range(50)]
+    assert not stage.overlapped
+    # While one run takes 2 ms the others queue up: far fewer runs than callers.
+    assert len(stage.batches) < 25
+    assert sum(len(b) for b in stage.batches) == 50
+
+
+def test_batches_never_exceed_the_largest_size_and_keys_are_not_mixed():
+    stage = Stage(batch_sizes=(1, 4))
+    queue = _DeviceQueue()
+    results = _many(queue, stage, [0.0] * 40, key=lambda i: (i % 2,))
+    assert results == [[i] for i in range(40)]
+    assert max(len(b) for b in stage.batches) <= 4
+
+
+def test_the_most_urgent_waiting_request_runs_next():
+    stage = Stage(batch_sizes=(1,), seconds=0.05)
+    queue = _DeviceQueue()
+    order = []
+    first = threading.Thread(target=lambda: queue.run(stage, ("a",), {"x": 0}, 0.0))
+    first.start()
+    time.sleep(0.005)  # the first run is under way; these three wait behind it
+    late = [threading.Thread(target=lambda d=d: order.append(queue.run(stage, ("a",), {"x": d}, d)))
+            for d in (3.0, 1.0, 2.0)]
+    for thread in late:
+        thread.start()
+        time.sleep(0.002)
+    for thread in [first, *late]:
+        thread.join(timeout=5)
+    assert [b[0] for b in stage.batches] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_an_error_reaches_every_caller_of_its_batch_and_the_queue_goes_on():
+    queue = _DeviceQueue()
+    broken = Stage(fail=True)
+    with pytest.raises(RuntimeError, match="fell over"):
+        queue.run(broken, ("k",), {"x": 1}, 0.0)
+    assert queue.run(Stage(), ("k",), {"x": 2}, 0.0) == [2]
+
+
+def test_exclusive_work_waits_for_the_run_under_way():
+    stage = Stage(seconds=0.05)
+    queue = _DeviceQueue()
+    worker = threading.Thread(target=lambda: queue.run(stage, ("k",), {"x": 0}, 0.0))
+    worker.start()
+    time.sleep(0.01)
+    seen = []
+    queue.exclusive(lambda: seen.append(stage.running))
+    worker.join()
+    assert seen == [0]
