@@ -163,6 +163,8 @@ class Engine:
         if self.settings.mic_lipsync == "volume":
             return VolumeGate()
         try:
+            # On the CPU whatever the voice runs on: it costs ~0.2 ms a frame there, and
+            # was not measured on a GPU (docs/gpu.md).
             model = LipShapeModel(lookahead_ms=MODES_MS[self.settings.latency_mode])
         except (OSError, ValueError) as exc:
             message = f"Lip-shape model not loaded ({exc}): the mic uses the volume gate instead."

@@ -29,7 +29,8 @@ EGL_CONTEXT_MAJOR_VERSION, EGL_CONTEXT_MINOR_VERSION = 0x3098, 0x30FB
 EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT = 0x30FD, 0x1
 
 DEVICE_PLATFORM = "EGL device platform"
-SURFACELESS_PLATFORM = "Mesa's EGL surfaceless platform"
+# Mesa's EGL_MESA_platform_surfaceless; NVIDIA's EGL offers it too (the H200 drew on it).
+SURFACELESS_PLATFORM = "EGL surfaceless platform"
 # The most devices asked of eglQueryDevicesEXT: more GPUs than any host we meet.
 MAX_DEVICES = 16
 

@@ -1,0 +1,1 @@
+"""GPU producers that hand frames to OpenGL through CUDA-GL interop (cuda-python)."""
