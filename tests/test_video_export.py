@@ -215,7 +215,7 @@ def render_process(args: list[str], env: dict, timeout: float = 180) -> subproce
 
 
 RENDERS_ON = re.compile(r"^rendering on (?P<renderer>.+) \((?P<platform>EGL device platform|"
-                        r"Mesa's EGL surfaceless platform)(?P<cpu>; on the CPU: .+)?\)$", re.M)
+                        r"EGL surfaceless platform)(?P<cpu>; on the CPU: .+)?\)$", re.M)
 
 
 def check_renders_on(stderr: str) -> str:
