@@ -73,6 +73,25 @@ def upload_texture(image: np.ndarray) -> int:
     return tex
 
 
+def rig_images(rig: Rig) -> dict[str, np.ndarray]:
+    """The rig's images by name ("base", "eyes_open", "eyes_closed", "mouth:NAME"), checked:
+    ValueError unless each is uint8 RGBA at the canvas size and every viseme's drawing
+    exists."""
+    w, h = rig.canvas_size
+    images = {"base": rig.base, "eyes_open": rig.eyes_open, "eyes_closed": rig.eyes_closed}
+    images.update({f"mouth:{name}": img for name, img in rig.mouths.items()})
+    for name, img in images.items():
+        if img.dtype != np.uint8 or img.shape != (h, w, 4):
+            raise ValueError(f"rig image {name!r} is {img.dtype} {img.shape}; "
+                             f"expected uint8 {(h, w, 4)} (canvas {w}x{h}, RGBA)")
+    missing = set(rig.viseme_to_mouth.values()) - set(rig.mouths)
+    if missing:
+        raise ValueError(f"viseme_to_mouth names drawings the rig lacks: {sorted(missing)}")
+    if not rig.mouths:
+        raise ValueError("the rig has no mouth drawings")
+    return images
+
+
 def letterbox_fit(canvas_size: tuple[int, int], viewport: tuple[int, int]) -> tuple[float, float]:
     """Fraction of the viewport the canvas covers on each axis when it keeps its aspect
     ratio, centred (1, 1 with no canvas)."""
@@ -184,17 +203,7 @@ class GLRenderer:
     def set_rig(self, rig: Rig) -> None:
         """Upload the rig's images as textures (replacing any previous rig's)."""
         w, h = rig.canvas_size
-        images = {"base": rig.base, "eyes_open": rig.eyes_open, "eyes_closed": rig.eyes_closed}
-        images.update({f"mouth:{name}": img for name, img in rig.mouths.items()})
-        for name, img in images.items():
-            if img.dtype != np.uint8 or img.shape != (h, w, 4):
-                raise ValueError(f"rig image {name!r} is {img.dtype} {img.shape}; "
-                                 f"expected uint8 {(h, w, 4)} (canvas {w}x{h}, RGBA)")
-        missing = set(rig.viseme_to_mouth.values()) - set(rig.mouths)
-        if missing:
-            raise ValueError(f"viseme_to_mouth names drawings the rig lacks: {sorted(missing)}")
-        if not rig.mouths:
-            raise ValueError("the rig has no mouth drawings")
+        images = rig_images(rig)
         self._delete_textures()
         textures = {name: upload_texture(img) for name, img in images.items()}
         self._textures = list(textures.values())

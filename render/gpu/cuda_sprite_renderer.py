@@ -25,7 +25,14 @@ from OpenGL import GL
 from pipeline.core.frames import MouthPose
 from pipeline.core.resources import SHADERS_DIR
 from pipeline.core.visemes import OVR_VISEMES
-from render.gl.sprite_renderer import Rig, coverage_rect, letterbox_fit, premultiplied, read_framebuffer
+from render.gl.sprite_renderer import (
+    Rig,
+    coverage_rect,
+    letterbox_fit,
+    premultiplied,
+    read_framebuffer,
+    rig_images,
+)
 from render.timing.idle_motion import breath_transform
 
 _BLOCK = (16, 16)
@@ -126,17 +133,7 @@ class CudaSpriteRenderer:
         from cuda.bindings import runtime
 
         w, h = rig.canvas_size
-        images = {"base": rig.base, "eyes_open": rig.eyes_open, "eyes_closed": rig.eyes_closed}
-        images.update({f"mouth:{name}": img for name, img in rig.mouths.items()})
-        for name, img in images.items():
-            if img.dtype != np.uint8 or img.shape != (h, w, 4):
-                raise ValueError(f"rig image {name!r} is {img.dtype} {img.shape}; "
-                                 f"expected uint8 {(h, w, 4)} (canvas {w}x{h}, RGBA)")
-        if not rig.mouths:
-            raise ValueError("the rig has no mouth drawings")
-        missing = set(rig.viseme_to_mouth.values()) - set(rig.mouths)
-        if missing:
-            raise ValueError(f"viseme_to_mouth names drawings the rig lacks: {sorted(missing)}")
+        images = rig_images(rig)
         self._free_images()
         for name, img in images.items():
             data = np.ascontiguousarray(premultiplied(img))
