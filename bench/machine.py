@@ -22,6 +22,14 @@ def describe(extra: str = "") -> str:
     return f"{text}, {extra}" if extra else text
 
 
+def busy_cores_seconds() -> float:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat): less this
+    process's own, what other work took while a benchmark ran."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def publish(result: dict, out: Path | None, indent: int = 2) -> None:
     """Print `result` as the one-line JSON every benchmark ends with, and keep a readable
     copy in `out` when given (the committed results under bench/results/)."""

@@ -47,7 +47,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.machine import describe, publish  # noqa: E402
+from bench.machine import busy_cores_seconds, describe, publish  # noqa: E402
 from bench.render import percentiles, poses  # noqa: E402
 
 SIZE = (1280, 720)
@@ -158,13 +158,6 @@ def bench_ticks(ticks: int) -> dict:
     result = {name: percentiles(s) for name, s in samples.items()}
     return {"ticks": result, "parts": {name: percentiles(s) for name, s in parts.items() if s},
             "readback_stats": stats, "collect_found_nothing_after_first_tick": missing}
-
-
-def busy_cores_seconds() -> float:
-    """CPU seconds the whole machine has been busy (all cores, /proc/stat)."""
-    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    idle = fields[3] + fields[4]          # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:

@@ -54,7 +54,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.machine import describe, publish  # noqa: E402
+from bench.machine import busy_cores_seconds, describe, publish  # noqa: E402
 from bench.render import percentiles, poses  # noqa: E402
 
 SIZES = ((1280, 720), (1920, 1080))
@@ -244,13 +244,6 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
             "pass_alone_ms": p50_p99(pass_alone),
             "pass_alone_tick_ms": p50_p99(tick_times["pass_alone"]),
             "yuyv_max_level_difference_vs_reference": level_difference}
-
-
-def busy_cores_seconds() -> float:
-    """CPU seconds the whole machine has been busy (all cores, /proc/stat)."""
-    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    idle = fields[3] + fields[4]          # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
