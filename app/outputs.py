@@ -216,7 +216,7 @@ class Outputs:
         """The user stopped the speech: its words not heard yet leave the captions."""
         if self.captions is not None:
             with self._captions_lock:
-                self.captions.cut(self.engine.clock.media_time_now())
+                self.captions.stop(self.engine.clock.media_time_now())
 
     def _show_caption(self) -> None:
         self._set_caption(self.captions.text_at(self.engine.clock.media_time_now()))

@@ -232,6 +232,29 @@ def test_a_sentence_scheduled_replaces_what_would_have_followed_and_cut_drops_th
     assert track.words()[-1].end == t
 
 
+def test_events_of_a_stopped_speech_that_arrive_after_the_stop_are_dropped(tts):
+    """The speaker sends its events from its own thread: a sentence or words it had
+    scheduled before the Stop can reach the track after the Stop's cut (the race behind
+    a failure of test_stop_takes_the_unheard_words_off_the_captions)."""
+    track = CaptionTrack(tts.phonemes_of, keep_all=True)
+    phonemes = {word: tts.phonemes_of(word) for word in ("Papa", "made", "Mama", "sang")}
+    track.on_event(SentenceTimed(1, "Papa made", 1.0))
+    track.on_event(WordTimed(1, 0, phonemes["Papa"], 1.0, 1.3))
+    track.stop(1.2)
+    # In flight at the Stop: the rest of the sentence, and the next one.
+    track.on_event(WordTimed(1, 1, phonemes["made"], 1.3, 1.6))
+    track.on_event(SentenceTimed(1, "Mama sang", 1.7))
+    track.on_event(WordTimed(1, 0, phonemes["Mama"], 1.7, 2.0))
+    assert [(w.text, w.end) for w in track.words()] == [("Papa", 1.2)]
+    # The stopped speech finishes; a new Speaker's first request (numbered 1 again)
+    # is captioned.
+    track.on_event(SpeechFinished(1, 1.2, True, 0, 0))
+    track.on_event(SentenceTimed(1, "Mama sang", 3.0))
+    track.on_event(WordTimed(1, 0, phonemes["Mama"], 3.0, 3.3))
+    track.on_event(WordTimed(1, 1, phonemes["sang"], 3.3, 3.6))
+    assert [w.text for w in track.words()] == ["Papa", "Mama", "sang"]
+
+
 def test_the_live_track_forgets_what_is_off_the_screen_and_a_file_track_keeps_it(tts):
     plans = [item for item in tts.stream("Papa made a map.", LATENCY_MODES["premium"])
              if isinstance(item, SentencePlan)]

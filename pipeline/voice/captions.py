@@ -169,6 +169,10 @@ class CaptionTrack:
         self._sentences: list[_Sentence] = []
         self._shown_from = 0  # sentences before this one are off the screen
         self._next_block = 0
+        self._request: int | None = None  # the request of the latest speaker event
+        # (request, media time) of a Stop: that request's events still in flight then
+        # (scheduled from that time on) are never heard.
+        self._stopped: tuple[int, float] | None = None
         # What text_at reads: show times (ascending), texts, hide times, per timed word.
         self._state: tuple[tuple[float, ...], tuple[str, ...], tuple[float, ...]] = ((), (), ())
 
@@ -189,6 +193,19 @@ class CaptionTrack:
 
     def on_event(self, event: SpeechEvent) -> None:
         """Feed one of the speaker's events (others are ignored)."""
+        if not isinstance(event, (WordTimed, SentenceTimed, SpeechFinished)):
+            return
+        stopped = self._stopped
+        if stopped is not None and event.request == stopped[0]:
+            if isinstance(event, SpeechFinished):
+                self._stopped = None
+            elif event.start >= stopped[1]:
+                return
+        elif stopped is not None and isinstance(event, SentenceTimed):
+            # Another request speaks: the Stop is behind it. (A new Speaker numbers its
+            # requests from 1 again; the stopped one has finished by then.)
+            self._stopped = None
+        self._request = event.request
         if isinstance(event, WordTimed):
             self.word(event.phonemes, event.start, event.end)
         elif isinstance(event, SentenceTimed):
@@ -252,6 +269,14 @@ class CaptionTrack:
                 elif times is not None and times[1] > t:
                     s.times[i] = (times[0], t)
         self._publish()
+
+    def stop(self, t: float) -> None:
+        """The user stopped the speech at media time `t`: `cut(t)`, and the events of the
+        stopped speech the speaker had sent before the Stop but that arrive after it
+        (a sentence or words scheduled from `t` on) are dropped: they are never heard."""
+        if self._request is not None:
+            self._stopped = (self._request, t)
+        self.cut(t)
 
     def words(self) -> list[CaptionWord]:
         """Every word timed and kept, in order."""
