@@ -6,6 +6,21 @@ Frame k shows the media span [k/fps, (k+1)/fps): its mouth pose comes from the s
 pure functions of time, so an export looks like what the app shows. Frames go to the
 encoder one at a time and audio is fed alongside them, so memory stays bounded however
 long the recording is.
+
+Frames cross from the GL to the encoder in one of two ways (FrameReadback), chosen by
+what draws them:
+
+- YUYV (YuyvFrames): the renderer draws over nothing, and render/gl/yuv_pack.py's pass
+  puts the frame over the background and packs it as YUYV 4:2:2, BT.601 limited range, on
+  the GPU: 2 bytes a pixel cross to the host where RGBA takes 4, and the encoder's
+  conversion to yuv420p is a repack with the chroma of each two rows averaged, no matrix.
+- RGBA (RgbaFrames): the renderer draws over the background, the RGBA pixels are read back
+  and FFmpeg's swscale converts them to yuv420p on the CPU (BT.601 limited too).
+
+Either way the video is tagged BT.601 limited range (matrix and range in the stream's VUI),
+so players decode its colours as they were encoded. YUYV where the GL is a GPU; RGBA
+where it renders on the CPU (renders_on_cpu: Mesa's llvmpipe), whose pass runs on the
+same cores as the encoder (bench/export_readback.py measures both).
 """
 
 from __future__ import annotations
@@ -21,13 +36,17 @@ from pathlib import Path
 
 import av
 import numpy as np
+from av.video.reformatter import ColorRange
+from OpenGL import GL
 
 from pipeline.core.frames import PhonemeTiming, SpeechSegment
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.lipsync.model import infer_file, read_wav_blocks
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.viseme_track import VisemeTrack
-from render.gl.offscreen import FramebufferTarget
+from render.gl.offscreen import FramebufferTarget, renders_on_cpu
+from render.gl.readback import read_sync
+from render.gl.yuv_pack import YuyvPass
 from render.rigs.loader import AvatarRig, renderer_for
 from render.timing import idle_motion
 from render.timing.frame_producer import PoseSource
@@ -41,6 +60,9 @@ DEFAULT_MAX_SIZE = (1920, 1080)
 # Sample rates AAC signals directly; other rates are resampled to 48 kHz.
 AAC_RATES = frozenset({8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000,
                        64000, 88200, 96000})
+# FFmpeg's AVCOL_SPC_SMPTE170M (libavutil/pixfmt.h; PyAV has no enum of AVColorSpace): the
+# BT.601 matrix, yuv_pack's and swscale's default for RGB to YUV.
+BT601_COLORSPACE = 6
 
 
 class ExportError(Exception):
@@ -177,13 +199,18 @@ def check_output(path: Path) -> None:
 
 def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: VideoSettings,
                  target: FramebufferTarget,
-                 progress: Callable[[int, int], None] | None = None) -> ExportResult:
+                 progress: Callable[[int, int], None] | None = None,
+                 readback: str | None = None) -> ExportResult:
     """Render the avatar `rig` speaking `soundtrack` into the MP4 `out`, drawn on
     `target` (render/gl/offscreen.py offscreen_target(), made by the caller so that a
     machine with no GL is told so before the speech is synthesised; resized here to the
-    video's size, closed by the caller). The file appears only when complete."""
+    video's size, closed by the caller). The file appears only when complete.
+
+    `readback`: "yuyv" or "rgba" (the module's docstring), or None for the one that suits
+    the target's GL (frame_readback)."""
     check_output(out)
     check_fps(settings.fps)
+    # Even sides (checked here): H.264's 4:2:0 needs them, and YUYV packs pixel pairs.
     check_size(settings.size)
     fps = Fraction(settings.fps).limit_denominator(1001)
     period = 1.0 / float(fps)
@@ -193,17 +220,22 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
     try:
         target.make_current()
         target.resize(w, h)
-        renderer = renderer_for(rig, (*settings.background, 1.0))
-        renderer.initialize()
+        frames_from = frame_readback(target, settings.background, readback)
+        renderer = None
         try:
+            renderer = renderer_for(rig, frames_from.clear_color)
+            renderer.initialize()
             renderer.set_rig(rig)
             renderer.resize(w, h)
             with av.open(str(partial), "w", format="mp4",
                          options={"movflags": "+faststart"}) as container:
-                _encode(container, target, renderer, soundtrack, fps, period, frames, progress)
+                _encode(container, target, renderer, frames_from, soundtrack, fps, period,
+                        frames, progress)
         finally:
             target.make_current()
-            renderer.release()
+            if renderer is not None:
+                renderer.release()
+            frames_from.release()
         os.replace(partial, out)
     except OSError as exc:
         raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
@@ -212,25 +244,97 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
     return ExportResult(out, soundtrack.duration, frames, (w, h), float(fps))
 
 
-def _encode(container, target: FramebufferTarget, renderer, soundtrack: Soundtrack,
-            fps: Fraction, period: float, frames: int,
-            progress: Callable[[int, int], None] | None) -> None:
-    w, h = target.width, target.height
+class RgbaFrames:
+    """The frame read back as RGBA, the renderer drawing over the opaque background;
+    swscale makes it yuv420p (BT.601 limited, its default)."""
+
+    def __init__(self, target: FramebufferTarget, background: tuple[float, float, float]):
+        self.clear_color = (*background, 1.0)
+        self._target = target
+        self._pixels = np.empty((target.height, target.width, 4), np.uint8)
+        self.nbytes = self._pixels.nbytes
+
+    def frame(self) -> av.VideoFrame:
+        """The frame just drawn on the target, for the encoder."""
+        self._target.read_pixels(self._pixels)
+        return av.VideoFrame.from_ndarray(self._pixels, format="rgba")
+
+    def release(self) -> None:
+        pass
+
+
+class YuyvFrames:
+    """The frame packed as YUYV on the GPU (render/gl/yuv_pack.py) over the background,
+    the renderer drawing over nothing, and read back as that: half RGBA's bytes."""
+
+    def __init__(self, target: FramebufferTarget, background: tuple[float, float, float]):
+        w, h = target.width, target.height
+        # Over nothing: the pass composites the background. 8-bit, as the renderer's clear
+        # into the RGBA8 target would have made it.
+        self.clear_color = (0.0, 0.0, 0.0, 0.0)
+        self._target = target
+        self._pass = YuyvPass(w, h, tuple(round(c * 255) for c in background))
+        self._packed = np.empty((h, w // 2, 4), np.uint8)
+        self._rows = np.empty((h, w, 2), np.uint8)
+        self.nbytes = self._packed.nbytes
+
+    def frame(self) -> av.VideoFrame:
+        """The frame just drawn on the target, for the encoder, tagged BT.601 limited
+        range so that swscale takes it as what it is."""
+        GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, self._target.fbo)
+        self._pass.pack()
+        # read_sync gives GL's bottom row first, and a top-row-first view of it; copied
+        # top first into the array the encoder's frame is made from (each 4-byte texel
+        # is two pixels' Y U / Y V).
+        np.copyto(self._rows.reshape(self._packed.shape), read_sync(self._packed))
+        frame = av.VideoFrame.from_ndarray(self._rows, format="yuyv422")
+        frame.colorspace, frame.color_range = BT601_COLORSPACE, ColorRange.MPEG
+        return frame
+
+    def release(self) -> None:
+        self._pass.release()
+
+
+FrameReadback = RgbaFrames | YuyvFrames
+
+
+def frame_readback(target: FramebufferTarget, background: tuple[float, float, float],
+                   kind: str | None = None) -> FrameReadback:
+    """How `target`'s frames reach the encoder: `kind` ("yuyv" or "rgba"), or None for
+    YUYV where the GL is a GPU and RGBA where it renders on the CPU (the module's
+    docstring says why)."""
+    if kind is None:
+        kind = "rgba" if renders_on_cpu(target.renderer) else "yuyv"
+    if kind not in ("yuyv", "rgba"):
+        raise ValueError(f"readback must be 'yuyv' or 'rgba', not {kind!r}")
+    return (YuyvFrames if kind == "yuyv" else RgbaFrames)(target, background)
+
+
+def video_stream(container, fps: Fraction, width: int, height: int):
+    """The export's H.264 stream in `container`, tagged BT.601 limited range."""
     video = container.add_stream("libx264", rate=fps)
-    video.width, video.height, video.pix_fmt = w, h, "yuv420p"
+    video.width, video.height, video.pix_fmt = width, height, "yuv420p"
     video.options = {"crf": "18", "preset": "veryfast"}
+    # Written into the H.264 VUI: without it players guess, and many guess BT.709 for HD.
+    video.codec_context.colorspace = BT601_COLORSPACE
+    video.codec_context.color_range = ColorRange.MPEG
+    return video
+
+
+def _encode(container, target: FramebufferTarget, renderer, frames_from: FrameReadback,
+            soundtrack: Soundtrack, fps: Fraction, period: float, frames: int,
+            progress: Callable[[int, int], None] | None) -> None:
+    video = video_stream(container, fps, target.width, target.height)
     rate = soundtrack.sample_rate
     audio = container.add_stream("aac", rate=rate if rate in AAC_RATES else 48_000)
     audio.layout = "mono"
     audio_blocks = iter(soundtrack.blocks())
     fed = 0  # audio samples handed to the encoder
-    pixels = np.empty((h, w, 4), np.uint8)
     for k in range(frames):
         t = k * period
         target.bind()
         renderer.draw(soundtrack.pose(t, period), idle_motion.blink(t), idle_motion.breathing(t))
-        target.read_pixels(pixels)
-        frame = av.VideoFrame.from_ndarray(pixels, format="rgba")
+        frame = frames_from.frame()
         frame.pts = k
         container.mux(video.encode(frame))
         # Audio runs a frame ahead of the pictures, so the file interleaves evenly.
