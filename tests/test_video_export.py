@@ -16,6 +16,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from av.video.reformatter import ColorRange
 
 pytestmark = pytest.mark.display
 
@@ -464,3 +465,114 @@ def test_cli_renders_a_saved_photo_rig(qt_app, astronaut_png, tmp_path, capsys):
     background = np.array([0x20, 0x23, 0x2A])
     assert np.abs(frames[:, :, :15].astype(int) - background).max() <= 6
     assert np.abs(frames[:, :, 25:135].astype(int) - background).mean() > 30
+
+
+def yuv420_planes(frame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A decoded yuv420p frame's Y (h×w), Cb and Cr (h/2×w/2) levels, as they are in the
+    file: no conversion to RGB by the decoder's own (approximate) fixed-point matrix."""
+    assert frame.format.name == "yuv420p"
+    planes = frame.to_ndarray()
+    h, w = frame.height, frame.width
+    quarter = h // 4
+    return (planes[:h], planes[h:h + quarter].reshape(h // 2, w // 2),
+            planes[h + quarter:].reshape(h // 2, w // 2))
+
+
+def flat_blocks(rgb: np.ndarray, reach: int = 12) -> np.ndarray:
+    """Which 2×2 blocks (the yuv420p chroma's) of an H×W×3 picture lie in a flat region: the
+    same colour `reach` pixels all round, so that H.264 (crf 18) reproduces their levels.
+    Its chroma is coded in 4×4 blocks of chroma samples (8×8 pixels) predicted from the
+    blocks beside them: at reach 8 x264 left a 2-pixel column by the avatar's edge 1.3
+    chroma levels off; at 12 nothing was more than 0.35 off."""
+    window = 2 * reach + 2
+    views = np.lib.stride_tricks.sliding_window_view(rgb, (window, window), axis=(0, 1))
+    flat = (views.max(axis=(-2, -1)) == views.min(axis=(-2, -1))).all(axis=-1)
+    # Window (i, j) covers rows i..i+window-1: the block at 2b sits reach rows below its top.
+    blocks = np.zeros((rgb.shape[0] // 2, rgb.shape[1] // 2), bool)
+    b0 = (reach + 1) // 2
+    sub = flat[2 * b0 - reach::2, 2 * b0 - reach::2]
+    blocks[b0:b0 + sub.shape[0], b0:b0 + sub.shape[1]] = sub
+    return blocks
+
+
+@pytest.mark.parametrize("readback", ["yuyv", "rgba"])
+def test_exported_pixels_are_the_render_in_bt601_limited_range(qt_app, speech, tmp_path,
+                                                               readback):
+    """Either way frames reach the encoder, the file's levels on a flat region are the
+    RGBA render over the background in BT.601 limited range, and the file says so.
+
+    The bound, from the mechanism: each Y, Cb, Cr level is the exact value rounded to
+    one of its two nearest integers (the pass's GL float → 8-bit conversion may take
+    either; swscale's fixed point likewise), so it is less than 1 level off. yuv420p
+    averages each 2×2 block's chroma: exact where the four are one colour, as on a flat
+    region. Decoded with the exact inverse matrix, 1 level each of Y, Cb and Cr moves R, G
+    and B by at most the sum of the inverse's row magnitudes: 2.76, 2.37 and 3.18 levels.
+
+    Each video is one frame, an I-frame, which x264 (crf 18) reproduces exactly on a flat
+    region (flat_blocks). Its P-frames add an inter-frame quantisation of their own that
+    is no part of the colour path: in a whole sentence's export, frame 40 was 1.28 Cb
+    levels off on a flat patch, alike with either readback."""
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.gl.offscreen import offscreen_target
+    from render.gl.yuv_pack import BT601_LIMITED
+    from render.outputs.video_export import (
+        BT601_COLORSPACE,
+        Soundtrack,
+        VideoSettings,
+        export_video,
+        speech_soundtrack,
+    )
+    from render.rigs.loader import load_avatar_rig, renderer_for
+    from render.timing import idle_motion
+
+    bt601_limited = (BT601_COLORSPACE, ColorRange.MPEG)
+    inverse = np.linalg.inv(BT601_LIMITED) * 255     # level offsets → 8-bit R'G'B'
+    rgb_bound = np.abs(inverse).sum(axis=1)
+    # Big enough for flat patches of the avatar's own colours 12 pixels round.
+    size = (384, 320)
+    background = (0.2, 0.6, 0.4)      # saturated: a wrong matrix shows in its chroma
+    bg = np.round(np.array(background) * 255)
+    rig = load_avatar_rig(DEFAULT_AVATAR_MANIFEST)
+    speaking = speech_soundtrack(speech)
+    rate = speech[0].sample_rate
+    # The rest mouth, and the sentence's most open mouth.
+    widest = max(range(int(speaking.duration * FPS)),
+                 key=lambda k: speaking.pose(k * PERIOD, PERIOD).openness)
+    for k in (0, widest):
+        pose = speaking.pose(k * PERIOD, PERIOD)
+        one_frame = Soundtrack(rate, PERIOD, lambda: [np.zeros(rate // 30, np.float32)],
+                               lambda t, period, pose=pose: pose)
+        out = tmp_path / f"{readback}{k}.mp4"
+        with offscreen_target(*size) as target:
+            export_video(out, rig, one_frame, VideoSettings(FPS, size, background), target,
+                         readback=readback)
+            # The same frame drawn over nothing, read as RGBA, over the 8-bit background.
+            renderer = renderer_for(rig, (0.0, 0.0, 0.0, 0.0))
+            renderer.initialize()
+            renderer.set_rig(rig)
+            renderer.resize(*size)
+            target.bind()
+            renderer.draw(pose, idle_motion.blink(0.0), idle_motion.breathing(0.0))
+            rgba = target.read_pixels().astype(np.float64)
+            renderer.release()
+        reference, alpha = rgba[..., :3] + (255 - rgba[..., 3:]) * bg / 255, rgba[..., 3]
+        with av.open(str(out)) as container:
+            codec = container.streams.video[0].codec_context
+            assert (codec.colorspace, codec.color_range) == bt601_limited
+            (decoded,) = container.decode(video=0)
+        assert (decoded.colorspace, decoded.color_range) == bt601_limited
+
+        exact = reference / 255 @ BT601_LIMITED.T + (16, 128, 128)
+        y, cb, cr = yuv420_planes(decoded)
+        got = np.stack([y, np.repeat(np.repeat(cb, 2, 0), 2, 1),
+                        np.repeat(np.repeat(cr, 2, 0), 2, 1)], axis=-1).astype(np.float64)
+        flat = np.repeat(np.repeat(flat_blocks(reference), 2, 0), 2, 1)
+        # Flat regions of the avatar itself (opaque) and of the background around it.
+        assert (flat & (alpha == 255)).sum() > 200 and (flat & (alpha == 0)).sum() > 1000
+        level_error = np.abs(got - exact)[flat].max(axis=0)
+        rgb_error = np.abs((got - (16, 128, 128)) @ inverse.T - reference)[flat].max(axis=0)
+        print(f"{readback} export of frame {k} (openness {pose.openness:.2f}): {flat.sum()} "
+              f"flat pixels; largest error in levels (Y, Cb, Cr) {np.round(level_error, 3)}, "
+              f"in R, G, B {np.round(rgb_error, 3)} (bounds {np.round(rgb_bound, 2)})")
+        assert (level_error < 1).all()
+        assert (rgb_error < rgb_bound).all()
