@@ -76,13 +76,13 @@ def _transfers(tts: StreamingTTS) -> tuple[int, int]:
 def _streams(tts_of, text: str, mode, count: int) -> dict:
     """`count` streams started together (a barrier), each on its own thread."""
     barrier = threading.Barrier(count)
-    results: list[tuple[list[float], list[int]]] = [None] * count  # type: ignore[list-item]
+    results: list[tuple[list[float], list[int], int]] = [None] * count  # type: ignore[list-item]
 
     def one(i: int) -> None:
         tts = tts_of()
         barrier.wait()
         ready, samples, _ = _speak(tts, text, mode)
-        results[i] = (ready, samples)
+        results[i] = (ready, samples, tts.sample_rate)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
     for thread in threads:
@@ -90,9 +90,8 @@ def _streams(tts_of, text: str, mode, count: int) -> dict:
     for thread in threads:
         thread.join()
     first = [r[0][0] * 1000 for r in results]
-    rate = 22050
     underruns = sum(_underruns(ready, samples, rate, START_LEAD_INITIAL_S)
-                    for ready, samples in results)
+                    for ready, samples, rate in results)
     return {"streams": count, "ttfa_p50_ms": round(float(np.percentile(first, 50)), 2),
             "ttfa_p99_ms": round(float(np.percentile(first, 99)), 2),
             "ttfa_max_ms": round(max(first), 2), "underruns": int(underruns)}

@@ -190,6 +190,12 @@ class _DeviceQueue:
 _QUEUE = _DeviceQueue()
 
 
+def _batched(value: np.ndarray) -> bool:
+    """Whether an input is batched along its first dimension (of size 1 in a request);
+    any other input must be equal across a batch."""
+    return value.shape[:1] == (1,)
+
+
 class Engine:
     """`model` (an onnx graph whose inputs may have symbolic sizes) on `provider` (one
     of pipeline.infer.sessions.PROVIDERS) with `threads` intra-op CPU threads.
@@ -222,8 +228,8 @@ class Engine:
         `deadline` (time.perf_counter() seconds; None: now) orders device runs."""
         if self._session is not None:
             return self._session.run(None, feed)
-        key = tuple((name, feed[name].shape if feed[name].shape[:1] == (1,)
-                     else feed[name].tobytes()) for name in self.input_names)
+        key = tuple((name, feed[name].shape if _batched(feed[name]) else feed[name].tobytes())
+                    for name in self.input_names)
         return _QUEUE.run(self, key, feed, time.perf_counter() if deadline is None else deadline)
 
     def prepare(self, feed: dict[str, np.ndarray]) -> None:
@@ -245,7 +251,7 @@ class Engine:
         feeds = [r.feed for r in requests]
         size = next(s for s in self.batch_sizes if s >= len(feeds))
         feeds = feeds + [feeds[0]] * (size - len(feeds))
-        batch = {name: np.concatenate([f[name] for f in feeds]) if feeds[0][name].shape[:1] == (1,)
+        batch = {name: np.concatenate([f[name] for f in feeds]) if _batched(feeds[0][name])
                  else feeds[0][name] for name in self.input_names}
         shapes = tuple((name, tuple(batch[name].shape)) for name in self.input_names)
         bound = self._bound.get((shapes, size)) or self._bind(shapes, size, batch)

@@ -165,14 +165,6 @@ def noise_as_input(model: onnx.ModelProto, name: str = NOISE_INPUT) -> onnx.Mode
     return noisy
 
 
-def noise_shape(model: onnx.ModelProto, name: str = NOISE_INPUT) -> tuple[int, ...] | None:
-    """The static shape of input `name`, None if the model has no such input."""
-    for graph_input in model.graph.input:
-        if graph_input.name == name:
-            return tuple(d.dim_value for d in graph_input.type.tensor_type.shape.dim)
-    return None
-
-
 def _value_info(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     graph = model.graph
     return {v.name: v for v in [*graph.input, *graph.value_info, *graph.output]}

@@ -333,8 +333,10 @@ class StreamingTTS:
     a time.
 
     `noise_scale`/`noise_w_scale` of 0 make the output deterministic; None keeps the
-    voice's own values. `seed` fixes the noise (prior and duration). `provider` is the engines' execution provider (one of
-    pipeline.infer.sessions.PROVIDERS); `providers` says what each engine got.
+    voice's own values. `seed` fixes the noise (prior and duration). `provider` is the
+    engines' execution provider (one of pipeline.infer.sessions.PROVIDERS); `providers`
+    says what each engine got. `batch_sizes` are the batches a GPU may run concurrent
+    streams' requests in (pipeline.infer.engine), each a graph of its own.
     """
 
     def __init__(
@@ -731,8 +733,10 @@ class StreamingTTS:
     def _run_acoustic(
         self, ids: np.ndarray, length_scale: float, deadline: float | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if deadline is None:
+            deadline = self._deadline()
         mean, log_scale, frames = self._acoustic.run(self._acoustic_feed(ids, length_scale),
-                                                     deadline or self._deadline())
+                                                     deadline)
         return mean[0], log_scale[0], frames[0, 0, :len(ids)].astype(np.int64)
 
     def _flow_feed(self, prior: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -757,7 +761,7 @@ class StreamingTTS:
         return self._started + self._emitted / self.sample_rate + ahead_s
 
 
-# Engines by (provider, intra-op threads): every stream of the process shares them (their
+# Engines by (provider, intra-op threads, batch sizes): every stream of the process shares them (their
 # runs are thread-safe), so 50 streams load the voice once, and a new Speaker none.
 _ENGINES: dict[tuple[str, int, tuple[int, ...]], dict[str, Engine]] = {}
 _ENGINES_LOCK = threading.Lock()
