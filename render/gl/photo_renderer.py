@@ -204,7 +204,7 @@ class PhotoRenderer:
         the frame never changes. The phase stills go: the next frame makes them anew
         for this view."""
         self._delete_stills()
-        scale = min(1.0, self._fit[0] * self.viewport[0] / self.canvas_size[0])
+        scale = self.frame_scale()
         GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
         GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER,
                            GL.GL_LINEAR if scale >= 1.0 else GL.GL_LINEAR_MIPMAP_NEAREST)
@@ -239,12 +239,13 @@ class PhotoRenderer:
             GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
             GL.glViewport(*viewport)
 
+    def frame_scale(self) -> float:
+        """Mouth frame texels per canvas pixel: 1, or less where the canvas is shown
+        smaller (then the picture is sampled from its mipmaps)."""
+        return min(1.0, self._fit[0] * self.viewport[0] / self.canvas_size[0])
+
     def _mouth_transform(self) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Scale and offset from canvas pixels to the mouth frame's clip space; row 0 of
-        the frame is the rectangle's top row, as in every image texture here."""
-        x0, y0, x1, y1 = self._rig.mouth_rect
-        w, h = x1 - x0, y1 - y0
-        return (2.0 / w, 2.0 / h), (-2.0 * x0 / w - 1.0, -2.0 * y0 / h - 1.0)
+        return mouth_frame_transform(self._rig.mouth_rect)
 
     # -- per frame ----------------------------------------------------------------
 
@@ -523,6 +524,15 @@ class PhotoRenderer:
         self.picture_program = self.mouth_program = 0
         self._quad_vao = self._quad_vbo = self._rect_vao = self._rect_vbo = self._mesh_vao = 0
         self._dynamic_vbo = self._static_vbo = self._ebo = 0
+
+
+def mouth_frame_transform(mouth_rect: tuple[int, int, int, int]
+                          ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Scale and offset from canvas pixels to the mouth frame's clip space; row 0 of the
+    frame is the rectangle's top row, as in every image texture here."""
+    x0, y0, x1, y1 = mouth_rect
+    w, h = x1 - x0, y1 - y0
+    return (2.0 / w, 2.0 / h), (-2.0 * x0 / w - 1.0, -2.0 * y0 / h - 1.0)
 
 
 @dataclass

@@ -177,19 +177,23 @@ class PhotoRig:
     def vertex_count(self) -> int:
         return self.rest.shape[0]
 
+    def pose_terms(self, pose: MouthPose, blink: float) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """The basis rows a mouth pose and eyelid closure use, and their weights: the
+        vertex records are rest + Σ weight × basis[row] (a row may come twice). The
+        CUDA mouth frame sums the same terms on the device."""
+        w_b = min(max(pose.mix, 0.0), 1.0)
+        w_a = 1.0 - w_b
+        openness = min(max(pose.openness, 0.0), 1.0)
+        return ((pose.viseme_a, pose.viseme_b, N_VISEMES + pose.viseme_a, N_VISEMES + pose.viseme_b, BLINK_ROW),
+                (w_a, w_b, w_a * openness, w_b * openness, min(max(blink, 0.0), 1.0)))
+
     def vertices_at(self, pose: MouthPose, blink: float) -> np.ndarray:
         """Vertex records (V×9 float32) for a mouth pose and eyelid closure (0 open,
         1 shut). The array is reused: the next call overwrites it."""
         c = self._coeffs
         c.fill(0.0)
-        w_b = min(max(pose.mix, 0.0), 1.0)
-        w_a = 1.0 - w_b
-        openness = min(max(pose.openness, 0.0), 1.0)
-        c[pose.viseme_a] += w_a
-        c[pose.viseme_b] += w_b
-        c[N_VISEMES + pose.viseme_a] += w_a * openness
-        c[N_VISEMES + pose.viseme_b] += w_b * openness
-        c[BLINK_ROW] = min(max(blink, 0.0), 1.0)
+        for row, weight in zip(*self.pose_terms(pose, blink)):
+            c[row] += weight
         np.dot(c, self._basis_flat, out=self._flat)
         self._flat += self._rest_flat
         return self._out

@@ -1,0 +1,219 @@
+// The photo rig's mouth frame on the GPU through CUDA (render/gpu/cuda_photo_renderer.py):
+// photo_skin.vert + photo_warp.frag (the mouth/jaw skin) and photo_cavity.vert +
+// photo_cavity.frag (the mouth opening), rasterised the way GL rasterises them.
+//
+// One block per triangle. The block computes its three vertex records from the rig's
+// rest records and pose basis (PhotoRig.vertices_at), places them in the frame's
+// pixels as the vertex shader and viewport do, and snaps them to GL's sub-pixel grid.
+// Its threads then walk the triangle's bounding box and shade each pixel centre it
+// covers: edge functions on the snapped integers, a centre on an edge going to one of
+// the two triangles that share it, attributes interpolated there. Pictures are
+// sampled through the texture unit, with the derivatives GL's 2×2 quads would see,
+// so filtering and mipmap choice are the sampler's own. Writes go to the frame's
+// surface, 8-bit rounded as in an RGBA8 framebuffer; row 0 is the rectangle's top row,
+// as in the GL frame. The skin launch runs before the cavity launch on one stream:
+// GL draws the cavity over the skin.
+
+#define RECORD 9   // x, y, u_up, v_up, u_lo, v_lo, depth_up, depth_lo, teeth (render/rigs/photo.py)
+#define STATIC 2   // half the lips' rest gap (px), |x| across the mouth
+#define TERMS 5    // basis rows a pose uses: lip a, lip b, jaw a, jaw b, blink
+
+struct Params {
+    unsigned long long frame;        // cudaSurfaceObject_t of the mouth frame (RGBA8)
+    unsigned long long picture;      // cudaTextureObject_t of the picture and its mipmaps
+    const float* rest;               // V×RECORD
+    const float* basis;              // rows×V×RECORD
+    const float* statics;            // V×STATIC
+    const unsigned int* triangles;   // T×3
+    int vertices, width, height, cavity;  // cavity: 0 skin (photo_warp.frag), 1 photo_cavity.frag
+    int rows[TERMS];
+    int mipmaps;                     // 0: level 0 only (GL_LINEAR), 1: the nearest level
+    float weights[TERMS];
+    float scale_x, scale_y, offset_x, offset_y;  // canvas px → clip space (u_scale, u_offset)
+    float canvas_w, canvas_h;        // u_canvas
+    float mouth_width, teeth, down_x, down_y;     // u_mouth_width, u_teeth, u_down
+    float snap;                      // sub-pixel steps per pixel (GL_SUBPIXEL_BITS)
+};
+// render/gpu/cuda_photo_renderer.py's PARAMS lays out these bytes.
+static_assert(sizeof(Params) == 152, "Params changed: change PARAMS too");
+
+__device__ float smooth(float e0, float e1, float x) {  // GLSL smoothstep
+    float t = fminf(fmaxf((x - e0) / (e1 - e0), 0.0f), 1.0f);
+    return t * t * (3.0f - 2.0f * t);
+}
+
+__device__ float mixf(float a, float b, float t) { return a * (1.0f - t) + b * t; }
+
+__device__ float4 mix4(float4 a, float4 b, float t) {
+    return make_float4(mixf(a.x, b.x, t), mixf(a.y, b.y, t), mixf(a.z, b.z, t), mixf(a.w, b.w, t));
+}
+
+// An attribute over the triangle: its value at a pixel centre plus its change per pixel.
+struct Plane {
+    float value, dx, dy;
+    __device__ float at(float ox, float oy) const { return value + dx * ox + dy * oy; }
+};
+
+__device__ float4 sample(const Params& p, float u, float v, float2 ddx, float2 ddy) {
+    if (!p.mipmaps) return tex2DLod<float4>(p.picture, u, v, 0.0f);
+    return tex2DGrad<float4>(p.picture, u, v, ddx, ddy);
+}
+
+__device__ float4 skin(const Params& p, const Plane* a) {
+    // a: u_up, v_up in canvas px (photo_skin.vert divides by u_canvas).
+    float iw = 1.0f / p.canvas_w, ih = 1.0f / p.canvas_h;
+    return sample(p, a[0].value * iw, a[1].value * ih, make_float2(a[0].dx * iw, a[1].dx * ih),
+                  make_float2(a[0].dy * iw, a[1].dy * ih));
+}
+
+// photo_cavity.frag's upper-teeth texture position at offset (ox, oy) from the pixel,
+// for the quad's finite differences.
+__device__ float2 teeth_at(const Params& p, const Plane* a, float ox, float oy) {
+    float d_up = fmaxf(a[6].at(ox, oy), 0.0f);
+    float rest_half_gap = a[9].at(ox, oy);
+    float half_gap = rest_half_gap * a[8].at(ox, oy);
+    float across = a[10].at(ox, oy);
+    float extent = fmaxf(half_gap, p.teeth * a[8].at(ox, oy) * (1.0f - smooth(0.55f, 0.85f, across)));
+    float k = d_up * (1.0f - rest_half_gap / fmaxf(extent, 1e-3f));
+    return make_float2(a[2].at(ox, oy) / p.canvas_w - p.down_x * k, a[3].at(ox, oy) / p.canvas_h - p.down_y * k);
+}
+
+// photo_cavity.frag. a: the record's attributes 2..8 (u_up, v_up, u_lo, v_lo, depths,
+// teeth) at indices 2..8, the static record at 9..10. (qx, qy): the pixel's place in
+// its 2×2 quad (0 or 1), for GL's fine derivatives.
+__device__ float4 cavity(const Params& p, const Plane* a, int qx, int qy) {
+    float d_up = fmaxf(a[6].value, 0.0f);
+    float d_lo = fmaxf(a[7].value, 0.0f);
+    float gap = d_up + d_lo;
+    float rest_half_gap = a[9].value;
+    float half_gap = rest_half_gap * a[8].value;
+    float across = a[10].value;
+    // fwidth(d_up) as a quad sees it: d_up at the quad's other column and row.
+    float fx = fmaxf(a[6].at(qx ? -1.0f : 1.0f, 0.0f), 0.0f) - d_up;
+    float fy = fmaxf(a[6].at(0.0f, qy ? -1.0f : 1.0f), 0.0f) - d_up;
+    float aa = fmaxf(fabsf(fx) + fabsf(fy), 1e-3f);
+    float inside = fminf(d_up, d_lo);
+    float deep = smooth(0.0f, 0.12f * p.mouth_width, inside);
+    float3 mouth = make_float3(mixf(0.42f, 0.13f, deep), mixf(0.16f, 0.035f, deep), mixf(0.16f, 0.045f, deep));
+    float t = d_up / fmaxf(gap, 1e-3f);
+    float tongue = smooth(0.55f, 0.85f, t) * smooth(0.12f * p.mouth_width, 0.3f * p.mouth_width, gap)
+                 * (1.0f - smooth(0.4f, 0.75f, across));
+    float tip = mixf(1.0f, 0.8f, smooth(0.85f, 1.0f, t));
+    mouth = make_float3(mixf(mouth.x, 0.66f * tip, tongue), mixf(mouth.y, 0.31f * tip, tongue),
+                        mixf(mouth.z, 0.32f * tip, tongue));
+    float4 c = make_float4(mouth.x, mouth.y, mouth.z, 1.0f);
+
+    float iw = 1.0f / p.canvas_w, ih = 1.0f / p.canvas_h;
+    float lower = 1.0f - smooth(half_gap - aa, half_gap + aa, d_lo);
+    c = mix4(c, sample(p, a[4].value * iw, a[5].value * ih, make_float2(a[4].dx * iw, a[5].dx * ih),
+                       make_float2(a[4].dy * iw, a[5].dy * ih)), lower);
+    float extent = fmaxf(half_gap, p.teeth * a[8].value * (1.0f - smooth(0.55f, 0.85f, across)));
+    float upper = 1.0f - smooth(extent - aa, extent + aa, d_up);
+    float4 teeth;
+    if (rest_half_gap > 0.5f) {
+        float2 here = teeth_at(p, a, 0.0f, 0.0f);
+        float2 side = teeth_at(p, a, qx ? -1.0f : 1.0f, 0.0f);
+        float2 row = teeth_at(p, a, 0.0f, qy ? -1.0f : 1.0f);
+        float sx = qx ? -1.0f : 1.0f, sy = qy ? -1.0f : 1.0f;
+        teeth = sample(p, here.x, here.y, make_float2((side.x - here.x) * sx, (side.y - here.y) * sx),
+                       make_float2((row.x - here.x) * sy, (row.y - here.y) * sy));
+    } else {
+        float f = across * 3.5f;
+        float edge = fabsf(f - floorf(f) - 0.5f) * 2.0f;
+        float shade = mixf(1.0f, 0.78f, smooth(0.0f, extent, d_up)) * mixf(1.0f, 0.6f, smooth(0.3f, 0.8f, across))
+                    * mixf(0.8f, 1.0f, smooth(0.0f, 0.25f, 1.0f - edge));
+        teeth = make_float4(0.9f * shade, 0.88f * shade, 0.83f * shade, 1.0f);
+    }
+    return mix4(c, teeth, upper);
+}
+
+__device__ unsigned char unorm8(float v) {
+    return (unsigned char)rintf(fminf(fmaxf(v, 0.0f), 1.0f) * 255.0f);
+}
+
+// Thread t's share of loading triangle `triangle`'s records (every thread of the block
+// takes part; the records are complete once all have).
+__device__ void load_records(const Params& p, float record[3][RECORD + STATIC], int triangle, int t) {
+    const unsigned int* corners = p.triangles + 3 * triangle;
+    if (t < 3 * RECORD) {
+        int corner = t / RECORD, k = t % RECORD;
+        size_t at = (size_t)corners[corner] * RECORD + k;
+        float value = p.rest[at];
+        for (int j = 0; j < TERMS; j++)
+            value += p.weights[j] * p.basis[(size_t)p.rows[j] * p.vertices * RECORD + at];
+        record[corner][k] = value;
+    } else if (t < 3 * (RECORD + STATIC)) {
+        int corner = (t - 3 * RECORD) / STATIC, k = (t - 3 * RECORD) % STATIC;
+        record[corner][RECORD + k] = p.statics[(size_t)corners[corner] * STATIC + k];
+    }
+}
+
+// Thread t of `threads`'s share of the triangle's pixels.
+__device__ void shade_triangle(const Params& p, const float record[3][RECORD + STATIC], int t, int threads) {
+    // Window positions as the vertex shader and the viewport make them, then snapped.
+    float wx[3], wy[3];
+    long long X[3], Y[3];
+    for (int i = 0; i < 3; i++) {
+        wx[i] = fmaf(fmaf(record[i][0], p.scale_x, p.offset_x), 0.5f * p.width, 0.5f * p.width);
+        wy[i] = fmaf(fmaf(record[i][1], p.scale_y, p.offset_y), 0.5f * p.height, 0.5f * p.height);
+        X[i] = (long long)rintf(wx[i] * p.snap);
+        Y[i] = (long long)rintf(wy[i] * p.snap);
+    }
+    long long area = (X[1] - X[0]) * (Y[2] - Y[0]) - (Y[1] - Y[0]) * (X[2] - X[0]);
+    if (area == 0) return;
+    long long sign = area > 0 ? 1 : -1;
+    area *= sign;
+    // Edge i faces vertex i: e_i(P) = A_i Px + B_i Py + C_i, positive inside.
+    long long A[3], B[3], C[3];
+    for (int i = 0; i < 3; i++) {
+        int j = (i + 1) % 3, k = (i + 2) % 3;
+        A[i] = -sign * (Y[k] - Y[j]);
+        B[i] = sign * (X[k] - X[j]);
+        C[i] = -(A[i] * X[j] + B[i] * Y[j]);
+    }
+    // Attributes as planes: barycentric weights change by A_i·snap/area per pixel. The
+    // skin reads u_up, v_up only (records 2, 3), the cavity all the rest.
+    int count = p.cavity ? RECORD + STATIC : 4;
+    float inv = 1.0f / (float)area;
+    float lx[3], ly[3];
+    for (int i = 0; i < 3; i++) {
+        lx[i] = (float)A[i] * p.snap * inv;
+        ly[i] = (float)B[i] * p.snap * inv;
+    }
+    int x0 = max(0, (int)floorf(fminf(wx[0], fminf(wx[1], wx[2])) - 0.5f));
+    int x1 = min(p.width - 1, (int)ceilf(fmaxf(wx[0], fmaxf(wx[1], wx[2])) - 0.5f));
+    int y0 = max(0, (int)floorf(fminf(wy[0], fminf(wy[1], wy[2])) - 0.5f));
+    int y1 = min(p.height - 1, (int)ceilf(fmaxf(wy[0], fmaxf(wy[1], wy[2])) - 0.5f));
+    if (x1 < x0 || y1 < y0) return;
+    int columns = x1 - x0 + 1, pixels = columns * (y1 - y0 + 1);
+    long long half = (long long)(p.snap * 0.5f), step = (long long)p.snap;
+    for (int n = t; n < pixels; n += threads) {
+        int px = x0 + n % columns, py = y0 + n / columns;
+        long long cx = px * step + half, cy = py * step + half;
+        long long e[3];
+        bool covered = true;
+        for (int i = 0; i < 3; i++) {
+            e[i] = A[i] * cx + B[i] * cy + C[i];
+            // A centre on a shared edge goes to the triangle whose inside lies to its
+            // +x (or, on a horizontal edge, +y): the two sides' gradients are opposite.
+            covered = covered && (e[i] > 0 || (e[i] == 0 && (A[i] > 0 || (A[i] == 0 && B[i] > 0))));
+        }
+        if (!covered) continue;
+        float l[3] = {(float)e[0] * inv, (float)e[1] * inv, (float)e[2] * inv};
+        Plane a[RECORD + STATIC];
+        for (int k = 2; k < count; k++) {  // x, y are not needed past here
+            a[k].value = l[0] * record[0][k] + l[1] * record[1][k] + l[2] * record[2][k];
+            a[k].dx = lx[0] * record[0][k] + lx[1] * record[1][k] + lx[2] * record[2][k];
+            a[k].dy = ly[0] * record[0][k] + ly[1] * record[1][k] + ly[2] * record[2][k];
+        }
+        float4 c = p.cavity ? cavity(p, a, px & 1, py & 1) : skin(p, a + 2);
+        surf2Dwrite(make_uchar4(unorm8(c.x), unorm8(c.y), unorm8(c.z), unorm8(c.w)), p.frame, px * 4, py);
+    }
+}
+
+extern "C" __global__ void mouth_triangles(const Params p) {
+    __shared__ float record[3][RECORD + STATIC];
+    load_records(p, record, blockIdx.x, threadIdx.x);
+    __syncthreads();
+    shade_triangle(p, record, threadIdx.x, blockDim.x);
+}
