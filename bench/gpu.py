@@ -15,7 +15,13 @@ Mouth frames (where CUDA-GL interop works): the sprite rig's frame made by the C
 kernel (render/gpu/cuda_sprite_renderer.py) against the GL shader path on the same GPU,
 at 512² and 1024², each timed from the draw call to the frame complete in the GL
 framebuffer (glFinish): interop map, kernel, unmap and blit included; the largest
-difference between the two; host copies per frame (the renderers count theirs).
+difference between the two; host copies per frame (the renderers count theirs). The
+same for the photo rig's mouth frame (render/gpu/cuda_photo_renderer.py against
+PhotoRenderer) on portraits of 1024 and 2048 pixels, and the whole avatar frame around
+it, whose composite is GL's in both.
+
+The lip-shape model's 10 ms step on the CPU (what the app runs), on the CUDA provider
+and as a CUDA graph: which is faster decides where it runs.
 
 Last line of output: one JSON object.
 Usage: python bench/gpu.py [--runs 20] [--streams 50] [--out bench/results/gpu.json]
@@ -38,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.machine import describe, publish  # noqa: E402
 from bench.tts_latency import TEXTS, _first_audio_ms, _underruns  # noqa: E402
 from pipeline.core.modes import DEFAULT_MODE  # noqa: E402
+from pipeline.infer.sessions import COUNT_COPIES_ENV  # noqa: E402
 from pipeline.voice.speaker import START_LEAD_INITIAL_S  # noqa: E402
 from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
 from render.gl.gl_platform import use_egl  # noqa: E402
@@ -146,6 +153,112 @@ def _mouth_frames(runs: int) -> dict:
     return result
 
 
+def _photo_frames(runs: int) -> dict:
+    """CUDA and GL photo-rig mouth frames, portraits of 1024 and 2048 pixels shown 1:1,
+    interleaved frame by frame: the mouth frame alone (from the call to the frame
+    complete: glFinish for GL, the kernels' stream synchronised and glFinish for CUDA)
+    and the whole avatar frame (glFinish)."""
+    from cuda.bindings import runtime
+    from OpenGL import GL
+
+    from pipeline.core.frames import MouthPose
+    from render.gl.egl_target import EglTarget
+    from render.gl.photo_renderer import PhotoRenderer
+    from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
+    from tests.harness.drawn_portrait import drawn_portrait, near_opening_edges
+
+    result: dict = {}
+    with EglTarget(64, 64) as target:
+        for side in (1024, 2048):
+            target.resize(side, side)
+            target.make_current()
+            rig = drawn_portrait(size=side)
+            renderers = {"gl": PhotoRenderer(), "cuda": CudaPhotoRenderer()}
+            for renderer in renderers.values():
+                renderer.initialize()
+                renderer.set_rig(rig)
+                renderer.resize(side, side)
+            copies_before = renderers["cuda"].host_copies
+            times = {(name, part): [] for name in renderers for part in ("mouth", "draw")}
+            worst, ties = 0, 0
+            for i in range(runs):
+                pose = MouthPose(i % 15, (i + 4) % 15, (i % 10) / 10, 0.2 + 0.8 * (i % 7) / 7)
+                frames = {}
+                for name, renderer in renderers.items():
+                    start = time.perf_counter()
+                    renderer.update(pose, 0.0)  # GL's vertex upload is part of its frame
+                    renderer.render_mouth_frame()
+                    if name == "cuda":
+                        runtime.cudaStreamSynchronize(renderer._kernels.stream)
+                    GL.glFinish()
+                    times[name, "mouth"].append((time.perf_counter() - start) * 1000)
+                    if i % 50 == 0:
+                        frames[name] = renderer.read_mouth_frame().astype(np.int16)
+                    renderer._frame_pose = None  # the whole frame makes its mouth anew
+                    start = time.perf_counter()
+                    renderer.draw(pose, 0.0, (i % 5) / 5)
+                    GL.glFinish()
+                    times[name, "draw"].append((time.perf_counter() - start) * 1000)
+                if frames:
+                    # Apart from pixel centres on the opening's edges, which either
+                    # rasteriser's rounding may own (tests/test_gpu_frames.py).
+                    diff = np.abs(frames["gl"] - frames["cuda"]).max(axis=2)
+                    near = near_opening_edges(rig, pose, renderers["cuda"].mouth_size)
+                    worst = max(worst, int(diff[~near].max()))
+                    ties += int((diff[near] > 2).sum())
+            for (name, part), values in times.items():
+                result[f"{name}_{part}_{side}"] = {"p50_ms": round(float(np.percentile(values, 50)), 3),
+                                                   "p99_ms": round(float(np.percentile(values, 99)), 3)}
+            result[f"mouth_frame_size_{side}"] = list(renderers["cuda"].mouth_size)
+            result[f"max_diff_{side}"] = worst
+            result[f"tie_pixels_over_2_{side}"] = ties
+            result[f"host_copies_per_frame_{side}"] = (
+                renderers["cuda"].host_copies - copies_before) / runs
+            for renderer in renderers.values():
+                renderer.release()
+    return result
+
+
+def _lip_shape(runs: int) -> dict:
+    """The lip-shape model's step (one 10 ms hop) on the CPU session the app uses, on
+    the CUDA provider with its host bindings (LipShapeModel(provider="cuda")), and as a
+    captured CUDA graph through the voice's engine layer, interleaved hop by hop; and
+    the largest difference of the graph's outputs from the CPU's."""
+    import onnx
+
+    from pipeline.infer.engine import Engine
+    from pipeline.lipsync.features import N_MELS, POWER_FLOOR
+    from pipeline.lipsync.model import DEFAULT_MODEL, LipShapeModel
+
+    rng = np.random.default_rng(0)
+    hops = rng.normal(-4.0, 2.0, (runs, N_MELS)).astype(np.float32)
+    models = {"cpu": LipShapeModel(provider="cpu"), "cuda": LipShapeModel(provider="cuda")}
+    engine = Engine("lip-shape", onnx.load(str(DEFAULT_MODEL)), "cuda")
+    outputs = [o.name for o in onnx.load(str(DEFAULT_MODEL)).graph.output]
+    window = np.full((1, 4, N_MELS), np.log(POWER_FLOOR), np.float32)  # the model's silence
+    state = np.zeros((2, 1, 160), np.float32)
+    engine.prepare({"feats": window, "state": state})
+    times: dict[str, list[float]] = {"cpu": [], "cuda": [], "cuda_graph": []}
+    worst = 0.0
+    for i, hop in enumerate(hops):
+        for name, model in models.items():
+            start = time.perf_counter()
+            probs, _ = model.step_all_heads(hop)
+            times[name].append((time.perf_counter() - start) * 1000)
+        window = np.concatenate([window[:, 1:], hop[None, None]], axis=1)
+        start = time.perf_counter()
+        result = dict(zip(outputs, engine.run({"feats": window, "state": state})))
+        times["cuda_graph"].append((time.perf_counter() - start) * 1000)
+        state = result["next_state"]
+        worst = max(worst, float(np.abs(result["probs"] - probs).max()))
+    report = {name: {"p50_ms": round(float(np.percentile(v, 50)), 3),
+                     "p99_ms": round(float(np.percentile(v, 99)), 3)} for name, v in times.items()}
+    report["provider_cuda"] = models["cuda"].provider_choice.used
+    report["cuda_graph"]["captured"] = engine.graphs == 1
+    report["graph_max_diff_probs"] = float(f"{worst:.2e}")
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
@@ -192,18 +305,15 @@ def main() -> None:
         if path == "gpu":
             report["host_copies_per_chunk"] = round((copies - copies_before) / len(samples), 2)
             report["engine_runs_per_chunk"] = round((runs - runs_before) / len(samples), 2)
-    report["copy_nodes_in_graphs"] = {
-        name: sum(n or 0 for n in stage.device_copies.values())
-        for name, stage in gpu.engines.items()}
-    report["cuda_graphs"] = {name: f"{stage.graphs}/{len(stage.device_copies)}"
-                             for name, stage in gpu.engines.items()}
-    report["engine_notes"] = [note for stage in gpu.engines.values() for note in stage.notes]
 
     long_text = _long_text(args.words)
     start = time.perf_counter()
     _, samples, _ = _speak(gpu, long_text, mode)
     report[f"rtf_{args.words}_words_gpu"] = round(
         (time.perf_counter() - start) / (sum(samples) / gpu.sample_rate), 4)
+
+    report["lip_shape_model"] = _lip_shape(args.frames)
+    print("lip shape", report["lip_shape_model"], flush=True)
 
     mouth = _mouth_frames(args.frames)
     report["mouth_frames"] = mouth
@@ -213,7 +323,28 @@ def main() -> None:
         report["gl_mouth_frame_p99_ms"] = {f"{s}": mouth[f"gl_{s}"]["p99_ms"] for s in (512, 1024)}
         report["host_copies_per_frame"] = max(mouth[f"host_copies_per_frame_{s}"] for s in (512, 1024))
 
-    StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES).warm_up()
+    if "skipped" not in mouth:
+        photo = _photo_frames(args.frames)
+        report["photo_mouth_frames"] = photo
+        print("photo", photo, flush=True)
+        report["photo_mouth_frame_p99_ms"] = {f"{s}": photo[f"cuda_mouth_{s}"]["p99_ms"] for s in (1024, 2048)}
+        report["gl_photo_mouth_frame_p99_ms"] = {f"{s}": photo[f"gl_mouth_{s}"]["p99_ms"] for s in (1024, 2048)}
+        report["host_copies_per_frame"] = max(report["host_copies_per_frame"],
+                                              *(photo[f"host_copies_per_frame_{s}"] for s in (1024, 2048)))
+
+    # The streams' engines (three batch sizes) are built with their copy nodes counted,
+    # which the app's warm-up above does not pay for.
+    os.environ[COUNT_COPIES_ENV] = "1"
+    loaded = time.perf_counter()
+    counted = StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES)
+    counted.warm_up()
+    report["streams_warm_up_counting_copy_nodes_s"] = round(time.perf_counter() - loaded, 1)
+    report["copy_nodes_in_graphs"] = {
+        name: sum(n or 0 for n in stage.device_copies.values()) if None not in stage.device_copies.values()
+        else "not counted" for name, stage in counted.engines.items()}
+    report["cuda_graphs"] = {name: f"{stage.graphs}/{len(stage.device_copies)}"
+                             for name, stage in counted.engines.items()}
+    report["engine_notes"] = [note for stage in counted.engines.values() for note in stage.notes]
     report["streams50"] = _streams(
         lambda: StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES), TEXTS["medium20"],
         mode, args.streams)

@@ -3,13 +3,19 @@ engine captured as CUDA graphs with no copy nodes, the same durations and the au
 within a measured bound, and streams batched by deadline. Runs where onnxruntime has
 a CUDA provider (the H200 test machine); CI has no GPU and skips, saying so."""
 
+import os
 import threading
 
 import numpy as np
 import onnxruntime
 import pytest
 
-from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, SentencePlan, StreamingTTS
+from pipeline.infer.sessions import COUNT_COPIES_ENV
+
+# Before any engine is built: every graph's copy nodes are counted.
+os.environ[COUNT_COPIES_ENV] = "1"
+
+from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, SentencePlan, StreamingTTS  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     "CUDAExecutionProvider" not in onnxruntime.get_available_providers(),

@@ -154,10 +154,17 @@ def _chosen(requested: str, used: str, available: list[str], missing: list[str],
     return choice
 
 
+# Set (to anything) to count the copy nodes in every device graph: each session then
+# writes its placed graph to a temporary file, the voice's size, while it is built.
+# The GPU test and bench/gpu.py set it; the app does not pay for it at warm-up.
+COUNT_COPIES_ENV = "LIPSYNC_STUDIO_COUNT_COPY_NODES"
+
+
 def static_session(model: bytes, used: str, threads: int, graph: bool
                    ) -> tuple[onnxruntime.InferenceSession, int | None]:
     """A session for `model` (static shapes) on `used` ("cuda" or "tensorrt"), and the
-    number of host↔device copy nodes onnxruntime put in it (None if it could not say).
+    number of host↔device copy nodes onnxruntime put in it (None where it was not
+    counted: COUNT_COPIES_ENV unset, or onnxruntime could not say).
 
     With `graph`, every node must run on the device (session creation fails otherwise)
     and the first run captures a CUDA graph that later runs replay: inputs and outputs
@@ -170,13 +177,16 @@ def static_session(model: bytes, used: str, threads: int, graph: bool
     options.log_severity_level = 3
     if graph:
         options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    providers = _device_providers(used, graph)
+    if not os.environ.get(COUNT_COPIES_ENV):
+        return onnxruntime.InferenceSession(model, sess_options=options, providers=providers,
+                                            enable_fallback=0), None
     with tempfile.TemporaryDirectory(prefix="lipsync-ort-") as folder:
         # The graph as placed: the copy nodes are only visible there.
         optimized = Path(folder) / "optimized.onnx"
         options.optimized_model_filepath = str(optimized)
-        session = onnxruntime.InferenceSession(
-            model, sess_options=options, providers=_device_providers(used, graph),
-            enable_fallback=0)
+        session = onnxruntime.InferenceSession(model, sess_options=options, providers=providers,
+                                               enable_fallback=0)
         copies = _count_copies(optimized)
     return session, copies
 
