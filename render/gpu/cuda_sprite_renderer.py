@@ -17,6 +17,8 @@ Needs what render/gpu/interop.py names; `cuda_unavailable()` says why not.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from OpenGL import GL
 
@@ -36,7 +38,44 @@ from render.timing.idle_motion import breath_transform
 
 __all__ = ["CudaError", "CudaSpriteRenderer", "cuda_unavailable"]
 
-_BLOCK = (16, 16)
+BLOCK = (16, 16)
+
+
+@dataclass(frozen=True)
+class SpriteLayers:
+    """What the kernel takes of a rig: its images (premultiplied), by name; the name of
+    the image each viseme shows, by viseme index; each layer's coverage rectangle."""
+
+    images: dict[str, np.ndarray]
+    viseme_images: tuple[str, ...]
+    rects: np.ndarray  # base, eyes, mouth: x0, y0, x1, y1 (canvas units)
+
+
+def sprite_layers(rig: Rig) -> SpriteLayers:
+    """The rig's layers, checked (rig_images): ValueError for a rig that cannot be drawn."""
+    images = {name: np.ascontiguousarray(premultiplied(img)) for name, img in rig_images(rig).items()}
+    rest = rig.viseme_to_mouth.get("sil", next(iter(rig.mouths)))
+    return SpriteLayers(
+        images, tuple(f"mouth:{rig.viseme_to_mouth.get(v, rest)}" for v in OVR_VISEMES),
+        np.array([*coverage_rect(rig.base), *coverage_rect(rig.eyes_open, rig.eyes_closed),
+                  *coverage_rect(*rig.mouths.values())], np.float32))
+
+
+def frame_params(surface: int, pointers: dict[str, int], layers: SpriteLayers,
+                 viewport: tuple[int, int], canvas_size: tuple[int, int], fit: tuple[float, float],
+                 clear_color: tuple[float, float, float, float], pose: MouthPose, blink: float,
+                 breath: float, opacity: float) -> np.ndarray:
+    """shaders/sprite.cu's Params, byte for byte: 6 pointers, 4 ints, 24 floats.
+    `pointers` are where each of `layers`' images lies, by name."""
+    offset_y, scale_y = breath_transform(breath)
+    r, g, b, a = clear_color
+    images = np.array([surface, pointers["base"], pointers["eyes_open"], pointers["eyes_closed"],
+                       pointers[layers.viseme_images[pose.viseme_a]],
+                       pointers[layers.viseme_images[pose.viseme_b]]], np.uint64)
+    sizes = np.array([*viewport, *canvas_size], np.int32)
+    floats = np.array([blink, pose.mix, opacity, *fit, offset_y, scale_y, 0.0,
+                       r * a, g * a, b * a, a, *layers.rects], np.float32)
+    return np.frombuffer(images.tobytes() + sizes.tobytes() + floats.tobytes(), np.uint8).copy()
 
 
 class CudaSpriteRenderer:
@@ -53,8 +92,7 @@ class CudaSpriteRenderer:
         self.frames = 0
         self._fit = (1.0, 1.0)
         self._images: dict[str, int] = {}  # device pointers of the rig's images
-        self._viseme_images: list[int] = []
-        self._rects = np.zeros(12, np.float32)
+        self._layers: SpriteLayers | None = None
         self._texture = 0
         self._fbo = 0
         self._frame: RegisteredTexture | None = None
@@ -70,19 +108,13 @@ class CudaSpriteRenderer:
 
     def set_rig(self, rig: Rig) -> None:
         """Upload the rig's images (premultiplied) to device memory, once per rig."""
-        w, h = rig.canvas_size
-        images = rig_images(rig)
+        layers = sprite_layers(rig)
         self._free_images()
-        for name, img in images.items():
-            self._images[name] = upload(premultiplied(img))
+        for name, img in layers.images.items():
+            self._images[name] = upload(img)
             self.host_copies += 1
-        rest = rig.viseme_to_mouth.get("sil", next(iter(rig.mouths)))
-        self._viseme_images = [self._images[f"mouth:{rig.viseme_to_mouth.get(v, rest)}"]
-                               for v in OVR_VISEMES]
-        self._rects = np.array([*coverage_rect(rig.base),
-                                *coverage_rect(rig.eyes_open, rig.eyes_closed),
-                                *coverage_rect(*rig.mouths.values())], np.float32)
-        self.canvas_size = (w, h)
+        self._layers = layers
+        self.canvas_size = rig.canvas_size
         self._fit = letterbox_fit(self.canvas_size, self.viewport)
 
     def resize(self, width: int, height: int) -> None:
@@ -103,7 +135,7 @@ class CudaSpriteRenderer:
         framebuffer (GLRenderer.draw's contract)."""
         if self._frame is None:
             self.resize(*self.viewport)
-        if not self._viseme_images:
+        if self._layers is None:
             r, g, b, a = self.clear_color
             GL.glViewport(0, 0, *self.viewport)
             GL.glClearColor(r * a, g * a, b * a, a)
@@ -111,8 +143,10 @@ class CudaSpriteRenderer:
             return
         w, h = self.viewport
         with self._frame.surface(self._kernels.stream) as surface:
-            self._kernels.launch("sprite_frame", ((w + _BLOCK[0] - 1) // _BLOCK[0], (h + _BLOCK[1] - 1) // _BLOCK[1]),
-                                 _BLOCK, self._params(surface, pose, blink, breath, opacity))
+            params = frame_params(surface, self._images, self._layers, self.viewport, self.canvas_size,
+                                  self._fit, self.clear_color, pose, blink, breath, opacity)
+            self._kernels.launch("sprite_frame", ((w + BLOCK[0] - 1) // BLOCK[0], (h + BLOCK[1] - 1) // BLOCK[1]),
+                                 BLOCK, params)
         target = GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING)
         GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, self._fbo)
         GL.glFramebufferTexture2D(GL.GL_READ_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0,
@@ -120,19 +154,6 @@ class CudaSpriteRenderer:
         GL.glBlitFramebuffer(0, 0, w, h, 0, 0, w, h, GL.GL_COLOR_BUFFER_BIT, GL.GL_NEAREST)
         GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, target)
         self.frames += 1
-
-    def _params(self, surface: int, pose: MouthPose, blink: float, breath: float,
-                opacity: float) -> np.ndarray:
-        """shaders/sprite.cu's Params, byte for byte: 6 pointers, 4 ints, 24 floats."""
-        offset_y, scale_y = breath_transform(breath)
-        r, g, b, a = self.clear_color
-        pointers = np.array([surface, self._images["base"], self._images["eyes_open"],
-                             self._images["eyes_closed"], self._viseme_images[pose.viseme_a],
-                             self._viseme_images[pose.viseme_b]], np.uint64)
-        sizes = np.array([*self.viewport, *self.canvas_size], np.int32)
-        floats = np.array([blink, pose.mix, opacity, *self._fit, offset_y, scale_y, 0.0,
-                           r * a, g * a, b * a, a, *self._rects], np.float32)
-        return np.frombuffer(pointers.tobytes() + sizes.tobytes() + floats.tobytes(), np.uint8).copy()
 
     def read_pixels(self) -> np.ndarray:
         """The bound framebuffer as HxWx4 uint8 RGBA (premultiplied), top row first."""
@@ -142,7 +163,7 @@ class CudaSpriteRenderer:
         for pointer in self._images.values():
             free(pointer)
         self._images = {}
-        self._viseme_images = []
+        self._layers = None
 
     def _free_texture(self) -> None:
         if self._frame is not None:

@@ -1,9 +1,9 @@
-"""shaders/photo_mouth.cu's mouth frame made on the CPU: the kernel's own source built
-by g++ with photo_mouth_cpu.cpp's stand-ins for the CUDA features it uses, and driven
-with the same parameter record (render/gpu/cuda_photo_renderer.py's PARAMS and its
-fill functions) as the CUDA renderer, the pointers being host addresses. So CI, which
-has no GPU, checks the kernel's rasterisation and shading against GL's; the device
-side of it (interop, texture unit, launches) is the GPU test's."""
+"""The CUDA kernels run on the CPU: each kernel's own source built by g++ with
+cuda_on_cpu.h's stand-ins for the CUDA features it uses, and driven with the same
+parameter records as the CUDA renderers make (render/gpu/cuda_photo_renderer.py,
+render/gpu/cuda_sprite_renderer.py), the pointers being host addresses. So CI, which
+has no GPU, checks what the kernels draw against GL's; the device side (interop, the
+texture unit, launches) is the GPU test's."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import numpy as np
 from pipeline.core.frames import MouthPose
 from pipeline.core.resources import SHADERS_DIR
 from render.gl.sprite_renderer import premultiplied
+from render.gl.sprite_renderer import Rig, letterbox_fit
+from render.gpu import cuda_sprite_renderer as sprite
 from render.gpu.cuda_photo_renderer import (
     PARAMS,
     THREADS,
@@ -26,24 +28,21 @@ from render.gpu.cuda_photo_renderer import (
 )
 from render.rigs.photo import PhotoRig
 
-_SOURCE = Path(__file__).with_name("photo_mouth_cpu.cpp")
+_HARNESS = Path(__file__).parent
 
 
 class _HostImage(ctypes.Structure):
     _fields_ = [("texels", ctypes.c_void_p), ("width", ctypes.c_int), ("height", ctypes.c_int)]
 
 
-def build(folder: Path) -> ctypes.CDLL:
-    """The kernel as a shared library in `folder` (g++, C++17)."""
-    library = folder / "photo_mouth_cpu.so"
+def build(folder: Path, kernel: str) -> ctypes.CDLL:
+    """`kernel` ("photo_mouth" or "sprite": shaders/KERNEL.cu) as a shared library in
+    `folder` (g++, C++17, warnings as errors)."""
+    library = folder / f"{kernel}_cpu.so"
     subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Werror",
-                    f"-I{SHADERS_DIR}", "-x", "c++", str(_SOURCE), "-o", str(library)],
-                   check=True, capture_output=True, text=True)
-    lib = ctypes.CDLL(str(library))
-    lib.mouth_triangles_on_cpu.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-    if lib.params_size() != PARAMS.itemsize:
-        raise AssertionError(f"Params is {lib.params_size()} bytes in C, PARAMS {PARAMS.itemsize}")
-    return lib
+                    f"-I{SHADERS_DIR}", f"-I{_HARNESS}", "-x", "c++", str(_HARNESS / f"{kernel}_cpu.cpp"),
+                    "-o", str(library)], check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(library))
 
 
 class CpuMouthFrames:
@@ -56,6 +55,7 @@ class CpuMouthFrames:
         x0, y0, x1, y1 = rig.mouth_rect
         if size != (x1 - x0, y1 - y0):
             raise ValueError("the CPU kernel samples level 0 only: show the mouth frame at full size")
+        lib.mouth_triangles_on_cpu.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         self._lib, self._rig = lib, rig
         self.frame = np.ascontiguousarray(still.copy())
         self._picture = np.ascontiguousarray(premultiplied(rig.image))
@@ -83,3 +83,27 @@ class CpuMouthFrames:
                 p["cavity"], p["triangles"] = name == "cavity", self._arrays[name].ctypes.data
                 self._lib.mouth_triangles_on_cpu(p.ctypes.data, count, THREADS)
         return self.frame
+
+
+class CpuSpriteFrames:
+    """Sprite frames of `rig` at `viewport` made by the kernel on the CPU; rows bottom
+    first, as the kernel writes them into a GL texture."""
+
+    def __init__(self, lib: ctypes.CDLL, rig: Rig, viewport: tuple[int, int],
+                 clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)) -> None:
+        lib.sprite_frame_on_cpu.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        self._lib, self._viewport, self._clear = lib, viewport, clear_color
+        self._canvas = rig.canvas_size
+        self._fit = letterbox_fit(rig.canvas_size, viewport)
+        self._layers = sprite.sprite_layers(rig)
+        self._pointers = {name: image.ctypes.data for name, image in self._layers.images.items()}
+        self.frame = np.zeros((viewport[1], viewport[0], 4), np.uint8)
+        self._image = _HostImage(self.frame.ctypes.data, *viewport)
+
+    def draw(self, pose: MouthPose, blink: float, breath: float, opacity: float = 1.0) -> np.ndarray:
+        """The frame, top row first (as GL's read_pixels gives it)."""
+        params = sprite.frame_params(ctypes.addressof(self._image), self._pointers, self._layers,
+                                     self._viewport, self._canvas, self._fit, self._clear, pose,
+                                     blink, breath, opacity)
+        self._lib.sprite_frame_on_cpu(params.ctypes.data, *sprite.BLOCK)
+        return self.frame[::-1]

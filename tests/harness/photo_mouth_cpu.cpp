@@ -1,72 +1,7 @@
-// shaders/photo_mouth.cu built for the CPU by g++ (tests/harness/kernel_on_cpu.py): the
-// few CUDA features the kernel uses are defined here over host memory, so its
-// rasterisation and shading run where no GPU is (CI) and are compared with GL's.
-//
-// A block's threads run one after another, all through the load phase and then all
-// through the shade phase: what __syncthreads() between the two orders on the GPU.
-// The picture is sampled bilinearly from level 0 with clamped edges (GL_LINEAR,
-// CLAMP_TO_EDGE), as the mouth frame samples it when shown at full size. Frames shown
-// smaller sample mipmaps through the texture unit; that path is the GPU test's, and
-// the Python side refuses it here.
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-
-#define __device__ inline
-#define __global__
-#define __shared__ static
-using std::max;
-using std::min;
-
-struct float2 { float x, y; };
-struct float3 { float x, y, z; };
-struct float4 { float x, y, z, w; };
-struct uchar4 { unsigned char x, y, z, w; };
-inline float2 make_float2(float x, float y) { return {x, y}; }
-inline float3 make_float3(float x, float y, float z) { return {x, y, z}; }
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline uchar4 make_uchar4(unsigned char x, unsigned char y, unsigned char z, unsigned char w) {
-    return {x, y, z, w};
-}
-
-// What the handles in Params point to here: RGBA8 pixels, row 0 first.
-struct HostImage { uint8_t* texels; int width, height; };
-
-template <typename T> T tex2DLod(unsigned long long texture, float u, float v, float level);
-template <> float4 tex2DLod<float4>(unsigned long long texture, float u, float v, float) {
-    const HostImage& image = *reinterpret_cast<const HostImage*>(texture);
-    float x = u * image.width - 0.5f, y = v * image.height - 0.5f;
-    float fx = std::floor(x), fy = std::floor(y);
-    float ax = x - fx, ay = y - fy;
-    float out[4];
-    for (int c = 0; c < 4; c++) {
-        auto at = [&](int i, int j) {
-            i = std::min(std::max(i, 0), image.width - 1);
-            j = std::min(std::max(j, 0), image.height - 1);
-            return image.texels[(static_cast<size_t>(j) * image.width + i) * 4 + c] / 255.0f;
-        };
-        int ix = static_cast<int>(fx), iy = static_cast<int>(fy);
-        float top = at(ix, iy) + (at(ix + 1, iy) - at(ix, iy)) * ax;
-        float bottom = at(ix, iy + 1) + (at(ix + 1, iy + 1) - at(ix, iy + 1)) * ax;
-        out[c] = top + (bottom - top) * ay;
-    }
-    return {out[0], out[1], out[2], out[3]};
-}
-template <typename T> T tex2DGrad(unsigned long long texture, float u, float v, float2, float2) {
-    return tex2DLod<T>(texture, u, v, 0.0f);  // unreached: mipmaps are refused here
-}
-
-inline void surf2Dwrite(uchar4 value, unsigned long long surface, int x_bytes, int y) {
-    const HostImage& image = *reinterpret_cast<const HostImage*>(surface);
-    std::memcpy(image.texels + (static_cast<size_t>(y) * image.width) * 4 + x_bytes, &value, 4);
-}
-
-// Only for the __global__ wrapper to compile; the driver below calls its two phases.
-struct Index { int x, y, z; };
-static Index blockIdx, threadIdx, blockDim;
-inline void __syncthreads() {}
+// shaders/photo_mouth.cu built for the CPU (tests/harness/kernel_on_cpu.py). A block's
+// threads run one after another, all through the load phase and then all through the
+// shade phase: what __syncthreads() between the two orders on the GPU.
+#include "cuda_on_cpu.h"
 
 #include "photo_mouth.cu"
 
