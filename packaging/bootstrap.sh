@@ -16,7 +16,7 @@ runtime_pkgs=(libportaudio2 libgl1 libegl1 libgl1-mesa-dri libglx-mesa0 libegl-m
 # OBS (with its JACK input and a window manager for window capture) and Chromium: the
 # real OBS and browser the output tests drive (shared/recipes/testing.md).
 test_pkgs=(xvfb xauth jackd2 xdotool imagemagick sox obs-studio obs-plugins openbox chromium
-  g++)  # builds the CUDA photo kernel for the CPU (tests/test_photo_kernel.py)
+  g++)  # builds the CUDA photo kernel for the CPU (tests/test_kernels_on_cpu.py)
 
 wanted=("${runtime_pkgs[@]}")
 [ "$target" = test ] && wanted+=("${test_pkgs[@]}")

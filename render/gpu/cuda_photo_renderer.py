@@ -3,7 +3,7 @@ frame texture through CUDA-GL interop: a drop-in for render/gl/photo_renderer.py
 PhotoRenderer (same methods), so the presenter cannot tell who made a frame.
 
 Same pixels: the kernel's source, built for the CPU, draws GL's mouth frames within
-2/255 (tests/test_photo_kernel.py, against llvmpipe, in CI). On an NVIDIA GPU,
+2/255 (tests/test_kernels_on_cpu.py, against llvmpipe, in CI). On an NVIDIA GPU,
 tests/test_gpu_frames.py compares this renderer with PhotoRenderer; no GPU was lent
 to the session that wrote it, so that test and bench/gpu.py's photo figures have not
 run yet (docs/gpu.md).
