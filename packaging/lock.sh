@@ -33,8 +33,9 @@ for py in 3.11 3.12 3.13; do
   echo "setuptools>=68" | "$uv" pip compile pyproject.toml - "${common[@]}" \
     --constraint "packaging/locks/test-py$py.txt" -o "packaging/locks/run-py$py.txt"
   # What `make run` installs on a machine with an NVIDIA GPU: the run lock plus the gpu
-  # extra, at the run lock's versions.
+  # extra, at the run lock's versions (and cuda-bindings at the one the tests run).
   echo "setuptools>=68" | "$uv" pip compile pyproject.toml - --extra gpu "${common[@]}" \
-    --constraint "packaging/locks/run-py$py.txt" -o "packaging/locks/gpu-py$py.txt"
+    --constraint "packaging/locks/run-py$py.txt" --constraint "packaging/locks/test-py$py.txt" \
+    -o "packaging/locks/gpu-py$py.txt"
 done
 echo "Locks written to packaging/locks/; commit them with the pyproject.toml change."

@@ -159,10 +159,10 @@ class MipmappedTexture:
     def __init__(self, texture: int, width: int, height: int, levels: int, stream) -> None:
         from cuda.bindings import runtime
 
-        format_ = runtime.cudaChannelFormatKind.cudaChannelFormatKindUnsigned
+        texel = check(runtime.cudaCreateChannelDesc(
+            8, 8, 8, 8, runtime.cudaChannelFormatKind.cudaChannelFormatKindUnsigned), "cudaCreateChannelDesc")
         self._array = check(runtime.cudaMallocMipmappedArray(
-            runtime.cudaCreateChannelDesc(8, 8, 8, 8, format_), runtime.make_cudaExtent(width, height, 0),
-            levels, 0), "cudaMallocMipmappedArray")
+            texel, runtime.make_cudaExtent(width, height, 0), levels, 0), "cudaMallocMipmappedArray")
         resource = check(runtime.cudaGraphicsGLRegisterImage(
             texture, GL.GL_TEXTURE_2D, runtime.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsReadOnly),
             "cudaGraphicsGLRegisterImage")

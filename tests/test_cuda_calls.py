@@ -1,0 +1,159 @@
+"""The CUDA renderers' own code, run where no GPU is. Every cuda-python call they make
+goes through the real bindings, which check each argument's type and number before they
+need a driver; where a call then fails for want of one, it gives back a stand-in of what
+it returns (interop.check and the driver calls are wrapped), so the flow goes on. NVRTC's
+library is not installed here, so the kernels' PTX is a stand-in too (their source is
+compiled by g++ in tests/test_kernels_on_cpu.py and by NVRTC on the GPU).
+
+What this shows: every call is well formed, and the renderers make the calls they should
+— the rig's uploads once, per frame a map, a surface, the launches and an unmap and no
+copy, every registration let go. What the driver does with the calls is
+tests/test_gpu_frames.py's, on an NVIDIA GPU."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.bindings", reason="cuda-python is in the test lock: run make test")
+
+from cuda.bindings import driver, runtime  # noqa: E402
+from cuda.pathfinder import DynamicLibNotFoundError  # noqa: E402
+
+from pipeline.core.frames import MouthPose  # noqa: E402
+
+pytestmark = pytest.mark.display
+
+# What each call gives back when it fails for want of a driver: its result's type.
+STAND_INS = {
+    "cuModuleLoadData": driver.CUmodule(), "cuModuleGetFunction": driver.CUfunction(),
+    "cudaStreamCreateWithFlags": runtime.cudaStream_t(), "cudaMemcpy": None,
+    "cudaGraphicsGLRegisterImage": runtime.cudaGraphicsResource_t(), "cudaGraphicsMapResources": None,
+    "cudaGraphicsUnmapResources": None, "cudaGraphicsSubResourceGetMappedArray": runtime.cudaArray_t(),
+    "cudaCreateSurfaceObject": runtime.cudaSurfaceObject_t(), "cudaMallocMipmappedArray": runtime.cudaMipmappedArray_t(),
+    "cudaGetMipmappedArrayLevel": runtime.cudaArray_t(),
+    "cudaGraphicsResourceGetMappedMipmappedArray": runtime.cudaMipmappedArray_t(),
+    "cudaMemcpy2DArrayToArray": None, "cudaCreateTextureObject": runtime.cudaTextureObject_t(),
+    "cuLaunchKernel": None, "cudaFree": None,
+}
+# Called without interop.check (their results are not needed): counted here.
+UNCHECKED = ("cudaGraphicsUnregisterResource", "cudaDestroySurfaceObject", "cudaDestroyTextureObject",
+             "cudaFreeMipmappedArray", "cudaStreamDestroy")
+DRIVER = ("cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuModuleUnload")
+
+
+@pytest.fixture()
+def calls(monkeypatch, qt_app):
+    """A current GL context (llvmpipe), the renderers told CUDA is there, and a Counter of
+    the calls made."""
+    from render.gl.offscreen import OffscreenTarget
+    from render.gpu import cuda_photo_renderer, cuda_sprite_renderer, interop
+
+    made: Counter = Counter()
+    checked = interop.check
+
+    def check(result, call):
+        made[call] += 1
+        try:
+            return checked(result, call)
+        except interop.CudaError:
+            if call == "cudaMalloc":  # an address of its own, for cudaFree's count
+                return 0x1000 * (made[call] + 1)
+            return STAND_INS[call]
+
+    def counted(name, function):
+        def call(*args):
+            made[name] += 1
+            return function(*args)
+        return call
+
+    def without_driver(function):
+        def call(*args):
+            try:
+                return function(*args)  # the binding checks the arguments first
+            except DynamicLibNotFoundError:
+                return (driver.CUresult.CUDA_ERROR_NO_DEVICE, None)
+        return call
+
+    monkeypatch.setattr(interop, "check", check)
+    monkeypatch.setattr(interop, "_ptx", lambda source, name: b"// stand-in PTX\n")
+    for name in UNCHECKED:
+        monkeypatch.setattr(runtime, name, counted(name, getattr(runtime, name)))
+    for name in DRIVER:
+        monkeypatch.setattr(driver, name, without_driver(getattr(driver, name)))
+    for module in (cuda_photo_renderer, cuda_sprite_renderer):
+        monkeypatch.setattr(module, "cuda_unavailable", lambda: None)
+    free = runtime.cudaFree
+
+    def freed(pointer):
+        made["buffers freed"] += int(pointer) != 0
+        return free(pointer)
+
+    monkeypatch.setattr(runtime, "cudaFree", freed)
+    with OffscreenTarget(512, 512):
+        yield made
+
+
+def test_the_photo_renderer_uploads_once_and_makes_each_frame_with_two_launches(calls):
+    from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
+    from tests.harness.drawn_portrait import drawn_portrait
+
+    rig = drawn_portrait()
+    renderer = CudaPhotoRenderer()
+    renderer.initialize()
+    renderer.set_rig(rig)
+    renderer.resize(512, 512)
+    after_rig = calls.copy()
+    assert after_rig["cudaMemcpy"] == 5 == renderer.host_copies      # records, basis, statics, 2 triangle lists
+    assert after_rig["cudaMemcpy2DArrayToArray"] == 10                # the picture's 10 levels, device to device
+    poses = [MouthPose(v, (v + 3) % 15, 0.4, 0.8) for v in range(6)]
+    for i, pose in enumerate(poses):
+        renderer.draw(pose, 0.6 if i % 2 else 0.0, 0.3)
+    renderer.draw(poses[-1], 0.6, 0.3)  # the same pose: the frame is kept
+    frames = calls - after_rig
+    assert renderer.frames == len(poses)
+    assert frames["cuLaunchKernel"] == 2 * len(poses)                 # skin, then the opening
+    assert frames["cudaGraphicsMapResources"] == frames["cudaGraphicsUnmapResources"] == len(poses)
+    assert frames["cudaCreateSurfaceObject"] == frames["cudaDestroySurfaceObject"] == len(poses)
+    assert frames["cudaMemcpy"] == frames["cudaMalloc"] == 0          # no copy, no allocation per frame
+    assert renderer.vertex_uploads == 3                               # the eyes' records, blinking frames only
+    p = renderer._params[0]
+    rows, weights = rig.pose_terms(poses[-1], 0.6)
+    assert tuple(p["rows"]) == rows and np.allclose(p["weights"], weights)
+    assert (p["width"], p["height"]) == renderer.mouth_size and p["mipmaps"] == 0
+    assert p["snap"] == 256.0 and p["vertices"] == rig.vertex_count
+
+    renderer.resize(300, 300)  # shown smaller: a smaller frame, sampled from the mipmaps
+    renderer.draw(poses[0], 0.0, 0.0)
+    p = renderer._params[0]
+    assert p["mipmaps"] == 1 and (p["width"], p["height"]) == renderer.mouth_size
+    renderer.release()
+    # The picture (registered to copy it, then let go) and each frame texture made.
+    assert calls["cudaGraphicsGLRegisterImage"] == calls["cudaGraphicsUnregisterResource"] >= 3
+    assert calls["cudaDestroyTextureObject"] == calls["cudaFreeMipmappedArray"] == 1
+    assert calls["buffers freed"] == 5 and calls["cudaStreamDestroy"] == 1
+
+
+def test_the_sprite_renderer_uploads_once_and_makes_each_frame_with_one_launch(calls):
+    from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer
+    from tests.harness.drawn_rig import drawn_rig
+
+    rig = drawn_rig(128)
+    renderer = CudaSpriteRenderer()
+    renderer.initialize()
+    renderer.set_rig(rig)
+    renderer.resize(200, 100)
+    after_rig = calls.copy()
+    assert after_rig["cudaMemcpy"] == 3 + len(rig.mouths) == renderer.host_copies
+    for i in range(4):
+        renderer.draw(MouthPose(i, i + 1, 0.5, 0.5), 0.2, 0.1, 0.9)
+    frames = calls - after_rig
+    assert frames["cuLaunchKernel"] == 4 == renderer.frames
+    assert frames["cudaGraphicsMapResources"] == frames["cudaGraphicsUnmapResources"] == 4
+    assert frames["cudaMemcpy"] == frames["cudaMalloc"] == 0
+    renderer.resize(100, 100)
+    renderer.release()
+    assert calls["cudaGraphicsGLRegisterImage"] == calls["cudaGraphicsUnregisterResource"] == 2
+    assert calls["buffers freed"] == 3 + len(rig.mouths) and calls["cudaStreamDestroy"] == 1
