@@ -104,6 +104,28 @@ def _streams(tts_of, text: str, mode, count: int) -> dict:
             "ttfa_max_ms": round(max(first), 2), "underruns": int(underruns)}
 
 
+def _p50_p99(milliseconds: list[float]) -> dict:
+    return {"p50_ms": round(float(np.percentile(milliseconds, 50)), 3),
+            "p99_ms": round(float(np.percentile(milliseconds, 99)), 3)}
+
+
+def _ready(renderers: dict, rig, side: int) -> dict:
+    """The renderers (GL's and CUDA's) set up on `rig` at side², in the current context."""
+    for renderer in renderers.values():
+        renderer.initialize()
+        renderer.set_rig(rig)
+        renderer.resize(side, side)
+    return renderers
+
+
+def _close(result: dict, side: int, worst: int, renderers: dict, copies_before: int, runs: int) -> None:
+    """The size's difference and CUDA's host copies per frame into `result`; the renderers released."""
+    result[f"max_diff_{side}"] = worst
+    result[f"host_copies_per_frame_{side}"] = (renderers["cuda"].host_copies - copies_before) / runs
+    for renderer in renderers.values():
+        renderer.release()
+
+
 def _mouth_frames(runs: int) -> dict:
     """CUDA and GL sprite frames at each size, interleaved frame by frame."""
     from pipeline.core.frames import MouthPose
@@ -122,11 +144,7 @@ def _mouth_frames(runs: int) -> dict:
             target.resize(side, side)
             target.make_current()
             rig = drawn_rig(side)
-            renderers = {"gl": GLRenderer(), "cuda": CudaSpriteRenderer()}
-            for renderer in renderers.values():
-                renderer.initialize()
-                renderer.set_rig(rig)
-                renderer.resize(side, side)
+            renderers = _ready({"gl": GLRenderer(), "cuda": CudaSpriteRenderer()}, rig, side)
             copies_before = renderers["cuda"].host_copies
             times = {name: [] for name in renderers}
             worst = 0
@@ -143,13 +161,8 @@ def _mouth_frames(runs: int) -> dict:
                 if frames:
                     worst = max(worst, int(np.abs(frames["gl"] - frames["cuda"]).max()))
             for name, values in times.items():
-                result[f"{name}_{side}"] = {"p50_ms": round(float(np.percentile(values, 50)), 3),
-                                             "p99_ms": round(float(np.percentile(values, 99)), 3)}
-            result[f"max_diff_{side}"] = worst
-            result[f"host_copies_per_frame_{side}"] = (
-                renderers["cuda"].host_copies - copies_before) / runs
-            for renderer in renderers.values():
-                renderer.release()
+                result[f"{name}_{side}"] = _p50_p99(values)
+            _close(result, side, worst, renderers, copies_before, runs)
     return result
 
 
@@ -165,7 +178,7 @@ def _photo_frames(runs: int) -> dict:
     from render.gl.egl_target import EglTarget
     from render.gl.photo_renderer import PhotoRenderer
     from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
-    from tests.harness.drawn_portrait import drawn_portrait, near_opening_edges
+    from tests.harness.drawn_portrait import compare_mouth_frames, drawn_portrait
 
     result: dict = {}
     with EglTarget(64, 64) as target:
@@ -173,11 +186,7 @@ def _photo_frames(runs: int) -> dict:
             target.resize(side, side)
             target.make_current()
             rig = drawn_portrait(size=side)
-            renderers = {"gl": PhotoRenderer(), "cuda": CudaPhotoRenderer()}
-            for renderer in renderers.values():
-                renderer.initialize()
-                renderer.set_rig(rig)
-                renderer.resize(side, side)
+            renderers = _ready({"gl": PhotoRenderer(), "cuda": CudaPhotoRenderer()}, rig, side)
             copies_before = renderers["cuda"].host_copies
             times = {(name, part): [] for name in renderers for part in ("mouth", "draw")}
             worst, ties = 0, 0
@@ -202,20 +211,14 @@ def _photo_frames(runs: int) -> dict:
                 if frames:
                     # Apart from pixel centres on the opening's edges, which either
                     # rasteriser's rounding may own (tests/test_gpu_frames.py).
-                    diff = np.abs(frames["gl"] - frames["cuda"]).max(axis=2)
-                    near = near_opening_edges(rig, pose, renderers["cuda"].mouth_size)
-                    worst = max(worst, int(diff[~near].max()))
-                    ties += int((diff[near] > 2).sum())
+                    apart, tied = compare_mouth_frames(rig, [pose], [frames["gl"]], [frames["cuda"]],
+                                                       renderers["cuda"].mouth_size, 2)
+                    worst, ties = max(worst, apart), ties + tied
             for (name, part), values in times.items():
-                result[f"{name}_{part}_{side}"] = {"p50_ms": round(float(np.percentile(values, 50)), 3),
-                                                   "p99_ms": round(float(np.percentile(values, 99)), 3)}
+                result[f"{name}_{part}_{side}"] = _p50_p99(values)
             result[f"mouth_frame_size_{side}"] = list(renderers["cuda"].mouth_size)
-            result[f"max_diff_{side}"] = worst
             result[f"tie_pixels_over_2_{side}"] = ties
-            result[f"host_copies_per_frame_{side}"] = (
-                renderers["cuda"].host_copies - copies_before) / runs
-            for renderer in renderers.values():
-                renderer.release()
+            _close(result, side, worst, renderers, copies_before, runs)
     return result
 
 
@@ -251,8 +254,7 @@ def _lip_shape(runs: int) -> dict:
         times["cuda_graph"].append((time.perf_counter() - start) * 1000)
         state = result["next_state"]
         worst = max(worst, float(np.abs(result["probs"] - probs).max()))
-    report = {name: {"p50_ms": round(float(np.percentile(v, 50)), 3),
-                     "p99_ms": round(float(np.percentile(v, 99)), 3)} for name, v in times.items()}
+    report = {name: _p50_p99(values) for name, values in times.items()}
     report["provider_cuda"] = models["cuda"].provider_choice.used
     report["cuda_graph"]["captured"] = engine.graphs == 1
     report["graph_max_diff_probs"] = float(f"{worst:.2e}")

@@ -25,7 +25,7 @@ from pipeline.core.visemes import OVR_VISEMES  # noqa: E402
 from render.gl.egl_target import EglTarget  # noqa: E402
 from render.gl.offscreen import OffscreenError  # noqa: E402
 from render.gl.sprite_renderer import GLRenderer  # noqa: E402
-from tests.harness.drawn_portrait import COMPARED_POSES, drawn_portrait, near_opening_edges  # noqa: E402
+from tests.harness.drawn_portrait import COMPARED_POSES, compare_mouth_frames, drawn_portrait  # noqa: E402
 from tests.harness.drawn_rig import drawn_rig  # noqa: E402
 
 try:
@@ -120,12 +120,7 @@ def test_cuda_photo_mouth_frames_equal_the_gl_ones(closed_lips, view, record_pro
     # Away from the opening's edges, where either rasteriser's rounding owns a pixel
     # centre (drawn_portrait.near_opening_edges), every pixel within BOUND; the ties
     # over it are counted and said.
-    worst, ties = 0, 0
-    for pose, a, b in zip(PHOTO_POSES, gl_mouths, mouths):
-        diff = np.abs(a - b).max(axis=2)
-        near = near_opening_edges(rig, pose, size)
-        worst = max(worst, int(diff[~near].max()))
-        ties += int((diff[near] > BOUND).sum())
+    worst, ties = compare_mouth_frames(rig, PHOTO_POSES, gl_mouths, mouths, size, BOUND)
     # The composite (GL's in both) shows each mouth texel in at most 4 pixels.
     over = max(int((np.abs(a - b).max(axis=2) > BOUND).sum()) for a, b in zip(gl_frames, frames))
     record_property("max_diff_mouth_frame", worst)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from OpenGL import GL
 
-from tests.harness.drawn_portrait import COMPARED_POSES, drawn_portrait, near_opening_edges
+from tests.harness.drawn_portrait import COMPARED_POSES, compare_mouth_frames, drawn_portrait
 
 pytestmark = pytest.mark.display
 
@@ -64,12 +64,7 @@ def test_the_kernel_draws_the_gl_mouth_frames(qt_app, kernel, closed_lips, size,
             gl_frames.append(renderer.read_mouth_frame().astype(np.int16))
             cpu_frames.append(cpu.draw(pose).astype(np.int16))
         renderer.release()
-    worst, ties = 0, 0
-    for pose, a, b in zip(COMPARED_POSES, gl_frames, cpu_frames):
-        diff = np.abs(a - b).max(axis=2)
-        near = near_opening_edges(rig, pose, frame_size)
-        worst = max(worst, int(diff[~near].max()))
-        ties += int((diff[near] > BOUND).sum())
+    worst, ties = compare_mouth_frames(rig, COMPARED_POSES, gl_frames, cpu_frames, frame_size, BOUND)
     record_property("max_diff", worst)
     record_property("tie_pixels_over_bound", ties)
     print(f"\nCPU kernel against GL, {size} px, closed lips {closed_lips}: at most {worst} apart; "

@@ -87,3 +87,16 @@ def near_opening_edges(rig: PhotoRig, pose: MouthPose, size: tuple[int, int]) ->
             t = np.clip(((cx - ax) * dx + (cy - ay) * dy) / max(dx * dx + dy * dy, 1e-12), 0.0, 1.0)
             near |= np.hypot(cx - ax - t * dx, cy - ay - t * dy) < TIE_DISTANCE
     return near
+
+
+def compare_mouth_frames(rig: PhotoRig, poses, frames_a, frames_b, size: tuple[int, int],
+                         bound: int) -> tuple[int, int]:
+    """(largest difference away from the opening's edges, pixels over `bound` on them)
+    between two producers' mouth frames of `poses` (int arrays, H×W×4)."""
+    worst, ties = 0, 0
+    for pose, a, b in zip(poses, frames_a, frames_b):
+        diff = np.abs(a.astype(np.int16) - b.astype(np.int16)).max(axis=2)
+        near = near_opening_edges(rig, pose, size)
+        worst = max(worst, int(diff[~near].max()))
+        ties += int((diff[near] > bound).sum())
+    return worst, ties
