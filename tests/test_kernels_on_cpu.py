@@ -20,11 +20,11 @@ pytestmark = pytest.mark.display
 # with float ones: 1 level apart at 512 px, 2 at 1024 px (measured on llvmpipe), away
 # from the ties near_opening_edges marks. 2 is the bound for GPU frames.
 BOUND = 2
-# The sprite shader fades and cross-fades its samples before GL blends them; llvmpipe
-# runs that arithmetic in 8-bit fixed point (each sample, fade and mix rounded), the
-# kernel in float as NVIDIA's GL does: a level per rounding at worst. Measured: 6 of
-# 11.8 million pixels 3 apart, 1,470 2 apart, over the 60 frames below. On the GPU
-# the same kernel is within 1 of GL (tests/test_gpu_frames.py, BOUND 2 there).
+# The sprite frame is 3 layers, each faded, cross-faded and blended over the last and
+# rounded to 8 bits. llvmpipe does that arithmetic in 8-bit fixed point, with roundings
+# of its own; the kernel does it in float, as NVIDIA's GL does: up to a level apart per
+# layer. Measured: 6 of 11.8 million pixels 3 apart, 1,470 2 apart, over the 60 frames
+# below. On the GPU the kernel is within 1 of GL (tests/test_gpu_frames.py, BOUND 2).
 SPRITE_BOUND = 3
 
 
