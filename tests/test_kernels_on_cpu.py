@@ -3,8 +3,8 @@ shaders/sprite.cu themselves, built for the CPU (tests/harness/kernel_on_cpu.py)
 against the GL renderers on Mesa's llvmpipe. The photo rig's mouth frames for every
 viseme shut, open and mixed, with the photo's teeth and with drawn ones; the sprite
 rig's frames for every viseme pair with blinks, breathing and fades. What the CPU
-cannot run — CUDA-GL interop, the texture unit's sampling and mipmaps, the launches —
-is tests/test_gpu_frames.py's, on an NVIDIA GPU."""
+cannot run — CUDA-GL interop, the texture unit's own sampling, the launches — is
+tests/test_gpu_frames.py's, on an NVIDIA GPU."""
 
 from __future__ import annotations
 
@@ -42,53 +42,85 @@ def sprite_kernel(tmp_path_factory):
     return build(tmp_path_factory.mktemp("kernel"), "sprite")
 
 
-@pytest.mark.parametrize("closed_lips, size", [(False, 512), (True, 512), (False, 1024), (True, 1024)],
-                         ids=["photo teeth", "drawn teeth", "photo teeth, 1024 px", "drawn teeth, 1024 px"])
-def test_the_kernel_draws_the_gl_mouth_frames(qt_app, kernel, closed_lips, size, record_property):
+def _mouth_frames(kernel, rig, view: int):
+    """(GL's mouth frames, the CPU kernel's, the still picture, the frame's size, whether
+    it samples mipmaps) over COMPARED_POSES, the portrait shown at view²."""
     from render.gl.offscreen import OffscreenTarget
     from render.gl.photo_renderer import PhotoRenderer
     from tests.harness.kernel_on_cpu import CpuMouthFrames
 
-    rig = drawn_portrait(closed_lips, size)
-    with OffscreenTarget(size, size):
+    with OffscreenTarget(view, view):
         renderer = PhotoRenderer()
         renderer.initialize()
         renderer.set_rig(rig)
-        renderer.resize(size, size)
-        still, frame_size = renderer.read_mouth_frame(), renderer.mouth_size
+        renderer.resize(view, view)
+        still, frame_size, mipmaps = renderer.read_mouth_frame(), renderer.mouth_size, renderer.frame_scale() < 1
         snap = float(1 << int(GL.glGetIntegerv(GL.GL_SUBPIXEL_BITS)))
-        cpu = CpuMouthFrames(kernel, rig, frame_size, still, snap)
+        cpu = CpuMouthFrames(kernel, rig, frame_size, still, renderer.read_picture_levels(), mipmaps, snap)
         gl_frames, cpu_frames = [], []
         for pose in COMPARED_POSES:
             renderer.draw(pose, 0.0, 0.0)
             gl_frames.append(renderer.read_mouth_frame().astype(np.int16))
             cpu_frames.append(cpu.draw(pose).astype(np.int16))
         renderer.release()
+    return gl_frames, cpu_frames, still, frame_size, mipmaps
+
+
+def _moving(gl_frames, cpu_frames, still) -> None:
+    """Not a comparison of stills: every open pose moved the mouth, and the kernel's open
+    mouths are as many different pictures as GL's."""
+    assert all((frame != still).any() for frame, pose in zip(cpu_frames, COMPARED_POSES) if pose.openness)
+    opened = lambda frames: {f.tobytes() for f, pose in zip(frames, COMPARED_POSES) if pose.openness}  # noqa: E731
+    assert len(opened(cpu_frames)) == len(opened(gl_frames)) > 15
+
+
+@pytest.mark.parametrize("closed_lips, size", [(False, 512), (True, 512), (False, 1024), (True, 1024)],
+                         ids=["photo teeth", "drawn teeth", "photo teeth, 1024 px", "drawn teeth, 1024 px"])
+def test_the_kernel_draws_the_gl_mouth_frames(qt_app, kernel, closed_lips, size, record_property):
+    rig = drawn_portrait(closed_lips, size)
+    gl_frames, cpu_frames, still, frame_size, mipmaps = _mouth_frames(kernel, rig, size)
+    assert not mipmaps
     worst, ties = compare_mouth_frames(rig, COMPARED_POSES, gl_frames, cpu_frames, frame_size, BOUND)
     record_property("max_diff", worst)
     record_property("tie_pixels_over_bound", ties)
     print(f"\nCPU kernel against GL, {size} px, closed lips {closed_lips}: at most {worst} apart; "
           f"{ties} pixels over {BOUND} at ties on the opening's edges in {len(COMPARED_POSES)} frames")
     assert worst <= BOUND
-    # Not a comparison of stills: every open pose moved the mouth, and the kernel's open
-    # mouths are as many different pictures as GL's.
-    assert all((frame != still).any() for frame, pose in zip(cpu_frames, COMPARED_POSES) if pose.openness)
-    opened = lambda frames: {f.tobytes() for f, pose in zip(frames, COMPARED_POSES) if pose.openness}  # noqa: E731
-    assert len(opened(cpu_frames)) == len(opened(gl_frames)) > 15
+    _moving(gl_frames, cpu_frames, still)
+
+
+# Shown smaller, the frame samples the picture's mipmaps (GL's own levels, read back).
+# llvmpipe picks a 2×2 quad's level from its own approximation of the scale factor; the
+# kernel's CPU build from the GL spec's, per pixel. Near a switch of levels the two take
+# neighbouring levels, and on this fine-patterned picture those differ by tens of levels.
+# Measured on llvmpipe: 55 of 266,000 pixels over BOUND (portrait 512 shown at 320),
+# 54 of 600,000 (1024 at 512); shifting the CPU's level choice by ±0.15 explains all
+# but 10 and 7 of them, and any shift of 0.15 makes 40-130 times more, so the level
+# choice is GL's save at the switches. The bound: a thousandth of the pixels.
+MIPMAP_SHARE_OVER_BOUND = 1e-3
+
+
+@pytest.mark.parametrize("closed_lips, size, view", [(False, 512, 320), (True, 512, 320), (False, 1024, 512)],
+                         ids=["photo teeth, 512 at 320", "drawn teeth, 512 at 320", "photo teeth, 1024 at 512"])
+def test_the_kernel_draws_the_gl_mouth_frames_shown_smaller(qt_app, kernel, closed_lips, size, view,
+                                                             record_property):
+    rig = drawn_portrait(closed_lips, size)
+    gl_frames, cpu_frames, still, frame_size, mipmaps = _mouth_frames(kernel, rig, view)
+    assert mipmaps and frame_size[0] < rig.mouth_rect[2] - rig.mouth_rect[0]
+    diff = np.array([np.abs(a - b).max(axis=2) for a, b in zip(gl_frames, cpu_frames)])
+    share = float((diff > BOUND).mean())
+    record_property("share_over_bound", share)
+    print(f"\nCPU kernel against GL, {size} px shown at {view}, closed lips {closed_lips}: "
+          f"{int((diff > BOUND).sum())} of {diff.size} pixels over {BOUND}, "
+          f"{int((diff <= 1).sum())} within 1")
+    assert share <= MIPMAP_SHARE_OVER_BOUND
+    _moving(gl_frames, cpu_frames, still)
 
 
 def test_the_parameter_record_is_laid_out_as_the_kernel_reads_it(kernel):
     from render.gpu.cuda_photo_renderer import PARAMS
 
     assert kernel.params_size() == PARAMS.itemsize == 152
-
-
-def test_frames_shown_smaller_are_refused_on_the_cpu(kernel):
-    from tests.harness.kernel_on_cpu import CpuMouthFrames
-
-    rig = drawn_portrait()
-    with pytest.raises(ValueError, match="full size"):
-        CpuMouthFrames(kernel, rig, (10, 10), np.zeros((10, 10, 4), np.uint8), 256.0)
 
 
 def test_the_sprite_kernel_draws_the_gl_frames(qt_app, sprite_kernel, record_property):

@@ -484,6 +484,21 @@ class PhotoRenderer:
         # Row 0 is the rectangle's top row already.
         return np.frombuffer(data, dtype=np.uint8).reshape(mh, mw, 4).copy()
 
+    def read_picture_levels(self) -> list[np.ndarray]:
+        """The picture texture's mipmap levels as H×W×4 uint8 RGBA (premultiplied), level 0
+        first, top row first: what the mouth frame samples."""
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self._picture)
+        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
+        levels, (w, h) = [], self.canvas_size
+        while True:
+            data = GL.glGetTexImage(GL.GL_TEXTURE_2D, len(levels), GL.GL_RGBA, GL.GL_UNSIGNED_BYTE)
+            levels.append(np.frombuffer(data, dtype=np.uint8).reshape(h, w, 4).copy())
+            if w == h == 1:
+                break
+            w, h = max(1, w // 2), max(1, h // 2)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+        return levels
+
     # -- teardown -----------------------------------------------------------------
 
     def _delete_mouth_frame(self) -> None:

@@ -1,7 +1,7 @@
 // Stand-ins for the few CUDA features shaders/*.cu use, over host memory, so that g++
 // builds the kernels for the CPU (tests/harness/kernel_on_cpu.py) and CI, which has no
 // GPU, compares what they draw with GL's. Texture and surface handles point to
-// HostImage / HostTexture records here.
+// HostTexture (textures) and HostImage (surfaces) records here.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -26,12 +26,12 @@ inline uchar4 make_uchar4(unsigned char x, unsigned char y, unsigned char z, uns
     return {x, y, z, w};
 }
 
-// What the handles in Params point to here: RGBA8 pixels, row 0 first.
+// What the handles in Params point to here: RGBA8 pixels, row 0 first; a texture is its
+// mipmap levels, level 0 first (GL's own, read back, so both sample the same texels).
 struct HostImage { uint8_t* texels; int width, height; };
+struct HostTexture { int levels; HostImage level[16]; };
 
-template <typename T> T tex2DLod(unsigned long long texture, float u, float v, float level);
-template <> float4 tex2DLod<float4>(unsigned long long texture, float u, float v, float) {
-    const HostImage& image = *reinterpret_cast<const HostImage*>(texture);
+inline float4 bilinear(const HostImage& image, float u, float v) {
     float x = u * image.width - 0.5f, y = v * image.height - 0.5f;
     float fx = std::floor(x), fy = std::floor(y);
     float ax = x - fx, ay = y - fy;
@@ -49,8 +49,23 @@ template <> float4 tex2DLod<float4>(unsigned long long texture, float u, float v
     }
     return {out[0], out[1], out[2], out[3]};
 }
-template <typename T> T tex2DGrad(unsigned long long texture, float u, float v, float2, float2) {
-    return tex2DLod<T>(texture, u, v, 0.0f);  // unreached: mipmaps are refused here
+
+template <typename T> T tex2DLod(unsigned long long texture, float u, float v, float level);
+template <> float4 tex2DLod<float4>(unsigned long long texture, float u, float v, float level) {
+    const HostTexture& t = *reinterpret_cast<const HostTexture*>(texture);
+    return bilinear(t.level[std::min(static_cast<int>(level), t.levels - 1)], u, v);
+}
+
+// GL's level choice for LINEAR_MIPMAP_NEAREST (the GL 4.6 spec, 8.14): the scale factor
+// from the larger gradient in texels, level 0 up to λ = ½, then the nearest level.
+template <typename T> T tex2DGrad(unsigned long long texture, float u, float v, float2 ddx, float2 ddy);
+template <> float4 tex2DGrad<float4>(unsigned long long texture, float u, float v, float2 ddx, float2 ddy) {
+    const HostTexture& t = *reinterpret_cast<const HostTexture*>(texture);
+    float w = t.level[0].width, h = t.level[0].height;
+    float rho = std::max(std::hypot(ddx.x * w, ddx.y * h), std::hypot(ddy.x * w, ddy.y * h));
+    float lambda = std::log2(rho);
+    int level = lambda <= 0.5f ? 0 : static_cast<int>(std::ceil(lambda + 0.5f)) - 1;
+    return tex2DLod<float4>(texture, u, v, static_cast<float>(std::min(level, t.levels - 1)));
 }
 
 inline void surf2Dwrite(uchar4 value, unsigned long long surface, int x_bytes, int y) {

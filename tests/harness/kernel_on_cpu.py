@@ -15,7 +15,6 @@ import numpy as np
 
 from pipeline.core.frames import MouthPose
 from pipeline.core.resources import SHADERS_DIR
-from render.gl.sprite_renderer import premultiplied
 from render.gl.sprite_renderer import Rig, letterbox_fit
 from render.gpu import cuda_sprite_renderer as sprite
 from render.gpu.cuda_photo_renderer import (
@@ -45,34 +44,38 @@ def build(folder: Path, kernel: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
+class _HostTexture(ctypes.Structure):
+    _fields_ = [("levels", ctypes.c_int), ("level", _HostImage * 16)]
+
+
 class CpuMouthFrames:
-    """Mouth frames of `rig` at `size` texels (the rectangle shown at full size), made by
-    the kernel on the CPU over `still` (H×W×4, the frame's still picture), each over
-    the last as GL draws each over the last; `snap` is GL's sub-pixel steps per pixel."""
+    """Mouth frames of `rig` at `size` texels, made by the kernel on the CPU over `still`
+    (H×W×4, the frame's still picture), each over the last as GL draws each over the
+    last. `levels` are the picture's mipmap levels as GL holds them (level 0 first),
+    `mipmaps` whether the frame samples them (shown smaller), `snap` GL's sub-pixel
+    steps per pixel."""
 
     def __init__(self, lib: ctypes.CDLL, rig: PhotoRig, size: tuple[int, int], still: np.ndarray,
-                 snap: float) -> None:
-        x0, y0, x1, y1 = rig.mouth_rect
-        if size != (x1 - x0, y1 - y0):
-            raise ValueError("the CPU kernel samples level 0 only: show the mouth frame at full size")
+                 levels: list[np.ndarray], mipmaps: bool, snap: float) -> None:
         lib.mouth_triangles_on_cpu.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         self._lib, self._rig = lib, rig
         self.frame = np.ascontiguousarray(still.copy())
-        self._picture = np.ascontiguousarray(premultiplied(rig.image))
+        self._levels = [np.ascontiguousarray(level) for level in levels]
         self._arrays = {"rest": np.ascontiguousarray(rig.rest, np.float32),
                         "basis": np.ascontiguousarray(rig.basis, np.float32),
                         "statics": np.ascontiguousarray(rig.static, np.float32),
                         "skin": np.ascontiguousarray(rig.mouth_triangles, np.uint32),
                         "cavity": np.ascontiguousarray(rig.cavity_triangles, np.uint32)}
-        self._images = (_HostImage(self.frame.ctypes.data, *size),
-                        _HostImage(self._picture.ctypes.data, *rig.canvas_size))
+        self._frame = _HostImage(self.frame.ctypes.data, *size)
+        self._picture = _HostTexture(len(self._levels), (_HostImage * 16)(*(
+            _HostImage(level.ctypes.data, level.shape[1], level.shape[0]) for level in self._levels)))
         p = self._params = np.zeros(1, PARAMS)
         for name in ("rest", "basis", "statics"):
             p[name] = self._arrays[name].ctypes.data
-        p["frame"], p["picture"] = (ctypes.addressof(image) for image in self._images)
+        p["frame"], p["picture"] = ctypes.addressof(self._frame), ctypes.addressof(self._picture)
         p["snap"] = snap
         rig_params(p, rig)
-        frame_params(p, rig, size, mipmaps=False)
+        frame_params(p, rig, size, mipmaps)
 
     def draw(self, pose: MouthPose, blink: float = 0.0) -> np.ndarray:
         """The frame at `pose` (a view of the harness's frame: copy to keep it)."""
