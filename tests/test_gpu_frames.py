@@ -87,6 +87,7 @@ def test_cuda_frames_equal_the_gl_frames(size):
 
 
 PHOTO_POSES = COMPARED_POSES
+MIPMAP_SHARE_OVER_BOUND = 1e-3  # tests/test_kernels_on_cpu.py says why
 
 
 def _photo_frames(renderer_type, view: int, rig):
@@ -119,17 +120,26 @@ def test_cuda_photo_mouth_frames_equal_the_gl_ones(closed_lips, view, record_pro
     mouths, frames, _, copies, uploads = _photo_frames(CudaPhotoRenderer, view, rig)
     # Away from the opening's edges, where either rasteriser's rounding owns a pixel
     # centre (drawn_portrait.near_opening_edges), every pixel within BOUND; the ties
-    # over it are counted and said.
+    # over it are counted and said. Shown smaller, the frame samples mipmaps: GL takes a
+    # 2×2 quad's level from differences across the quad, the kernel from the same
+    # gradients computed per triangle, so at a switch between levels they may take
+    # neighbours (on llvmpipe against the CPU build: 55 of 265,000 pixels;
+    # tests/test_kernels_on_cpu.py), and the same share as there is allowed.
     worst, ties = compare_mouth_frames(rig, PHOTO_POSES, gl_mouths, mouths, size, BOUND)
+    share = float(np.mean([(np.abs(a - b).max(axis=2) > BOUND).mean() for a, b in zip(gl_mouths, mouths)]))
     # The composite (GL's in both) shows each mouth texel in at most 4 pixels.
     over = max(int((np.abs(a - b).max(axis=2) > BOUND).sum()) for a, b in zip(gl_frames, frames))
     record_property("max_diff_mouth_frame", worst)
     record_property("tie_pixels_over_bound", ties)
+    record_property("share_over_bound", share)
     print(f"\n{view}px, closed lips {closed_lips}: mouth frames at most {worst} apart away from "
-          f"ties, {ties} tie pixels over {BOUND} in {len(PHOTO_POSES)} frames; whole frames: at "
-          f"most {over} pixels over {BOUND}")
-    assert worst <= BOUND
-    assert over <= 4 * ties
+          f"ties, {ties} tie pixels over {BOUND} in {len(PHOTO_POSES)} frames, a share of "
+          f"{share:.1e} over {BOUND}; whole frames: at most {over} pixels over {BOUND}")
+    if view == 512:
+        assert worst <= BOUND
+        assert over <= 4 * ties
+    else:
+        assert share <= MIPMAP_SHARE_OVER_BOUND
     # The comparison is not of a stuck frame: CUDA's open mouths are as many different
     # pictures as GL's (37 of the 45 at 512 px on llvmpipe: some visemes share a shape).
     opened = lambda frames: {m.tobytes() for m, pose in zip(frames, PHOTO_POSES) if pose.openness > 0}  # noqa: E731
