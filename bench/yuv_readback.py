@@ -119,40 +119,27 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
             draw(k)
             GL.glFlush()
 
-        def feed_order(name: str, k: int, first: bool) -> None:
+        def feed_order(name: str, k: int, first: bool, packed_with_draw: YuyvPass | None = None) -> None:
+            """The frame feed's order: the last tick's frame requested, this one drawn and
+            flushed, whatever is ready collected. With `packed_with_draw` the pass is queued
+            right after the draw (and flushed with it) instead of at the next tick's
+            request, which then only reads the packed bytes: YuyvPass and AsyncReadback
+            used apart."""
             reader = readers[name]
             spent = 0.0
             if not first:
+                if packed_with_draw is not None:
+                    GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, packed_with_draw.fbo)
                 t0 = time.perf_counter()
                 reader.request(k - 1)
                 spent = time.perf_counter() - t0
                 requested_at[name][k - 1] = t0
             draw(k)
+            if packed_with_draw is not None:
+                t0 = time.perf_counter()
+                packed_with_draw.pack()
+                spent += time.perf_counter() - t0
             GL.glFlush()   # rasterised while the tick sleeps, read back at the next
-            t0 = time.perf_counter()
-            got = reader.collect()
-            t1 = time.perf_counter()
-            tick_side[name].append(spent + t1 - t0)
-            if got is not None:
-                to_host[name].append(t1 - requested_at[name].pop(got[1]))
-
-        def feed_order_packed_with_draw(k: int, first: bool) -> None:
-            """The frame feed's order with the pass queued right after the draw (and
-            flushed with it) instead of at the next tick's request, which then only
-            reads the packed bytes: YuyvPass and AsyncReadback used apart."""
-            name, reader = "yuyv_with_draw", readers["yuyv_with_draw"]
-            spent = 0.0
-            if not first:
-                GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, with_draw.fbo)
-                t0 = time.perf_counter()
-                reader.request(k - 1)
-                spent = time.perf_counter() - t0
-                requested_at[name][k - 1] = t0
-            draw(k)
-            t0 = time.perf_counter()
-            with_draw.pack()
-            spent += time.perf_counter() - t0
-            GL.glFlush()
             t0 = time.perf_counter()
             got = reader.collect()
             t1 = time.perf_counter()
@@ -191,7 +178,7 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
 
         modes = {"off": off, "rgba": lambda k, first: feed_order("rgba", k, first),
                  "yuyv": lambda k, first: feed_order("yuyv", k, first),
-                 "yuyv_with_draw": feed_order_packed_with_draw,
+                 "yuyv_with_draw": lambda k, first: feed_order("yuyv_with_draw", k, first, with_draw),
                  "rgba_polled": lambda k, first: polled("rgba_polled", k, first),
                  "yuyv_polled": lambda k, first: polled("yuyv_polled", k, first),
                  "pass_alone": alone}
