@@ -25,7 +25,12 @@ from pipeline.core.visemes import OVR_VISEMES  # noqa: E402
 from render.gl.egl_target import EglTarget  # noqa: E402
 from render.gl.offscreen import OffscreenError  # noqa: E402
 from render.gl.sprite_renderer import GLRenderer  # noqa: E402
-from tests.harness.drawn_portrait import COMPARED_POSES, compare_mouth_frames, drawn_portrait  # noqa: E402
+from tests.harness.drawn_portrait import (  # noqa: E402
+    COMPARED_POSES,
+    MIPMAP_SHARE_OVER_BOUND,
+    compare_mouth_frames,
+    drawn_portrait,
+)
 from tests.harness.drawn_rig import drawn_rig  # noqa: E402
 
 try:
@@ -87,7 +92,6 @@ def test_cuda_frames_equal_the_gl_frames(size):
 
 
 PHOTO_POSES = COMPARED_POSES
-MIPMAP_SHARE_OVER_BOUND = 1e-3  # tests/test_kernels_on_cpu.py says why
 
 
 def _photo_frames(renderer_type, view: int, rig):

@@ -12,7 +12,12 @@ import numpy as np
 import pytest
 from OpenGL import GL
 
-from tests.harness.drawn_portrait import COMPARED_POSES, compare_mouth_frames, drawn_portrait
+from tests.harness.drawn_portrait import (
+    COMPARED_POSES,
+    MIPMAP_SHARE_OVER_BOUND,
+    compare_mouth_frames,
+    drawn_portrait,
+)
 
 pytestmark = pytest.mark.display
 
@@ -89,15 +94,6 @@ def test_the_kernel_draws_the_gl_mouth_frames(qt_app, kernel, closed_lips, size,
     _moving(gl_frames, cpu_frames, still)
 
 
-# Shown smaller, the frame samples the picture's mipmaps (GL's own levels, read back).
-# llvmpipe picks a 2×2 quad's level from its own approximation of the scale factor; the
-# kernel's CPU build from the GL spec's, per pixel. Near a switch of levels the two take
-# neighbouring levels, and on this fine-patterned picture those differ by tens of levels.
-# Measured on llvmpipe: 55 of 266,000 pixels over BOUND (portrait 512 shown at 320),
-# 54 of 600,000 (1024 at 512); shifting the CPU's level choice by ±0.15 explains all
-# but 10 and 7 of them, and any shift of 0.15 makes 40-130 times more, so the level
-# choice is GL's save at the switches. The bound: a thousandth of the pixels.
-MIPMAP_SHARE_OVER_BOUND = 1e-3
 
 
 @pytest.mark.parametrize("closed_lips, size, view", [(False, 512, 320), (True, 512, 320), (False, 1024, 512)],

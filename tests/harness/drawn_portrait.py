@@ -68,6 +68,16 @@ def drawn_portrait(closed_lips: bool = False, size: int = SIZE) -> PhotoRig:
 # centre this close to it.
 TIE_DISTANCE = 2 / 256
 
+# Shown smaller, a mouth frame samples the picture's mipmaps (GL's own levels, read back).
+# llvmpipe picks a 2×2 quad's level from its own approximation of the scale factor; the
+# kernel's CPU build from the GL spec's, per pixel. Near a switch of levels the two take
+# neighbouring levels, and on this fine-patterned picture those differ by tens of levels.
+# Measured on llvmpipe: 55 of 266,000 pixels over 2/255 (portrait 512 shown at 320),
+# 54 of 600,000 (1024 at 512); shifting the CPU's level choice by ±0.15 explains all
+# but 10 and 7 of them, and any shift of 0.15 makes 40-130 times more, so the level
+# choice is GL's save at the switches. The bound: a thousandth of the pixels.
+MIPMAP_SHARE_OVER_BOUND = 1e-3
+
 
 def near_opening_edges(rig: PhotoRig, pose: MouthPose, size: tuple[int, int]) -> np.ndarray:
     """The mouth frame's pixels (H×W, row 0 the rectangle's top) whose centres lie within
