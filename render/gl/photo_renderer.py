@@ -225,7 +225,7 @@ class PhotoRenderer:
             GL.glViewport(0, 0, *size)
             GL.glDisable(GL.GL_BLEND)
             GL.glUseProgram(self.warp_program)
-            scale_xy, offset = self._mouth_transform()
+            scale_xy, offset = mouth_frame_transform(self._rig.mouth_rect)
             GL.glUniform2f(self._warp_u["u_scale"], *scale_xy)
             GL.glUniform2f(self._warp_u["u_offset"], *offset)
             GL.glActiveTexture(GL.GL_TEXTURE0)
@@ -243,9 +243,6 @@ class PhotoRenderer:
         """Mouth frame texels per canvas pixel: 1, or less where the canvas is shown
         smaller (then the picture is sampled from its mipmaps)."""
         return min(1.0, self._fit[0] * self.viewport[0] / self.canvas_size[0])
-
-    def _mouth_transform(self) -> tuple[tuple[float, float], tuple[float, float]]:
-        return mouth_frame_transform(self._rig.mouth_rect)
 
     # -- per frame ----------------------------------------------------------------
 
@@ -273,7 +270,7 @@ class PhotoRenderer:
         GL.glViewport(0, 0, *self.mouth_size)
         GL.glDisable(GL.GL_BLEND)
         GL.glDisable(GL.GL_DEPTH_TEST)
-        scale, offset = self._mouth_transform()
+        scale, offset = mouth_frame_transform(self._rig.mouth_rect)
         self._draw_mesh("skin", scale, offset)
         self._draw_mesh("cavity", scale, offset)
         GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
