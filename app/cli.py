@@ -217,7 +217,7 @@ def _export(args: argparse.Namespace) -> int:
         speech_soundtrack,
     )
     from render.rigs.loader import load_avatar_rig
-    from render.rigs.sprite import RigError
+    from render.rigs.manifest import RigError
 
     if (args.text is None) == (args.audio is None):
         return _fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")

@@ -44,7 +44,7 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
     from pipeline.face.landmarks import PortraitError
     from render.rigs.loader import load_avatar_rig
-    from render.rigs.sprite import RigError
+    from render.rigs.manifest import RigError
 
     if output_window and not has_display:
         print("lipsync-studio: --output-window needs a display; running without it",

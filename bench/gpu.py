@@ -14,7 +14,8 @@ batched (pipeline/infer/engine.py); `requests_per_run` says how many shared a ru
 Mouth frames (where CUDA-GL interop works): the sprite rig's frame made by the CUDA
 kernel (render/gpu/cuda_sprite_renderer.py) against the GL shader path on the same GPU,
 at 512² and 1024², each timed from the draw call to the frame complete in the GL
-framebuffer (glFinish): interop map, kernel, unmap and blit included; the largest
+framebuffer (glFinish): interop map, kernel, unmap and blit included; for the GL path
+also the GPU's own time per frame (timer queries), apart from submission and waiting; the largest
 difference between the two; host copies per frame (the renderers count theirs). The
 same for the photo rig's mouth frame (render/gpu/cuda_photo_renderer.py against
 PhotoRenderer) on portraits of 1024 and 2048 pixels, and the whole avatar frame around
@@ -126,6 +127,31 @@ def _close(result: dict, side: int, worst: int, renderers: dict, copies_before: 
         renderer.release()
 
 
+def _gpu_ms(draw, runs: int) -> dict:
+    """The GPU's own time for `draw(i)`, frame by frame, by GL timer queries
+    (GL_TIME_ELAPSED): where a frame's wall time goes that is not the GPU's work
+    (submission, the wait in glFinish)."""
+    import ctypes
+
+    from OpenGL import GL
+    # The raw entry point: PyOpenGL's wrapper has no array type for GLuint64.
+    from OpenGL.raw.GL.VERSION.GL_3_3 import glGetQueryObjectui64v
+
+    query = int(GL.glGenQueries(1)[0])
+    elapsed = ctypes.c_uint64()
+    values = []
+    # The first query's result is discarded: llvmpipe gave a nonsense first one (674 s).
+    for i in range(-1, runs):
+        GL.glBeginQuery(GL.GL_TIME_ELAPSED, query)
+        draw(i)
+        GL.glEndQuery(GL.GL_TIME_ELAPSED)
+        glGetQueryObjectui64v(query, GL.GL_QUERY_RESULT, ctypes.byref(elapsed))
+        if i >= 0:
+            values.append(elapsed.value / 1e6)
+    GL.glDeleteQueries(1, [query])
+    return _p50_p99(values)
+
+
 def _mouth_frames(runs: int) -> dict:
     """CUDA and GL sprite frames at each size, interleaved frame by frame."""
     from pipeline.core.frames import MouthPose
@@ -162,6 +188,9 @@ def _mouth_frames(runs: int) -> dict:
                     worst = max(worst, int(np.abs(frames["gl"] - frames["cuda"]).max()))
             for name, values in times.items():
                 result[f"{name}_{side}"] = _p50_p99(values)
+            result[f"gl_gpu_time_{side}"] = _gpu_ms(
+                lambda i: renderers["gl"].draw(MouthPose(i % 15, (i + 4) % 15, (i % 10) / 10, 0.5),
+                                               (i % 7) / 7, (i % 5) / 5), runs)
             _close(result, side, worst, renderers, copies_before, runs)
     return result
 
@@ -226,7 +255,8 @@ def _lip_shape(runs: int) -> dict:
     """The lip-shape model's step (one 10 ms hop) on the CPU session the app uses, on
     the CUDA provider with its host bindings (LipShapeModel(provider="cuda")), and as a
     captured CUDA graph through the voice's engine layer, interleaved hop by hop; and
-    the largest difference of the graph's outputs from the CPU's."""
+    the largest differences of the CUDA provider's and the graph's outputs from the
+    CPU's."""
     import onnx
 
     from pipeline.infer.engine import Engine
@@ -242,21 +272,24 @@ def _lip_shape(runs: int) -> dict:
     state = np.zeros((2, 1, 160), np.float32)
     engine.prepare({"feats": window, "state": state})
     times: dict[str, list[float]] = {"cpu": [], "cuda": [], "cuda_graph": []}
-    worst = 0.0
+    worst, worst_provider = 0.0, 0.0
     for i, hop in enumerate(hops):
+        probs = {}
         for name, model in models.items():
             start = time.perf_counter()
-            probs, _ = model.step_all_heads(hop)
+            probs[name], _ = model.step_all_heads(hop)
             times[name].append((time.perf_counter() - start) * 1000)
+        worst_provider = max(worst_provider, float(np.abs(probs["cuda"] - probs["cpu"]).max()))
         window = np.concatenate([window[:, 1:], hop[None, None]], axis=1)
         start = time.perf_counter()
         result = dict(zip(outputs, engine.run({"feats": window, "state": state})))
         times["cuda_graph"].append((time.perf_counter() - start) * 1000)
         state = result["next_state"]
-        worst = max(worst, float(np.abs(result["probs"] - probs).max()))
+        worst = max(worst, float(np.abs(result["probs"] - probs["cpu"]).max()))
     report = {name: _p50_p99(values) for name, values in times.items()}
     report["provider_cuda"] = models["cuda"].provider_choice.used
     report["cuda_graph"]["captured"] = engine.graphs == 1
+    report["cuda_max_diff_probs"] = float(f"{worst_provider:.2e}")
     report["graph_max_diff_probs"] = float(f"{worst:.2e}")
     return report
 

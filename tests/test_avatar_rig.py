@@ -14,7 +14,8 @@ import pytest
 
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST, REPO_ROOT
 from pipeline.core.visemes import OVR_VISEMES, RHUBARB_SHAPE
-from render.rigs.sprite import RigError, SpriteRig, load_rig
+from render.rigs.manifest import RigError
+from render.rigs.sprite import SpriteRig, load_rig
 
 DEFAULT_DIR = DEFAULT_AVATAR_MANIFEST.parent
 
@@ -131,7 +132,8 @@ def test_loads_without_any_qt_application():
 import sys, tempfile, pathlib, json, shutil
 sys.path.insert(0, {str(REPO_ROOT)!r})
 from PySide6.QtCore import QCoreApplication
-from render.rigs.sprite import load_rig, RigError
+from render.rigs.manifest import RigError
+from render.rigs.sprite import load_rig
 rig = load_rig({str(DEFAULT_AVATAR_MANIFEST)!r})
 assert QCoreApplication.instance() is None
 assert rig.base[..., 3].any()

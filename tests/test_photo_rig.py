@@ -345,7 +345,7 @@ BAD_MANIFESTS = [
 @pytest.mark.parametrize("spoil, message", BAD_MANIFESTS)
 def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
     from render.rigs.photo import load_photo_rig, save_photo_rig
-    from render.rigs.sprite import RigError
+    from render.rigs.manifest import RigError
 
     manifest = save_photo_rig(rig, tmp_path / "avatar")
     data = json.loads(manifest.read_text())
@@ -357,7 +357,7 @@ def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
 
 def test_unreadable_manifests(tmp_path):
     from render.rigs.photo import load_photo_rig
-    from render.rigs.sprite import RigError
+    from render.rigs.manifest import RigError
 
     with pytest.raises(RigError, match="manifest not found"):
         load_photo_rig(tmp_path)

@@ -53,7 +53,7 @@ from pipeline.voice.speaker import (
 from render.gl.offscreen import OffscreenError, gl_renderer, renders_on_cpu
 from render.outputs.avatar_view import PRESENTED, AvatarView
 from render.rigs.loader import PICTURE_SUFFIXES, AvatarRig, is_picture, load_avatar_rig
-from render.rigs.sprite import RigError
+from render.rigs.manifest import RigError
 
 log = logging.getLogger(__name__)
 

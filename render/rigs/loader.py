@@ -11,7 +11,8 @@ from render.gl.photo_renderer import PhotoRenderer
 from render.gl.sprite_renderer import GLRenderer
 from render.rigs.photo import FORMAT as PHOTO_FORMAT
 from render.rigs.photo import PhotoRig, import_portrait, load_photo_rig
-from render.rigs.sprite import RigError, SpriteRig, load_rig
+from render.rigs.manifest import RigError
+from render.rigs.sprite import SpriteRig, load_rig
 
 AvatarRig = SpriteRig | PhotoRig
 PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg")

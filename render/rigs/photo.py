@@ -42,7 +42,7 @@ from pipeline.face.landmarks import (
     find_face,
     load_portrait,
 )
-from render.rigs.sprite import RigError, check_manifest_header
+from render.rigs.manifest import RigError, check_manifest_header
 
 FORMAT = "lipsync-studio.photo-rig"
 VERSION = 1

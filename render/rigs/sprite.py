@@ -23,6 +23,7 @@ from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
 from pipeline.core.visemes import OVR_VISEMES
+from render.rigs.manifest import RigError, check_manifest_header
 
 FORMAT = "lipsync-studio.sprite-rig"
 VERSION = 1
@@ -32,14 +33,6 @@ OPTIONAL_KEYS: tuple[str, ...] = ("license", "author")
 # Larger canvases would need gigabytes once every mouth is rasterised.
 MAX_CANVAS = 4096
 _SVG_TEXT_TAGS = frozenset({"text", "tspan", "textPath", "textArea", "flowRoot"})
-
-
-class RigError(Exception):
-    """A rig that cannot be used; the message is meant for the user who made it."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass
@@ -121,33 +114,6 @@ def _read_manifest(path: Path) -> dict:
     if not isinstance(data, dict):
         raise RigError(f"Avatar rig manifest {path} must hold a JSON object {{...}}, not {type(data).__name__}.")
     return data
-
-
-def check_manifest_header(where: str, manifest: dict, fmt: str, version: int,
-                          required: tuple[str, ...], optional: tuple[str, ...]) -> str:
-    """What every rig manifest shares: its keys, "format", "version", "name" and optional
-    texts. Returns the name; RigError says what is wrong."""
-    missing = [k for k in required if k not in manifest]
-    if missing:
-        raise RigError(f"{where}: missing key(s) {', '.join(map(repr, missing))}.")
-    unknown = sorted(set(manifest) - set(required) - set(optional))
-    if unknown:
-        allowed = ", ".join(required + optional)
-        raise RigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys are {allowed}.")
-    if manifest["format"] != fmt:
-        raise RigError(f'{where}: "format" is {manifest["format"]!r}, expected {fmt!r}.')
-    found = manifest["version"]
-    if isinstance(found, bool) or not isinstance(found, int):
-        raise RigError(f'{where}: "version" must be a whole number, not {found!r}.')
-    if found != version:
-        raise RigError(f"{where}: format version {found} is not supported; this Lipsync Studio reads version {version}.")
-    name = manifest["name"]
-    if not isinstance(name, str) or not name.strip():
-        raise RigError(f'{where}: "name" must be a non-empty text.')
-    for key in optional:
-        if key in manifest and not isinstance(manifest[key], str):
-            raise RigError(f'{where}: "{key}" must be a text, not {manifest[key]!r}.')
-    return name
 
 
 def _check_canvas(where: str, canvas) -> tuple[int, int]:

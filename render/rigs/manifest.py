@@ -1,0 +1,40 @@
+"""What every rig manifest shares, and the error a broken rig raises: kept apart from the
+sprite rig's loader, which needs Qt to rasterise SVGs, so that photo rigs and their
+renderers load without Qt (the GPU test machine has none)."""
+
+from __future__ import annotations
+
+
+class RigError(Exception):
+    """A rig that cannot be used; the message is meant for the user who made it."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def check_manifest_header(where: str, manifest: dict, fmt: str, version: int,
+                          required: tuple[str, ...], optional: tuple[str, ...]) -> str:
+    """What every rig manifest shares: its keys, "format", "version", "name" and optional
+    texts. Returns the name; RigError says what is wrong."""
+    missing = [k for k in required if k not in manifest]
+    if missing:
+        raise RigError(f"{where}: missing key(s) {', '.join(map(repr, missing))}.")
+    unknown = sorted(set(manifest) - set(required) - set(optional))
+    if unknown:
+        allowed = ", ".join(required + optional)
+        raise RigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys are {allowed}.")
+    if manifest["format"] != fmt:
+        raise RigError(f'{where}: "format" is {manifest["format"]!r}, expected {fmt!r}.')
+    found = manifest["version"]
+    if isinstance(found, bool) or not isinstance(found, int):
+        raise RigError(f'{where}: "version" must be a whole number, not {found!r}.')
+    if found != version:
+        raise RigError(f"{where}: format version {found} is not supported; this Lipsync Studio reads version {version}.")
+    name = manifest["name"]
+    if not isinstance(name, str) or not name.strip():
+        raise RigError(f'{where}: "name" must be a non-empty text.')
+    for key in optional:
+        if key in manifest and not isinstance(manifest[key], str):
+            raise RigError(f'{where}: "{key}" must be a text, not {manifest[key]!r}.')
+    return name
