@@ -20,6 +20,11 @@ alike, the rest of each 33.3 ms period slept as the feed's timer does:
 - yuyv_with_draw: the feed's order with the pass queued right after the draw (flushed
   with it) and only the packed bytes requested at the next tick, YuyvPass and
   AsyncReadback used apart: whether another order would take the pass off the tick.
+- feed_next_tick_*, feed_with_draw_* (rgba, yuyv): render/outputs/frame_feed.py's
+  tick as it is (whatever is ready collected, then this tick's frame drawn), the frame
+  requested at the next tick (still in the framebuffer) or right after its draw, in the
+  same flush. `ticks_from_draw_to_host` counts frames by the ticks from their draw to
+  the collect that returned them: 1, the next tick, is the soonest.
 - pass_alone: draw, glFinish, then the YUYV pass alone (YuyvPass.pack) and glFinish:
   what converting costs the GPU, which on llvmpipe is CPU threads.
 
@@ -61,6 +66,8 @@ SIZES = ((1280, 720), (1920, 1080))
 FPS = 30
 BLOCK = 30
 POLL_S = 1e-4
+# The frame feed's two orders (feed()): a frame requested at the next tick, or with its draw.
+FEED_ORDERS = ("next_tick", "with_draw")
 BACKGROUND = (32, 35, 42)    # the app's default solid background
 EGL = os.environ.get("PYOPENGL_PLATFORM") == "egl"
 
@@ -96,7 +103,10 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
                    "yuyv": YuyvReadback(width, height, BACKGROUND),
                    "rgba_polled": AsyncReadback(width, height),
                    "yuyv_polled": YuyvReadback(width, height, BACKGROUND),
-                   "yuyv_with_draw": AsyncReadback(width // 2, height)}
+                   "yuyv_with_draw": AsyncReadback(width // 2, height),
+                   **{f"feed_{order}_{kind}": (YuyvReadback(width, height, BACKGROUND) if kind == "yuyv"
+                                               else AsyncReadback(width, height))
+                      for order in FEED_ORDERS for kind in ("rgba", "yuyv")}}
         packer = YuyvPass(width, height, BACKGROUND)
         with_draw = YuyvPass(width, height, BACKGROUND)
 
@@ -114,6 +124,11 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
         to_host = {name: [] for name in readers}
         pass_alone: list[float] = []
         requested_at: dict[str, dict[int, float]] = {"rgba": {}, "yuyv": {}, "yuyv_with_draw": {}}
+        feed_names = [f"feed_{order}_{kind}" for order in FEED_ORDERS for kind in ("rgba", "yuyv")]
+        for name in feed_names:
+            tick_side[name] = []
+            requested_at[name] = {}
+        ticks_to_host: dict[str, list[int]] = {name: [] for name in feed_names}
 
         def off(k: int, first: bool) -> None:
             draw(k)
@@ -146,6 +161,32 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
             tick_side[name].append(spent + t1 - t0)
             if got is not None:
                 to_host[name].append(t1 - requested_at[name].pop(got[1]))
+
+        def feed(name: str, k: int, first: bool, with_draw: bool) -> None:
+            """render/outputs/frame_feed.py's tick as it is: whatever is ready collected
+            before this tick's frame is drawn; the frame requested at the next tick, still
+            in the framebuffer (`with_draw` False), or right after it is drawn, in the same
+            flush (True). `ticks_to_host` counts the ticks from a frame's draw to the tick
+            that collects it: 1 is the next tick, as soon as it can be."""
+            reader = readers[name]
+            t0 = time.perf_counter()
+            if not with_draw and not first:
+                reader.request(k - 1)
+            got = reader.collect()
+            spent = time.perf_counter() - t0
+            if got is not None:
+                requested_at[name].pop(got[1])
+                ticks_to_host[name].append(k - got[1])
+            draw(k)
+            if with_draw:
+                t0 = time.perf_counter()
+                reader.request(k)
+                spent += time.perf_counter() - t0
+                requested_at[name][k] = t0
+            else:
+                GL.glFlush()
+                requested_at[name][k] = t0
+            tick_side[name].append(spent)
 
         def polled(name: str, k: int, first: bool) -> None:
             reader = readers[name]
@@ -181,13 +222,16 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
                  "yuyv_with_draw": lambda k, first: feed_order("yuyv_with_draw", k, first, with_draw),
                  "rgba_polled": lambda k, first: polled("rgba_polled", k, first),
                  "yuyv_polled": lambda k, first: polled("yuyv_polled", k, first),
-                 "pass_alone": alone}
+                 "pass_alone": alone,
+                 **{f"feed_{order}_{kind}": (lambda k, first, name=f"feed_{order}_{kind}",
+                                             with_draw=order == "with_draw": feed(name, k, first, with_draw))
+                    for order in FEED_ORDERS for kind in ("rgba", "yuyv")}}
         tick_times = {name: [] for name in modes}
         for k in range(10):        # shaders, textures and PyOpenGL's lazy set-up
             for tick in modes.values():
                 tick(k, k == 0)
         end_block()
-        for samples in (*tick_side.values(), *to_host.values(), pass_alone):
+        for samples in (*tick_side.values(), *to_host.values(), pass_alone, *ticks_to_host.values()):
             samples.clear()
         period = 1.0 / FPS
         next_tick = time.perf_counter()
@@ -227,6 +271,11 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
                 "tick_ms": p50_p99(tick_times["yuyv_with_draw"]),
                 "to_host_feed_order_ms": p50_p99(to_host["yuyv_with_draw"]),
                 "readback_stats": stats["yuyv_with_draw"]},
+            "feed_orders": {name: {
+                "tick_side_ms": p50_p99(tick_side[name]),
+                "ticks_from_draw_to_host": {str(n): ticks_to_host[name].count(n)
+                                            for n in sorted(set(ticks_to_host[name]))},
+                "readback_stats": stats[name]} for name in feed_names},
             "off_tick_ms": p50_p99(tick_times["off"]),
             "pass_alone_ms": p50_p99(pass_alone),
             "pass_alone_tick_ms": p50_p99(tick_times["pass_alone"]),
