@@ -12,7 +12,7 @@ Per 10 ms hop two costs are timed on the mic thread: inference (`infer_*`, the n
 onnxruntime run, what the issue's 1 ms goal is about) and the whole analysis of the hop
 (`hop_*`: resampling, log-mel features, inference and smoothing).
 
-Usage: python bench/mic_latency.py [--seconds 12] [--provider cpu]
+Usage: python bench/mic_latency.py [--seconds 12]
                                    [--out bench/results/mic_latency.json]
 """
 
@@ -23,7 +23,6 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +30,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine import describe, publish  # noqa: E402
-from pipeline.infer.sessions import PROVIDERS  # noqa: E402
 
 SPEECH = ("Hello everyone and welcome back. Today we are building a paper robot, "
           "five big boxes of glue, and a very patient cat. Thank you for watching the stream!")
@@ -119,8 +117,6 @@ def _run(analyser, speech: np.ndarray, seconds: float) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=12.0)
-    parser.add_argument("--provider", choices=PROVIDERS, default="cpu",
-                        help="the lip-shape model's execution provider")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -136,9 +132,8 @@ def main() -> int:
     speech = _speech(jack_server.rate)
     modes = {}
     for mode, lookahead in MODES_MS.items():
-        model = LipShapeModel(lookahead_ms=lookahead, provider=args.provider)
+        model = LipShapeModel(lookahead_ms=lookahead)
         result = _run(ModelAnalyser(model), speech, args.seconds)
-        result["provider"] = asdict(model.provider_choice)
         result["lookahead_ms"] = lookahead
         result["goal_p50_ms"] = 10 + lookahead
         result["goal_p99_ms"] = 20 + lookahead

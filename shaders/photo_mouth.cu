@@ -13,6 +13,13 @@
 // surface, 8-bit rounded as in an RGBA8 framebuffer; row 0 is the rectangle's top row,
 // as in the GL frame. The skin launch runs before the cavity launch on one stream:
 // GL draws the cavity over the skin.
+//
+// Triangles overlap where the opening mouth folds the mesh, and GL draws them one after
+// another, the later over the earlier; here their blocks shade at once. So a covered
+// pixel is not written at once: its colour goes into `owner` with the triangle's place
+// in GL's drawing order above it, an atomic max keeps the latest triangle's, and
+// mouth_resolve writes each pixel's winner after the last launch (on the H200, writing
+// at once left pixels up to 113/255 from GL's where blocks raced: bench/results/gpu_h200.json).
 
 #define RECORD 9   // x, y, u_up, v_up, u_lo, v_lo, depth_up, depth_lo, teeth (render/rigs/photo.py)
 #define STATIC 2   // half the lips' rest gap (px), |x| across the mouth
@@ -25,7 +32,9 @@ struct Params {
     const float* basis;              // rows×V×RECORD
     const float* statics;            // V×STATIC
     const unsigned int* triangles;   // T×3
+    unsigned long long* owner;       // width×height: (place + 1) << 32 | RGBA8 of the latest triangle, 0 none
     int vertices, width, height, cavity;  // cavity: 0 skin (photo_warp.frag), 1 photo_cavity.frag
+    int first;                       // the place of the launch's first triangle in GL's drawing order
     int rows[TERMS];
     int mipmaps;                     // 0: level 0 only (GL_LINEAR), 1: the nearest level
     float weights[TERMS];
@@ -35,7 +44,7 @@ struct Params {
     float snap;                      // sub-pixel steps per pixel (GL_SUBPIXEL_BITS)
 };
 // render/gpu/cuda_photo_renderer.py's PARAMS lays out these bytes.
-static_assert(sizeof(Params) == 152, "Params changed: change PARAMS too");
+static_assert(sizeof(Params) == 168, "Params changed: change PARAMS too");
 
 __device__ float smooth(float e0, float e1, float x) {  // GLSL smoothstep
     float t = fminf(fmaxf((x - e0) / (e1 - e0), 0.0f), 1.0f);
@@ -148,8 +157,17 @@ __device__ void load_records(const Params& p, float record[3][RECORD + STATIC], 
     }
 }
 
-// Thread t of `threads`'s share of the triangle's pixels.
-__device__ void shade_triangle(const Params& p, const float record[3][RECORD + STATIC], int t, int threads) {
+// Pixel (px, py) covered by `triangle` of the launch with colour c: kept if no later
+// triangle in GL's drawing order covers it.
+__device__ void keep(const Params& p, int triangle, int px, int py, float4 c) {
+    unsigned long long colour = unorm8(c.x) | unorm8(c.y) << 8 | unorm8(c.z) << 16 | (unsigned int)unorm8(c.w) << 24;
+    unsigned long long place = (unsigned long long)(p.first + triangle + 1) << 32;
+    atomicMax(p.owner + (size_t)py * p.width + px, place | colour);
+}
+
+// Thread t of `threads`'s share of triangle `triangle`'s pixels.
+__device__ void shade_triangle(const Params& p, const float record[3][RECORD + STATIC], int triangle,
+                               int t, int threads) {
     // Window positions as the vertex shader and the viewport make them, then snapped.
     float wx[3], wy[3];
     long long X[3], Y[3];
@@ -207,7 +225,7 @@ __device__ void shade_triangle(const Params& p, const float record[3][RECORD + S
             a[k].dy = ly[0] * record[0][k] + ly[1] * record[1][k] + ly[2] * record[2][k];
         }
         float4 c = p.cavity ? cavity(p, a, px & 1, py & 1) : skin(p, a + 2);
-        surf2Dwrite(make_uchar4(unorm8(c.x), unorm8(c.y), unorm8(c.z), unorm8(c.w)), p.frame, px * 4, py);
+        keep(p, triangle, px, py, c);
     }
 }
 
@@ -215,5 +233,18 @@ extern "C" __global__ void mouth_triangles(const Params p) {
     __shared__ float record[3][RECORD + STATIC];
     load_records(p, record, blockIdx.x, threadIdx.x);
     __syncthreads();
-    shade_triangle(p, record, threadIdx.x, blockDim.x);
+    shade_triangle(p, record, blockIdx.x, threadIdx.x, blockDim.x);
+}
+
+// Each pixel a triangle covered gets its latest triangle's colour, and `owner` is
+// cleared for the next frame; the others keep the still picture.
+extern "C" __global__ void mouth_resolve(const Params p) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= p.width * p.height) return;
+    unsigned long long kept = p.owner[n];
+    if (kept == 0) return;
+    unsigned int c = (unsigned int)kept;
+    surf2Dwrite(make_uchar4(c & 255u, (c >> 8) & 255u, (c >> 16) & 255u, c >> 24), p.frame,
+                (n % p.width) * 4, n / p.width);
+    p.owner[n] = 0;
 }

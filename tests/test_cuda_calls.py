@@ -7,7 +7,7 @@ compiled by g++ in tests/test_kernels_on_cpu.py and by NVRTC on the GPU).
 
 What this shows: every call is well formed, and the renderers make the calls they should
 — the rig's uploads once, per frame a map, a surface, the launches and an unmap and no
-copy, every registration let go. What the driver does with the calls is
+copy or allocation, every registration and buffer let go. What the driver does with the calls is
 tests/test_gpu_frames.py's, on an NVIDIA GPU."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ STAND_INS = {
     "cudaGetMipmappedArrayLevel": runtime.cudaArray_t(),
     "cudaGraphicsResourceGetMappedMipmappedArray": runtime.cudaMipmappedArray_t(),
     "cudaMemcpy2DArrayToArray": None, "cudaCreateTextureObject": runtime.cudaTextureObject_t(),
-    "cuLaunchKernel": None, "cudaFree": None,
+    "cuLaunchKernel": None, "cudaFree": None, "cudaMemset": None,
 }
 # Called without interop.check (their results are not needed): counted here.
 UNCHECKED = ("cudaGraphicsUnregisterResource", "cudaDestroySurfaceObject", "cudaDestroyTextureObject",
@@ -96,7 +96,7 @@ def calls(monkeypatch, qt_app):
         yield made
 
 
-def test_the_photo_renderer_uploads_once_and_makes_each_frame_with_two_launches(calls):
+def test_the_photo_renderer_uploads_once_and_makes_each_frame_with_three_launches(calls):
     from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
     from tests.harness.drawn_portrait import drawn_portrait
 
@@ -114,7 +114,7 @@ def test_the_photo_renderer_uploads_once_and_makes_each_frame_with_two_launches(
     renderer.draw(poses[-1], 0.6, 0.3)  # the same pose: the frame is kept
     frames = calls - after_rig
     assert renderer.frames == len(poses)
-    assert frames["cuLaunchKernel"] == 2 * len(poses)                 # skin, then the opening
+    assert frames["cuLaunchKernel"] == 3 * len(poses)                 # skin, the opening, then each pixel's latest
     assert frames["cudaGraphicsMapResources"] == frames["cudaGraphicsUnmapResources"] == len(poses)
     assert frames["cudaCreateSurfaceObject"] == frames["cudaDestroySurfaceObject"] == len(poses)
     assert frames["cudaMemcpy"] == frames["cudaMalloc"] == 0          # no copy, no allocation per frame
@@ -133,7 +133,9 @@ def test_the_photo_renderer_uploads_once_and_makes_each_frame_with_two_launches(
     # The picture (registered to copy it, then let go) and each frame texture made.
     assert calls["cudaGraphicsGLRegisterImage"] == calls["cudaGraphicsUnregisterResource"] >= 3
     assert calls["cudaDestroyTextureObject"] == calls["cudaFreeMipmappedArray"] == 1
-    assert calls["buffers freed"] == 5 and calls["cudaStreamDestroy"] == 1
+    # The pixels' latest-triangle buffer: one zeroed for each size the frame had.
+    assert calls["cudaMemset"] >= 2 and calls["cudaMalloc"] == 5 + calls["cudaMemset"]
+    assert calls["buffers freed"] == calls["cudaMalloc"] and calls["cudaStreamDestroy"] == 1
 
 
 def test_the_sprite_renderer_uploads_once_and_makes_each_frame_with_one_launch(calls):

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from pipeline.infer.sessions import PROVIDERS, ProviderChoice, build_session
-from pipeline.lipsync.model import DEFAULT_MODEL, LipShapeModel
+from pipeline.lipsync.model import DEFAULT_MODEL
 
 AVAILABLE = onnxruntime.get_available_providers()
 GPU = {"cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
@@ -81,13 +81,3 @@ def test_an_unknown_provider_is_refused():
     assert PROVIDERS == ("auto", "cpu", "cuda", "tensorrt")
     with pytest.raises(ValueError, match="provider must be one of auto, cpu, cuda, tensorrt"):
         build_session(_doubler(), "gpu")
-
-
-def test_the_lip_shape_model_goes_through_the_builder():
-    assert LipShapeModel().provider_choice == ProviderChoice("cpu", "cpu", None)
-    if "CUDAExecutionProvider" not in AVAILABLE:
-        model = LipShapeModel(provider="cuda")
-        assert model.provider_choice.used == "cpu" and "no CUDA" in model.provider_choice.reason
-        # Falling back leaves a working model.
-        frames = model.push(np.zeros(1600, np.float32), 16000)
-        assert len(frames) == 10

@@ -77,16 +77,20 @@ class LipShapeModel:
 
     The head used is the one with the largest lookahead not above `lookahead_ms`
     (10, 30 or 60 ms). The first push fixes the sample rate; pushing another rate
-    starts a new stream (time restarts at 0). `provider` is one of
-    pipeline.infer.sessions.PROVIDERS; `provider_choice` says what the model got.
+    starts a new stream (time restarts at 0).
+
+    It runs on the CPU, whatever the machine has: on the H200 test machine a step took
+    0.12 ms P50 there against 0.18 ms as a CUDA graph through pipeline/infer/engine.py
+    and 0.46 ms on onnxruntime's CUDA provider with these host-bound I/O bindings, whose
+    outputs were also up to 0.80 away from the CPU's (bench/gpu.py's lip_shape_model,
+    bench/results/gpu_h200*.json).
     """
 
-    def __init__(self, path: Path | str = DEFAULT_MODEL, lookahead_ms: float = MODES_MS[DEFAULT_MODE],
-                 provider: str = "cpu"):
+    def __init__(self, path: Path | str = DEFAULT_MODEL, lookahead_ms: float = MODES_MS[DEFAULT_MODE]):
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"lip-shape model not found: {path}")
-        self._session, self.provider_choice = build_session(str(path), provider)
+        self._session, _ = build_session(str(path), "cpu")
         meta = self._session.get_modelmeta().custom_metadata_map
         self.head_lookaheads = tuple(int(v) for v in meta["lookahead_frames"].split(","))
         self._context = int(meta["context_frames"])

@@ -3,10 +3,11 @@ frame texture through CUDA-GL interop: a drop-in for render/gl/photo_renderer.py
 PhotoRenderer (same methods), so the presenter cannot tell who made a frame.
 
 Same pixels: the kernel's source, built for the CPU, draws GL's mouth frames within
-2/255 (tests/test_kernels_on_cpu.py, against llvmpipe, in CI). On an NVIDIA GPU,
-tests/test_gpu_frames.py compares this renderer with PhotoRenderer; no GPU was lent
-to the session that wrote it, so that test and bench/gpu.py's photo figures have not
-run yet (docs/gpu.md).
+2/255 (tests/test_kernels_on_cpu.py, against llvmpipe, in CI); on an NVIDIA GPU
+tests/test_gpu_frames.py compares this renderer with PhotoRenderer (docs/gpu.md).
+Triangles that overlap where the mesh folds are shaded by blocks at once, so each
+pixel keeps its latest triangle in GL's drawing order (an atomic max) and a third
+launch writes the winners: the skin, the opening, then the resolve.
 
 PhotoRenderer's mouth frame is a complete picture of the mouth rectangle, which the
 composite lays over the still picture; only its making is replaced here. The kernel
@@ -40,19 +41,23 @@ from render.gpu.interop import (
     cuda_unavailable,
     free,
     upload,
+    zeroed,
 )
 from render.rigs.photo import PhotoRig
 
 # Threads per triangle: a mouth frame's triangles cover ~10²–10³ pixels each at
 # 512–1024 px frames, so a block walks its box in a few strides.
 THREADS = 128
+# Threads per block of mouth_resolve, one per pixel of the frame.
+RESOLVE_THREADS = 256
 _TERMS = 5
 
 # shaders/photo_mouth.cu's Params; align=True lays it out as the C compiler does.
 PARAMS = np.dtype([
     ("frame", np.uint64), ("picture", np.uint64), ("rest", np.uint64), ("basis", np.uint64),
-    ("statics", np.uint64), ("triangles", np.uint64),
+    ("statics", np.uint64), ("triangles", np.uint64), ("owner", np.uint64),
     ("vertices", np.int32), ("width", np.int32), ("height", np.int32), ("cavity", np.int32),
+    ("first", np.int32),
     ("rows", np.int32, (_TERMS,)), ("mipmaps", np.int32), ("weights", np.float32, (_TERMS,)),
     ("scale_x", np.float32), ("scale_y", np.float32), ("offset_x", np.float32), ("offset_y", np.float32),
     ("canvas_w", np.float32), ("canvas_h", np.float32), ("mouth_width", np.float32), ("teeth", np.float32),
@@ -82,9 +87,22 @@ def pose_params(p: np.ndarray, rig: PhotoRig, pose: MouthPose, blink: float) -> 
     p["rows"], p["weights"] = rig.pose_terms(pose, blink)
 
 
-def triangle_groups(rig: PhotoRig) -> tuple[tuple[str, int], ...]:
-    """(buffer name, triangles) per launch, in GL's drawing order: the cavity over the skin."""
-    return ("skin", len(rig.mouth_triangles)), ("cavity", len(rig.cavity_triangles))
+def triangle_groups(rig: PhotoRig) -> tuple[tuple[str, int, int], ...]:
+    """(buffer name, triangles, place of the first in GL's drawing order) per launch, in
+    that order: the cavity over the skin."""
+    skin = len(rig.mouth_triangles)
+    return ("skin", skin, 0), ("cavity", len(rig.cavity_triangles), skin)
+
+
+def group_params(p: np.ndarray, name: str, first: int, triangles: int) -> None:
+    """Fill `p` for the launch of group `name` (triangle_groups) whose triangles are at
+    device address `triangles`."""
+    p["cavity"], p["first"], p["triangles"] = name == "cavity", first, triangles
+
+
+def resolve_blocks(size: tuple[int, int]) -> int:
+    """mouth_resolve's blocks for a frame of `size` texels."""
+    return -(-size[0] * size[1] // RESOLVE_THREADS)
 
 
 class CudaPhotoRenderer(PhotoRenderer):
@@ -102,6 +120,10 @@ class CudaPhotoRenderer(PhotoRenderer):
         self._frame: RegisteredTexture | None = None
         self._picture_copy: MipmappedTexture | None = None
         self._buffers: dict[str, int] = {}
+        # The frame's pixels' latest triangle and colour (shaders/photo_mouth.cu), zeroed
+        # once: mouth_resolve clears what a frame wrote.
+        self._owner = 0
+        self._owner_size: tuple[int, int] | None = None
         self._params = np.zeros(1, PARAMS)
 
     def initialize(self) -> None:
@@ -111,7 +133,7 @@ class CudaPhotoRenderer(PhotoRenderer):
         if reason is not None:
             raise CudaError(reason)
         super().initialize()
-        self._kernels = Kernels(self.shaders_dir / "photo_mouth.cu", "mouth_triangles")
+        self._kernels = Kernels(self.shaders_dir / "photo_mouth.cu", "mouth_triangles", "mouth_resolve")
         # GL snaps vertices to this grid before it rasterises; the kernel does the same.
         self._params["snap"] = float(1 << max(1, int(GL.glGetIntegerv(GL.GL_SUBPIXEL_BITS))))
 
@@ -141,6 +163,10 @@ class CudaPhotoRenderer(PhotoRenderer):
             # Load/store: a frame writes only inside the mesh; the still picture GL drew
             # into the rest of the texture must stay.
             self._frame = RegisteredTexture(self.mouth_texture, write_discard=False)
+        if self._owner_size != self.mouth_size:
+            free(self._owner)
+            w, h = self._owner_size = self.mouth_size
+            self._owner = self._params["owner"] = zeroed(w * h * 8)
         frame_params(self._params, self._rig, self.mouth_size, self.frame_scale() < 1.0)
 
     def update(self, pose: MouthPose, blink: float) -> None:
@@ -162,10 +188,12 @@ class CudaPhotoRenderer(PhotoRenderer):
         pose_params(p, self._rig, self._pose, self._blink)
         with self._frame.surface(self._kernels.stream) as surface:
             p["frame"] = surface
-            for name, count in triangle_groups(self._rig):
+            for name, count, first in triangle_groups(self._rig):
                 if count:
-                    p["cavity"], p["triangles"] = name == "cavity", self._buffers[name]
+                    group_params(p, name, first, self._buffers[name])
                     self._kernels.launch("mouth_triangles", (count, 1), (THREADS, 1), p)
+            self._kernels.launch("mouth_resolve", (resolve_blocks(self.mouth_size), 1),
+                                 (RESOLVE_THREADS, 1), p)
         self._frame_pose = self._pose
         self.frames += 1
         return self.mouth_texture
@@ -188,6 +216,8 @@ class CudaPhotoRenderer(PhotoRenderer):
     def release(self) -> None:
         """Free the device memory, the registrations and the GL objects (context current)."""
         self._free_rig_buffers()
+        free(self._owner)
+        self._owner, self._owner_size = 0, None
         super().release()
         if self._kernels is not None:
             self._kernels.release()

@@ -215,6 +215,15 @@ def upload(array: np.ndarray) -> int:
     return int(pointer)
 
 
+def zeroed(nbytes: int) -> int:
+    """`nbytes` of device memory set to zero (no host copy); free it with `free`."""
+    from cuda.bindings import runtime
+
+    pointer = check(runtime.cudaMalloc(nbytes), "cudaMalloc")
+    check(runtime.cudaMemset(pointer, 0, nbytes), "cudaMemset")
+    return int(pointer)
+
+
 def free(pointer: int) -> None:
     from cuda.bindings import runtime
 

@@ -73,6 +73,12 @@ inline void surf2Dwrite(uchar4 value, unsigned long long surface, int x_bytes, i
     std::memcpy(image.texels + (static_cast<size_t>(y) * image.width) * 4 + x_bytes, &value, 4);
 }
 
+inline unsigned long long atomicMax(unsigned long long* address, unsigned long long value) {
+    unsigned long long old = *address;
+    *address = std::max(old, value);
+    return old;
+}
+
 // Only for the __global__ wrapper to compile; the driver below calls its two phases.
 struct Index { int x, y, z; };
 static Index blockIdx, threadIdx, blockDim;

@@ -19,8 +19,10 @@ from render.gl.sprite_renderer import Rig, letterbox_fit
 from render.gpu import cuda_sprite_renderer as sprite
 from render.gpu.cuda_photo_renderer import (
     PARAMS,
+    RESOLVE_THREADS,
     THREADS,
     frame_params,
+    group_params,
     pose_params,
     rig_params,
     triangle_groups,
@@ -58,6 +60,7 @@ class CpuMouthFrames:
     def __init__(self, lib: ctypes.CDLL, rig: PhotoRig, size: tuple[int, int], still: np.ndarray,
                  levels: list[np.ndarray], mipmaps: bool, snap: float) -> None:
         lib.mouth_triangles_on_cpu.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        lib.mouth_resolve_on_cpu.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self._lib, self._rig = lib, rig
         self.frame = np.ascontiguousarray(still.copy())
         self._levels = [np.ascontiguousarray(level) for level in levels]
@@ -67,13 +70,14 @@ class CpuMouthFrames:
                         "skin": np.ascontiguousarray(rig.mouth_triangles, np.uint32),
                         "cavity": np.ascontiguousarray(rig.cavity_triangles, np.uint32)}
         self._frame = _HostImage(self.frame.ctypes.data, *size)
+        self._owner = np.zeros(size[0] * size[1], np.uint64)
         self._picture = _HostTexture(len(self._levels), (_HostImage * 16)(*(
             _HostImage(level.ctypes.data, level.shape[1], level.shape[0]) for level in self._levels)))
         p = self._params = np.zeros(1, PARAMS)
         for name in ("rest", "basis", "statics"):
             p[name] = self._arrays[name].ctypes.data
         p["frame"], p["picture"] = ctypes.addressof(self._frame), ctypes.addressof(self._picture)
-        p["snap"] = snap
+        p["owner"], p["snap"] = self._owner.ctypes.data, snap
         rig_params(p, rig)
         frame_params(p, rig, size, mipmaps)
 
@@ -81,10 +85,11 @@ class CpuMouthFrames:
         """The frame at `pose` (a view of the harness's frame: copy to keep it)."""
         p = self._params
         pose_params(p, self._rig, pose, blink)
-        for name, count in triangle_groups(self._rig):
+        for name, count, first in triangle_groups(self._rig):
             if count:
-                p["cavity"], p["triangles"] = name == "cavity", self._arrays[name].ctypes.data
+                group_params(p, name, first, self._arrays[name].ctypes.data)
                 self._lib.mouth_triangles_on_cpu(p.ctypes.data, count, THREADS)
+        self._lib.mouth_resolve_on_cpu(p.ctypes.data, RESOLVE_THREADS)
         return self.frame
 
 

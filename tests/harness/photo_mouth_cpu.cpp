@@ -11,6 +11,12 @@ extern "C" void mouth_triangles_on_cpu(const Params* p, int triangles, int threa
     float record[3][RECORD + STATIC];
     for (int block = 0; block < triangles; block++) {
         for (int t = 0; t < threads; t++) load_records(*p, record, block, t);
-        for (int t = 0; t < threads; t++) shade_triangle(*p, record, t, threads);
+        for (int t = 0; t < threads; t++) shade_triangle(*p, record, block, t, threads);
     }
+}
+
+extern "C" void mouth_resolve_on_cpu(const Params* p, int threads) {
+    blockDim.x = threads;
+    for (blockIdx.x = 0; blockIdx.x * threads < p->width * p->height; blockIdx.x++)
+        for (threadIdx.x = 0; threadIdx.x < threads; threadIdx.x++) mouth_resolve(*p);
 }
