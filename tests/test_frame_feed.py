@@ -54,7 +54,8 @@ def test_the_feed_delivers_the_same_picture_as_the_avatar_window(qt_app, rig):
         window.close()
 
 
-def _deliveries(qt_app, rig, fps: float, extra_latency_s: float = 0.0):
+def _deliveries(qt_app, rig, fps: float, extra_latency_s: float = 0.0,
+                request_with_draw: bool | None = None):
     """(delivery monotonic times, frame media times) of a feed on a media clock that runs
     with real time from now, and that clock."""
     from pipeline.core.frames import MouthPose
@@ -65,7 +66,10 @@ def _deliveries(qt_app, rig, fps: float, extra_latency_s: float = 0.0):
     def media_time_at(t: float) -> float:
         return t - start
 
-    feed = FrameFeed(*SIZE, fps)
+    feed = FrameFeed(*SIZE, fps, request_with_draw=request_with_draw)
+    if request_with_draw is None:
+        # llvmpipe: a read queued right after drawing would wait for it (FrameFeed._tick).
+        assert feed.request_with_draw is False
     feed.set_rig(rig)
     feed.set_sources(lambda t0, period: MouthPose(int(t0 * 10) % 15, 0, 0.0, 0.5), media_time_at)
     feed.extra_latency_s = extra_latency_s
@@ -83,8 +87,10 @@ def _deliveries(qt_app, rig, fps: float, extra_latency_s: float = 0.0):
     return at, heard, media_time_at
 
 
-def test_frames_carry_the_media_time_heard_when_they_are_delivered(qt_app, rig):
-    at, heard, media_time_at = _deliveries(qt_app, rig, 30.0)
+@pytest.mark.parametrize("request_with_draw", [None, True], ids=["next_tick", "with_draw"])
+def test_frames_carry_the_media_time_heard_when_they_are_delivered(qt_app, rig, request_with_draw):
+    # Either order of requests (the GPU's, with the draw, runs here on llvmpipe too).
+    at, heard, media_time_at = _deliveries(qt_app, rig, 30.0, request_with_draw=request_with_draw)
     # Ticks are a period apart, and each frame is made for what is heard as it is
     # delivered: the presenter learns the one-frame readback delay from the deliveries.
     # Bound: half a period, the frame grid's own rounding of the heard time.

@@ -147,6 +147,28 @@ def test_egl_takes_a_gpu_device_else_mesa_surfaceless_and_says_which():
     assert lines["drawn"] == "yes"
 
 
+# EGL's client extensions as the two vendors' libEGL list them (read on the H200, driver
+# 580, and on this development machine, Mesa 22.3).
+NVIDIA_CLIENT = ("EGL_EXT_platform_base EGL_EXT_device_base EGL_KHR_client_get_all_proc_addresses "
+                 "EGL_EXT_client_extensions EGL_KHR_debug EGL_KHR_platform_x11 EGL_EXT_platform_x11 "
+                 "EGL_EXT_platform_device EGL_MESA_platform_surfaceless EGL_EXT_explicit_device")
+MESA_CLIENT = ("EGL_EXT_device_base EGL_EXT_device_enumeration EGL_EXT_device_query "
+               "EGL_EXT_platform_base EGL_KHR_client_get_all_proc_addresses EGL_EXT_client_extensions "
+               "EGL_KHR_debug EGL_EXT_platform_device EGL_EXT_platform_wayland EGL_KHR_platform_wayland "
+               "EGL_EXT_platform_x11 EGL_KHR_platform_x11 EGL_EXT_platform_xcb EGL_MESA_platform_gbm "
+               "EGL_KHR_platform_gbm EGL_MESA_platform_surfaceless")
+
+
+def test_both_vendors_egl_lists_its_devices():
+    """NVIDIA's libEGL names EGL_EXT_device_base alone, Mesa's its parts as well: either
+    way the devices are listed (asking for _enumeration alone never tried NVIDIA's)."""
+    from render.gl.egl_target import lists_devices
+
+    assert lists_devices(NVIDIA_CLIENT.split()) and lists_devices(MESA_CLIENT.split())
+    assert not lists_devices(NVIDIA_CLIENT.replace("EGL_EXT_device_base", "").split())
+    assert not lists_devices(MESA_CLIENT.replace("EGL_EXT_platform_device", "").split())
+
+
 @pytest.mark.parametrize("env, reason", [
     # libglvnd's libEGL with no vendor library to hand the calls to: no platform at all.
     ({"__EGL_VENDOR_LIBRARY_FILENAMES": "/nonexistent/egl_vendor.json"},

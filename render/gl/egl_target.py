@@ -133,6 +133,16 @@ class EglTarget(FramebufferTarget):
         self._context = None
 
 
+def lists_devices(client_extensions: list[str]) -> bool:
+    """Whether EGL's client extensions let it list its devices and open a display on one.
+    EGL_EXT_device_base is EGL_EXT_device_enumeration and _query in one, and NVIDIA's
+    libEGL names only it (on the H200: "... EGL_EXT_device_base ... EGL_EXT_platform_device
+    ..."), so asking for _enumeration alone never tried NVIDIA's device platform."""
+    extensions = set(client_extensions)
+    return ("EGL_EXT_platform_device" in extensions
+            and bool({"EGL_EXT_device_enumeration", "EGL_EXT_device_base"} & extensions))
+
+
 def _displays(EGL) -> Iterator[tuple[int, object, str, str]]:
     """(EGL platform, its native display, platform, name) to try, best first: each GPU device EGL lists, then
     Mesa's surfaceless platform. Mesa also lists its CPU rasteriser as a device
@@ -141,7 +151,7 @@ def _displays(EGL) -> Iterator[tuple[int, object, str, str]]:
     client = (EGL.eglQueryString(EGL.EGL_NO_DISPLAY, EGL.EGL_EXTENSIONS) or b"").decode().split()
     if "EGL_EXT_platform_base" not in client:
         return  # neither platform can be asked for (a libEGL with no vendor library)
-    if {"EGL_EXT_device_enumeration", "EGL_EXT_platform_device"} <= set(client):
+    if lists_devices(client):
         from OpenGL.EGL.EXT.device_base import eglQueryDevicesEXT, eglQueryDeviceStringEXT
         from OpenGL.EGL.EXT.platform_device import EGL_PLATFORM_DEVICE_EXT
 

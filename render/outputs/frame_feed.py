@@ -24,7 +24,7 @@ import numpy as np
 from OpenGL import GL
 from PySide6.QtCore import QObject, Qt, QTimer
 
-from render.gl.offscreen import offscreen_target
+from render.gl.offscreen import offscreen_target, renders_on_cpu
 from render.gl.readback import AsyncReadback
 from render.gl.sprite_renderer import GLRenderer
 from render.rigs.loader import AvatarRig, renderer_showing
@@ -40,11 +40,14 @@ class FrameFeed(QObject):
     """Draws the avatar at width×height on a transparent background `fps` times a second
     and hands each frame to every sink. start() begins ticking, stop() ends it and frees
     the GL objects. A sink that raises is logged and dropped (the feed goes on).
-    `readback` makes the feed's readback (AsyncReadback's calls); RGBA by default."""
+    `readback` makes the feed's readback (AsyncReadback's calls); RGBA by default.
+    `request_with_draw` says when a frame's readback is queued (_tick says why): right
+    after its drawing, or at the next tick; None picks by the GL, the first on a GPU."""
 
     def __init__(self, width: int, height: int, fps: float, *,
                  now: Callable[[], float] = time.monotonic,
-                 readback: Callable[[], object] | None = None) -> None:
+                 readback: Callable[[], object] | None = None,
+                 request_with_draw: bool | None = None) -> None:
         super().__init__()
         self.width, self.height = width, height
         self.presenter = Presenter(fps, now=now)
@@ -56,6 +59,8 @@ class FrameFeed(QObject):
         # The sinks' own readback where they want another format (the virtual camera's
         # YUYV, packed on the GPU), made here with the feed's context current.
         self._readback = readback() if readback is not None else AsyncReadback(width, height)
+        self.request_with_draw = (not renders_on_cpu(self._target.renderer)
+                                  if request_with_draw is None else request_with_draw)
         self.sinks: list[Sink] = []
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -103,12 +108,21 @@ class FrameFeed(QObject):
                 "draw_ms": {"p50": float(draw_p50), "p99": float(draw_p99)}}
 
     def _tick(self) -> None:
-        """Read back and hand over the previous tick's frame (the framebuffer still holds
-        it), then draw this tick's. Reading a frame drawn (and flushed) a tick ago rather
-        than the one just drawn: on a CPU rasteriser (llvmpipe) a read queued right after
-        drawing waits for that drawing to finish, 13 ms a tick at 1280x720 against 3.1
-        ms this way (bench/results/readback.json, its deferred order). Its delivery comes before this tick
-        is taken, so the display clock counts it as the previous tick's presentation."""
+        """Hand over the previous tick's frame, then draw this tick's. Its delivery comes
+        before this tick is taken, so the display clock counts it as the previous tick's
+        presentation.
+
+        When the frame's readback is queued depends on what draws it. On a GPU, right
+        after its drawing, in the same flush: its bytes are on the host long before the
+        next tick collects them. Queued at the next tick instead, a GPU has not finished
+        the copy when collect() asks at once, so every frame came a tick later: on the
+        H200 all frames took 2 ticks from draw to host that way and 1 tick this way, at
+        the same cost on the tick (bench/results/yuv_readback_h200.json, feed_orders).
+        On a CPU rasteriser (llvmpipe) a read queued right after drawing waits for that
+        drawing to finish, 13 ms a tick at 1280x720 against 3.1 ms when the frame, still
+        in the framebuffer, is read at the next tick (bench/results/readback.json, its
+        deferred order), and llvmpipe copies it there and then, so it still comes at the
+        next tick."""
         self._target.make_current()
         if self._undelivered is not None:
             self._target.bind()
@@ -129,8 +143,12 @@ class FrameFeed(QObject):
         started = time.perf_counter()
         self._target.bind()
         self.renderer.draw(frame.pose, frame.blink, frame.breath)
-        GL.glFlush()  # rasterise while the tick goes on; read back at the next one
-        self._undelivered = frame.heard if not math.isnan(frame.heard) else frame.stamp
+        heard = frame.heard if not math.isnan(frame.heard) else frame.stamp
+        if self.request_with_draw:
+            self._readback.request(heard)  # flushes the drawing and the copy together
+        else:
+            GL.glFlush()  # rasterise while the tick goes on; read back at the next one
+            self._undelivered = heard
         self._draw_seconds[self._draws % len(self._draw_seconds)] = time.perf_counter() - started
         self._draws += 1
 
