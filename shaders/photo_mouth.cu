@@ -9,17 +9,18 @@
 // covers: edge functions on the snapped integers, a centre on an edge going to one of
 // the two triangles that share it, attributes interpolated there. Pictures are
 // sampled through the texture unit, with the derivatives GL's 2×2 quads would see,
-// so filtering and mipmap choice are the sampler's own. Writes go to the frame's
-// surface, 8-bit rounded as in an RGBA8 framebuffer; row 0 is the rectangle's top row,
-// as in the GL frame. The skin launch runs before the cavity launch on one stream:
-// GL draws the cavity over the skin.
+// so filtering and mipmap choice are the sampler's own. Colours are 8-bit rounded as
+// in an RGBA8 framebuffer; row 0 is the rectangle's top row, as in the GL frame. GL
+// draws the cavity over the skin: the skin launch's triangles come first in drawing
+// order (`first`), and the launches run on one stream.
 //
 // Triangles overlap where the opening mouth folds the mesh, and GL draws them one after
 // another, the later over the earlier; here their blocks shade at once. So a covered
 // pixel is not written at once: its colour goes into `owner` with the triangle's place
 // in GL's drawing order above it, an atomic max keeps the latest triangle's, and
-// mouth_resolve writes each pixel's winner after the last launch (on the H200, writing
-// at once left pixels up to 113/255 from GL's where blocks raced: bench/results/gpu_h200.json).
+// mouth_resolve writes each pixel's winner to the frame's surface after the last launch
+// (on the H200, writing at once left pixels up to 113/255 from GL's where blocks raced:
+// bench/results/gpu_h200_before_resolve.json).
 
 #define RECORD 9   // x, y, u_up, v_up, u_lo, v_lo, depth_up, depth_lo, teeth (render/rigs/photo.py)
 #define STATIC 2   // half the lips' rest gap (px), |x| across the mouth

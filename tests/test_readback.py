@@ -124,7 +124,8 @@ def test_one_frame_of_latency_at_most_at_60_fps_ticks(avatar):
         else:
             assert got is not None and got[1] == k - 1, (k, got and got[1])
         time.sleep(max(0.0, start + (k + 1) * period - time.perf_counter()))
-    assert readback.stats() == {"requested": 12, "collected": 11, "not_ready": 0, "dropped": 0}
+    assert readback.stats() == {"requested": 12, "collected": 11, "not_ready": 0, "dropped": 0,
+                                "passed_over": 0}
     readback.release()
 
 
@@ -145,6 +146,28 @@ def test_frames_come_out_oldest_first_and_a_third_request_drops_the_oldest(avata
         pixels, tag = readback.collect()
         assert tag == k and np.array_equal(pixels, frames[k])
     assert readback.collect() is None
+    readback.release()
+
+
+def test_collect_newest_takes_the_newest_finished_frame_and_passes_the_older_over(avatar):
+    """Two frames finished and uncollected (a tick whose collect found its frame not yet
+    ready, then the next tick's frame): the newest comes out, the older is counted."""
+    from OpenGL import GL
+
+    from render.gl.readback import AsyncReadback, read_sync
+
+    _target, draw = avatar
+    w, h = SIZE
+    readback = AsyncReadback(w, h)
+    for k in range(2):
+        draw(k)
+        readback.request(k)
+    newest = read_sync(np.empty((h, w, 4), np.uint8)).copy()
+    GL.glFinish()  # both fences signalled, as a tick later on a GPU
+    pixels, tag = readback.collect_newest()
+    assert tag == 1 and np.array_equal(pixels, newest)
+    assert readback.stats()["passed_over"] == 1 and readback.collected == 2
+    assert readback.collect_newest() is None
     readback.release()
 
 

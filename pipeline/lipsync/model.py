@@ -80,10 +80,11 @@ class LipShapeModel:
     starts a new stream (time restarts at 0).
 
     It runs on the CPU, whatever the machine has: on the H200 test machine a step took
-    0.12 ms P50 there against 0.18 ms as a CUDA graph through pipeline/infer/engine.py
+    0.09–0.14 ms P50 there against 0.15–0.19 ms as a CUDA graph through
+    pipeline/infer/engine.py (bench/gpu.py's lip_shape_model, bench/results/gpu_h200.json),
     and 0.46 ms on onnxruntime's CUDA provider with these host-bound I/O bindings, whose
-    outputs were also up to 0.80 away from the CPU's (bench/gpu.py's lip_shape_model,
-    bench/results/gpu_h200*.json).
+    outputs were also up to 0.80 away from the CPU's, for a reason not found
+    (bench/results/gpu_h200_before_resolve.json).
     """
 
     def __init__(self, path: Path | str = DEFAULT_MODEL, lookahead_ms: float = MODES_MS[DEFAULT_MODE]):

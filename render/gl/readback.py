@@ -91,6 +91,7 @@ class AsyncReadback:
         self.collected = 0
         self.not_ready = 0
         self.dropped = 0
+        self.passed_over = 0
 
     def request(self, tag=None) -> None:
         """Queue a copy of the bound read framebuffer's width×height pixels at (0, 0),
@@ -144,9 +145,24 @@ class AsyncReadback:
         self.collected += 1
         return self._top_first, slot.tag
 
+    def collect_newest(self):
+        """collect() until nothing more is ready: the newest finished frame, with any
+        older one collected on the way counted in `passed_over` and not returned. After
+        a tick whose frame was not ready, the next tick finds two finished frames; taking
+        only the older, as collect() does, would keep every later frame a tick late too
+        (on the H200 a single miss left 140 of 140 frames 2 ticks from draw to host:
+        bench/results/yuv_readback_h200.json, feed_next_tick_*)."""
+        got = None
+        while (ready := self.collect()) is not None:
+            if got is not None:
+                self.passed_over += 1
+            got = ready
+        return got
+
     def stats(self) -> dict:
         return {"requested": self.requested, "collected": self.collected,
-                "not_ready": self.not_ready, "dropped": self.dropped}
+                "not_ready": self.not_ready, "dropped": self.dropped,
+                "passed_over": self.passed_over}
 
     def release(self) -> None:
         """Delete the fences and buffers. Safe to call twice."""

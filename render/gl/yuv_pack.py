@@ -189,7 +189,12 @@ class YuyvReadback:
             self._readback.request(tag)
 
     def collect(self) -> tuple[np.ndarray, object] | None:
-        got = self._readback.collect()
+        return self._frame(self._readback.collect())
+
+    def collect_newest(self) -> tuple[np.ndarray, object] | None:
+        return self._frame(self._readback.collect_newest())
+
+    def _frame(self, got) -> tuple[np.ndarray, object] | None:
         if got is None:
             return None
         texels, tag = got

@@ -164,9 +164,10 @@ class CudaPhotoRenderer(PhotoRenderer):
             # into the rest of the texture must stay.
             self._frame = RegisteredTexture(self.mouth_texture, write_discard=False)
         if self._owner_size != self.mouth_size:
-            free(self._owner)
-            w, h = self._owner_size = self.mouth_size
-            self._owner = self._params["owner"] = zeroed(w * h * 8)
+            self._free_owner()
+            w, h = self.mouth_size
+            self._owner = self._params["owner"] = zeroed(w * h * 8, self._kernels.stream)
+            self._owner_size = self.mouth_size
         frame_params(self._params, self._rig, self.mouth_size, self.frame_scale() < 1.0)
 
     def update(self, pose: MouthPose, blink: float) -> None:
@@ -213,11 +214,16 @@ class CudaPhotoRenderer(PhotoRenderer):
             self._picture_copy.release()
             self._picture_copy = None
 
+    def _free_owner(self) -> None:
+        if self._owner:
+            free(self._owner)
+        self._owner, self._owner_size = 0, None
+        self._params["owner"] = 0
+
     def release(self) -> None:
         """Free the device memory, the registrations and the GL objects (context current)."""
         self._free_rig_buffers()
-        free(self._owner)
-        self._owner, self._owner_size = 0, None
+        self._free_owner()
         super().release()
         if self._kernels is not None:
             self._kernels.release()

@@ -215,12 +215,14 @@ def upload(array: np.ndarray) -> int:
     return int(pointer)
 
 
-def zeroed(nbytes: int) -> int:
-    """`nbytes` of device memory set to zero (no host copy); free it with `free`."""
+def zeroed(nbytes: int, stream) -> int:
+    """`nbytes` of device memory, zeroed on `stream` (no host copy): work queued on that
+    stream after it sees zeros. (cudaMemset would zero on the legacy default stream, which
+    a non-blocking stream does not wait for.) Free it with `free`."""
     from cuda.bindings import runtime
 
     pointer = check(runtime.cudaMalloc(nbytes), "cudaMalloc")
-    check(runtime.cudaMemset(pointer, 0, nbytes), "cudaMemset")
+    check(runtime.cudaMemsetAsync(pointer, 0, nbytes, stream), "cudaMemsetAsync")
     return int(pointer)
 
 

@@ -115,9 +115,11 @@ class FrameFeed(QObject):
         When the frame's readback is queued depends on what draws it. On a GPU, right
         after its drawing, in the same flush: its bytes are on the host long before the
         next tick collects them. Queued at the next tick instead, a GPU has not finished
-        the copy when collect() asks at once, so every frame came a tick later: on the
-        H200 all frames took 2 ticks from draw to host that way and 1 tick this way, at
-        the same cost on the tick (bench/results/yuv_readback_h200.json, feed_orders).
+        the copy when the feed collects right after, so the frame waits for the tick
+        after: on the H200 all frames took 2 ticks from draw to host that way and 1 tick
+        this way, at the same cost on the tick (bench/results/yuv_readback_h200.json,
+        feed_orders). The newest finished frame is taken (collect_newest), so a frame
+        that was late once does not make every later one late too.
         On a CPU rasteriser (llvmpipe) a read queued right after drawing waits for that
         drawing to finish, 13 ms a tick at 1280x720 against 3.1 ms when the frame, still
         in the framebuffer, is read at the next tick (bench/results/readback.json, its
@@ -128,7 +130,7 @@ class FrameFeed(QObject):
             self._target.bind()
             self._readback.request(self._undelivered)
             self._undelivered = None
-        got = self._readback.collect()
+        got = self._readback.collect_newest()
         if got is not None:
             # The previous tick's frame reaches its viewers now: its "swap".
             self.presenter.clock.on_swap(self._now() + self.extra_latency_s)

@@ -79,7 +79,8 @@ inline unsigned long long atomicMax(unsigned long long* address, unsigned long l
     return old;
 }
 
-// Only for the __global__ wrapper to compile; the driver below calls its two phases.
+// The launch's indices, set by the drivers' loops (sprite_cpu.cpp, and mouth_resolve's in
+// photo_mouth_cpu.cpp); the triangle driver calls its two phases with the block itself.
 struct Index { int x, y, z; };
 static Index blockIdx, threadIdx, blockDim;
 inline void __syncthreads() {}
