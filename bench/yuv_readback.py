@@ -9,15 +9,16 @@ Modes, taking turns in blocks of ticks so a change in the machine's load falls o
 alike, the rest of each 33.3 ms period slept as the feed's timer does:
 
 - off: draw, glFlush. Nothing read: the tick's baseline.
-- rgba, yuyv: the frame feed's order (render/outputs/frame_feed.py): request the frame
-  drawn a tick ago (still in the target), draw this one and flush, collect. `tick_side`
+- rgba, yuyv: request the frame drawn a tick ago (still in the target), draw this one
+  and flush, then collect: the frame feed's calls, but collecting after the draw where
+  the feed collects before it (its own order is feed_next_tick_* below). `tick_side`
   is the time in the readback's calls (request + collect) on the render thread;
   `to_host_feed_order` is from a frame's request until the collect that returned it (a
   tick or more later where its fence had not signalled at the first collect).
 - rgba_polled, yuyv_polled: draw and flush at one tick; at the next, request that frame
   and poll collect() every 0.1 ms until its bytes are on the host: `to_host` is that
   time, not rounded up to a tick.
-- yuyv_with_draw: the feed's order with the pass queued right after the draw (flushed
+- yuyv_with_draw: the order of rgba, yuyv with the pass queued right after the draw (flushed
   with it) and only the packed bytes requested at the next tick, YuyvPass and
   AsyncReadback used apart: whether another order would take the pass off the tick.
 - feed_next_tick_*, feed_with_draw_* (rgba, yuyv): render/outputs/frame_feed.py's
@@ -135,8 +136,9 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
             GL.glFlush()
 
         def feed_order(name: str, k: int, first: bool, packed_with_draw: YuyvPass | None = None) -> None:
-            """The frame feed's order: the last tick's frame requested, this one drawn and
-            flushed, whatever is ready collected. With `packed_with_draw` the pass is queued
+            """The last tick's frame requested, this one drawn and flushed, whatever is
+            ready collected (after the draw: feed() has the feed's own order, which
+            collects before it). With `packed_with_draw` the pass is queued
             right after the draw (and flushed with it) instead of at the next tick's
             request, which then only reads the packed bytes: YuyvPass and AsyncReadback
             used apart."""
