@@ -190,7 +190,11 @@ class Engine:
         lowered priority (tried: nice 5 and 10) starved it into underruns on a busy
         machine, while the display copes with a late tick through its frame slots."""
         tts = StreamingTTS(provider=provider)
-        tts.warm_up(progress)
+        try:
+            tts.warm_up(progress)
+        except BaseException:
+            tts.close()  # its worker thread would outlive it
+            raise
         return tts
 
     @staticmethod

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.settings import Settings, validate
+from app.settings import Settings, SettingsStore, validate
 from app.ui.messages import Severity
 from pipeline.audio.resample import StreamResampler
 from pipeline.core.sync_metrics import viseme_change_offsets
@@ -93,6 +94,34 @@ def _mouth_box(window, grab_shape) -> tuple[int, int, int, int]:
     m = 6
     return (int(ox + xs.min() * scale) - m, int(oy + ys.min() * scale) - m,
             int(ox + (xs.max() + 1) * scale) + m, int(oy + (ys.max() + 1) * scale) + m)
+
+
+def test_a_window_closed_while_its_voice_loads_stops_loading_it(qt_app, jack_server, tmp_path):
+    """Closing sets the window's flag long before its loader has built the voice (three
+    ONNX sessions: 2.1 s on the 2-core VM), so the warm-up stops at its first shape, where
+    it would have run 26 shapes (4.4 s) and then the mode measurements: no progress shown,
+    no voice attached, and the loader's own acoustic worker thread ends too. A loader
+    left running took a core from the tests after it and allocated under one's
+    tracemalloc measurement (CI, test_readback)."""
+    from app.ui.main_window import MainWindow
+
+    store = SettingsStore(tmp_path / "settings.json")
+    store.save(QUIET)
+    before = set(threading.enumerate())
+    window = MainWindow(store, store.load())
+    window.show()
+    shown = window.progress.value()
+    window.close()
+    started = set(threading.enumerate()) - before
+    loader = next(t for t in started if t.name == "voice-loader")
+    loader.join(60)  # open_window's own wait for a whole load
+    assert not loader.is_alive()
+    pump(0.2)  # deliver anything the loader signalled
+    assert window.engine.tts is None and window.progress.value() == shown
+    workers = [t for t in set(threading.enumerate()) - before if t.name.startswith("tts-acoustic")]
+    for worker in workers:
+        worker.join(10)
+    assert not any(worker.is_alive() for worker in workers), workers
 
 
 def test_speaking_moves_the_mouth_and_nothing_else(window):

@@ -84,6 +84,10 @@ SETTINGS_FILE = "settings file"
 MIC_GOOD_NEWS = ("started", "recovered", "available")
 
 
+class _WindowClosed(Exception):
+    """Raised into the voice's warm-up when its window has closed."""
+
+
 class _Bridge(QObject):
     """Carries events from worker threads to the UI thread (queued signal delivery)."""
 
@@ -254,10 +258,22 @@ class MainWindow(QMainWindow):
         return settings.software_gl_fps
 
     def _load_voice(self) -> None:
+        def progress(fraction: float) -> None:
+            # A window closed while its voice loads stops the warm-up at the next shape:
+            # seconds of synthesis nobody would hear, on a core the rest of the process
+            # (or, in the test suite, the next test) needs.
+            if self._closed.is_set():
+                raise _WindowClosed
+            self._bridge.voice_progress.emit(fraction)
+
         try:
-            tts = Engine.load_voice(self._bridge.voice_progress.emit,
-                                    self.settings.inference_provider)
+            tts = Engine.load_voice(progress, self.settings.inference_provider)
+            if self._closed.is_set():
+                tts.close()
+                return
             self._bridge.voice_loaded.emit(tts, Engine.measure_modes(tts))
+        except _WindowClosed:
+            return
         except Exception as exc:  # shown to the user; the window stays usable
             if self._closed.is_set():
                 return  # the window went away while the voice loaded: nobody to tell

@@ -415,6 +415,12 @@ class StreamingTTS:
             if progress is not None:
                 progress(done / len(runs))
 
+    def close(self) -> None:
+        """Stop the acoustic stage's worker thread (a stream still running ends with an
+        error at its next window). For a voice put away before the process ends: a
+        window closed while its voice loaded, a test done with it. Safe to call twice."""
+        self._acoustic_worker.shutdown(wait=False, cancel_futures=True)
+
     def phonemes_of(self, text: str) -> str:
         """The voice's symbols for `text` read on its own, its sentences run together:
         what captions match written words by (pipeline.voice.captions)."""
