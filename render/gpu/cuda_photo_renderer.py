@@ -121,8 +121,8 @@ class CudaPhotoRenderer(PhotoRenderer):
         self._picture_copy: MipmappedTexture | None = None
         self._buffers: dict[str, int] = {}
         # The frame's pixels' latest triangle and colour (shaders/photo_mouth.cu), zeroed
-        # once: mouth_resolve clears what a frame wrote.
-        self._owner = 0
+        # once: mouth_resolve clears what a frame wrote. Its address is the parameter
+        # record's "owner" (0: none), made for frames of this size.
         self._owner_size: tuple[int, int] | None = None
         self._params = np.zeros(1, PARAMS)
 
@@ -166,7 +166,7 @@ class CudaPhotoRenderer(PhotoRenderer):
         if self._owner_size != self.mouth_size:
             self._free_owner()
             w, h = self.mouth_size
-            self._owner = self._params["owner"] = zeroed(w * h * 8, self._kernels.stream)
+            self._params["owner"] = zeroed(w * h * 8, self._kernels.stream)
             self._owner_size = self.mouth_size
         frame_params(self._params, self._rig, self.mouth_size, self.frame_scale() < 1.0)
 
@@ -215,10 +215,10 @@ class CudaPhotoRenderer(PhotoRenderer):
             self._picture_copy = None
 
     def _free_owner(self) -> None:
-        if self._owner:
-            free(self._owner)
-        self._owner, self._owner_size = 0, None
-        self._params["owner"] = 0
+        owner = int(self._params["owner"][0])
+        if owner:
+            free(owner)
+        self._params["owner"], self._owner_size = 0, None
 
     def release(self) -> None:
         """Free the device memory, the registrations and the GL objects (context current)."""
