@@ -181,20 +181,25 @@ class Engine:
 
     @staticmethod
     def load_voice(progress: Callable[[float], None] | None = None,
-                   provider: str = "auto") -> StreamingTTS:
+                   provider: str = "auto",
+                   cancel: threading.Event | None = None) -> StreamingTTS | None:
         """Load and warm up the voice (every engine shape once, so the first request is
         as fast as the rest) on the inference `provider` (Settings.inference_provider):
-        seconds of work, so call it off the UI thread.
+        seconds of work, so call it off the UI thread. None, the voice closed, when
+        `cancel` was set before the warm-up ended.
 
         Synthesis runs at normal priority: streaming must keep ahead of playback, and a
         lowered priority (tried: nice 5 and 10) starved it into underruns on a busy
         machine, while the display copes with a late tick through its frame slots."""
         tts = StreamingTTS(provider=provider)
         try:
-            tts.warm_up(progress)
+            warm = tts.warm_up(progress, cancel)
         except BaseException:
             tts.close()  # its worker thread would outlive it
             raise
+        if not warm:
+            tts.close()
+            return None
         return tts
 
     @staticmethod

@@ -84,10 +84,6 @@ SETTINGS_FILE = "settings file"
 MIC_GOOD_NEWS = ("started", "recovered", "available")
 
 
-class _WindowClosed(Exception):
-    """Raised into the voice's warm-up when its window has closed."""
-
-
 class _Bridge(QObject):
     """Carries events from worker threads to the UI thread (queued signal delivery)."""
 
@@ -258,22 +254,15 @@ class MainWindow(QMainWindow):
         return settings.software_gl_fps
 
     def _load_voice(self) -> None:
-        def progress(fraction: float) -> None:
+        try:
             # A window closed while its voice loads stops the warm-up at the next shape:
             # seconds of synthesis nobody would hear, on a core the rest of the process
             # (or, in the test suite, the next test) needs.
-            if self._closed.is_set():
-                raise _WindowClosed
-            self._bridge.voice_progress.emit(fraction)
-
-        try:
-            tts = Engine.load_voice(progress, self.settings.inference_provider)
-            if self._closed.is_set():
-                tts.close()
+            tts = Engine.load_voice(self._bridge.voice_progress.emit,
+                                    self.settings.inference_provider, self._closed)
+            if tts is None:
                 return
             self._bridge.voice_loaded.emit(tts, Engine.measure_modes(tts))
-        except _WindowClosed:
-            return
         except Exception as exc:  # shown to the user; the window stays usable
             if self._closed.is_set():
                 return  # the window went away while the voice loaded: nobody to tell
@@ -284,6 +273,11 @@ class MainWindow(QMainWindow):
         self.progress.setValue(round(fraction * 100))
 
     def _on_voice_loaded(self, tts, measured: dict[str, float]) -> None:
+        if self._closed.is_set():
+            # Closed after the warm-up: checked here, on the thread that closes windows,
+            # so no voice reaches a closed window's engine.
+            tts.close()
+            return
         self.mode_first_audio_ms = measured
         self.engine.attach_voice(tts)
         self.outputs.attach_voice(tts)

@@ -397,14 +397,18 @@ class StreamingTTS:
             "vocoder": {(1, channels, w) for w in vocoders},
         }
 
-    def warm_up(self, progress: Callable[[float], None] | None = None) -> None:
+    def warm_up(self, progress: Callable[[float], None] | None = None,
+                cancel: threading.Event | None = None) -> bool:
         """Run espeak and every engine at every shape once, silently, so the first real
-        request pays no start-up. `progress` gets the fraction done after each run."""
+        request pays no start-up. `progress` gets the fraction done after each run. Once
+        `cancel` is set no further shape is run. Returns whether every shape ran."""
         phonemize(self._voice, "Ready.")
         buckets = self.shape_buckets()
         runs = [(stage, shape) for stage in ("acoustic", "flow", "vocoder")
                 for shape in sorted(buckets[stage])]
         for done, (stage, shape) in enumerate(runs, 1):
+            if cancel is not None and cancel.is_set():
+                return False
             if stage == "acoustic":
                 self._acoustic.prepare(self._acoustic_feed(np.zeros(shape[1], np.int64), 1))
             elif stage == "flow":
@@ -414,6 +418,7 @@ class StreamingTTS:
                 self._vocoder.prepare(self._vocoder_feed(np.zeros(shape[1:], np.float32)))
             if progress is not None:
                 progress(done / len(runs))
+        return True
 
     def close(self) -> None:
         """Stop the acoustic stage's worker thread (a stream still running ends with an
