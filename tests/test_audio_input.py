@@ -27,6 +27,7 @@ from tests.harness.jack_recorder import (
     recorded_player,
 )
 from tests.harness.services import JackServer, run_in_child
+from tests.harness.stall_watch import StallWatch, every_take_missed
 
 pytestmark = pytest.mark.audio
 
@@ -54,14 +55,17 @@ ATTEMPTS = 3
 
 def heard_cleanly(mic, signal_, seconds):
     """Blocks captured while ``signal_`` played, from a playback without an xrun."""
+    watches = []
     for _ in range(ATTEMPTS):
         overflows = mic.overflows
-        player = play(signal_)
-        blocks = capture(mic, seconds)
-        player.stop()
+        with StallWatch() as watch:
+            player = play(signal_)
+            blocks = capture(mic, seconds)
+            player.stop()
         if mic.overflows == overflows:
             return blocks
-    raise AssertionError(f"JACK had an xrun in each of {ATTEMPTS} playbacks")
+        watches.append(watch)
+    every_take_missed(watches, f"JACK had an xrun in each of {ATTEMPTS} playbacks")
 
 
 def tone(rate, seconds, amplitude, freq=440.0):
@@ -91,16 +95,22 @@ def test_capture_is_bit_exact_and_stamped_with_the_adc_time(jack_server, mic, ev
     # the first ones were all late and the stamp came out 2.3 ms off).
     capture(mic, 0.3)
     # A take in which JACK lost a cycle, or the watchdog saw the stream stall (a busy
-    # machine) and reopened it, says nothing about exactness: it is played again.
+    # machine) and reopened it, says nothing about exactness: it is played again. So is
+    # one in which a CPU stopped for a period: with the CPUs held 30 ms every 0.3 s, a
+    # take without an xrun came out 1.008 ms off, where takes on a machine that did not
+    # stall are within the bound below.
+    watches = []
     for _ in range(ATTEMPTS):
         overflows, seen = mic.overflows, len(events)
-        with recorded_player(noise) as (player, recorder):
+        with StallWatch() as watch, recorded_player(noise) as (player, recorder):
             blocks = capture(mic, 0.8)
             capture_latency = capture_latency_frames(player.client)
-        clean = mic.overflows == overflows and len(events) == seen
-        if clean:
+        if mic.overflows == overflows and len(events) == seen and not watch.stalls:
             break
-    assert clean, f"every playback had a JACK xrun or a reopened stream: {events}"
+        watches.append(watch)
+    else:
+        every_take_missed(watches, "every playback had a JACK xrun, a reopened stream or a "
+                          f"stall: {events}")
 
     captured = np.concatenate([b[0] for b in blocks])
     first_index = blocks[0][2]

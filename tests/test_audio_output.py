@@ -21,6 +21,7 @@ from pipeline.audio.output import AudioOutput
 from pipeline.audio.resample import resample
 from tests.harness.jack_recorder import JackRecorder, measure_jack_clock
 from tests.harness.services import JackServer, run_in_child
+from tests.harness.stall_watch import StallWatch, every_take_missed
 
 pytestmark = pytest.mark.audio
 
@@ -28,14 +29,17 @@ pytestmark = pytest.mark.audio
 def recorded(action, attempts=3):
     """Runs ``action`` while JACK records the output; runs it again if JACK lost a cycle
     (an xrun on a busy machine shifts the recording and says nothing about the app)."""
+    watches = []
     for _ in range(attempts):
         rec = JackRecorder()
-        rec.start()
-        result = action()
-        rec.stop()
+        with StallWatch() as watch:
+            rec.start()
+            result = action()
+            rec.stop()
         if rec.xruns == 0:
             return rec, result
-    raise AssertionError("JACK lost cycles in every take: the machine is overloaded")
+        watches.append(watch)
+    every_take_missed(watches, "JACK lost cycles in every take")
 
 
 def first_nonzero(x):

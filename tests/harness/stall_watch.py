@@ -1,0 +1,135 @@
+"""Whether the machine itself stopped running this process's threads for a while.
+
+A JACK cycle is lost (an xrun) when some client does not finish within its period. On a
+virtual machine that can happen with no fault of the app's: the hypervisor runs another
+guest on our CPU (steal), or the kernel does long non-preemptible work there, and every
+thread on that CPU, the sound server's real-time ones included, stops for as long.
+
+`StallWatch` tells those apart from the app's own lateness. It runs one small process on
+each CPU, pinned there, at a real-time priority above the JACK server's (jackd -R runs its
+threads at 10), which sleeps 1 ms at a time and notes each wake-up that came a JACK period
+or more late. Nothing in the app can delay such a process through the scheduler: not its
+threads, whatever their priority under JACK's, and not the GIL, which it does not share.
+So a stall it sees is one the CPU had, and a client thread on that CPU lost the cycle with
+it. Where real-time scheduling is not permitted the watch says so and sees no stalls: at
+normal priority it would be delayed by the app's own threads and excuse the app's faults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from tests.harness.services import JACK_PERIOD, JACK_RATE
+
+# Above jackd -R's default real-time priority (10), so JACK's own threads cannot delay it.
+PRIORITY = 20
+# How long each probe sleeps: a tenth of a 10.7 ms JACK period, so a stall of a period is
+# seen to within a tenth. Measured on the 2-core VM: the two probes took 0.36 CPU-seconds
+# in 10 s, 1.8% of a core each, and their wake-ups cost the VM about as much again in steal.
+NAP = 0.001
+_REPO = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass(frozen=True)
+class Stall:
+    cpu: int
+    start: float  # time.monotonic() when the probe went to sleep
+    end: float  # when it woke up, NAP + the stall later
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start - NAP
+
+
+class StallWatch:
+    """Stalls of at least ``threshold`` seconds (a JACK test server's period unless told)
+    on any CPU of this process, while in use.
+
+    After the block: ``stalls`` (all CPUs', by start), ``realtime`` (whether the
+    probes ran at real-time priority: without it ``stalls`` is empty) and ``cpu_seconds``
+    (what the probes themselves took, for callers that count other processes' work).
+    """
+
+    def __init__(self, threshold: float = JACK_PERIOD / JACK_RATE) -> None:
+        self.threshold = threshold
+        self.stalls: list[Stall] = []
+        self.realtime = False
+        self.cpu_seconds = 0.0
+        self._probes: list[subprocess.Popen] = []
+
+    def __enter__(self) -> StallWatch:
+        for cpu in sorted(os.sched_getaffinity(0)):
+            self._probes.append(subprocess.Popen(
+                [sys.executable, "-c", f"from {__name__} import probe; probe({cpu}, {self.threshold})"],
+                stdout=subprocess.PIPE, text=True, cwd=_REPO))
+        for proc in self._probes:  # each says it is ready once it runs where and as it should
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a stall probe did not start: exit {proc.wait()}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        reports = []
+        for proc in self._probes:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self._probes:
+            out, _ = proc.communicate(timeout=10)
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        self.realtime = all(r["realtime"] for r in reports)
+        self.cpu_seconds = sum(r["cpu_seconds"] for r in reports)
+        if self.realtime:
+            self.stalls = sorted((Stall(r["cpu"], a, b) for r in reports for a, b in r["stalls"]),
+                                 key=lambda s: s.start)
+
+
+    def __str__(self) -> str:
+        if not self.realtime:
+            return "stalls not watched (no real-time scheduling here)"
+        if not self.stalls:
+            return "no stall"
+        longest = max(stall.seconds for stall in self.stalls)
+        return f"{len(self.stalls)} stall(s) up to {1000 * longest:.0f} ms"
+
+
+def every_take_missed(watches: list[StallWatch], missed: str) -> NoReturn:
+    """Ends a test each of whose takes missed (``missed`` says how), saying what the watch
+    saw in each: skipped where the machine stalled in every take, since the test could not
+    tell the app's fault from the machine's; failed otherwise."""
+    import pytest
+
+    seen = "; ".join(map(str, watches))
+    if watches and all(watch.stalls for watch in watches):
+        pytest.skip(f"{missed}, and the machine stalled in every take ({seen}): it could not "
+                    "be told whether the app would have kept up")
+    pytest.fail(f"{missed} ({seen})")
+
+
+def probe(cpu: int, threshold: float) -> None:
+    """The child: pinned to ``cpu``, real-time where permitted, until SIGTERM; prints its
+    stalls as JSON."""
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    os.sched_setaffinity(0, {cpu})
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PRIORITY))
+        realtime = True
+    except PermissionError:
+        realtime = False
+    print("ready", flush=True)
+    stalls = []
+    while not stop:
+        start = time.monotonic()
+        time.sleep(NAP)
+        end = time.monotonic()
+        if end - start - NAP >= threshold:
+            stalls.append((start, end))
+    own = os.times()
+    print(json.dumps({"cpu": cpu, "realtime": realtime, "stalls": stalls,
+                      "cpu_seconds": own.user + own.system}))
