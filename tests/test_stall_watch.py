@@ -49,7 +49,7 @@ def test_a_cpu_held_for_three_periods_is_seen_as_one_stall_there():
             time.sleep(0.1)  # apart, so each stall is told from the next
             held[cpu] = _hold(cpu)
         time.sleep(0.05)
-    assert watch.realtime
+    assert watch.realtime and watch.stalled
     assert watch.cpu_seconds > 0
     for cpu, (start, end) in held.items():
         # The probe there slept at most NAP (1 ms) before the hold began and woke within
