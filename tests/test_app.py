@@ -230,8 +230,9 @@ def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_s
     # was 3.1-11.6 ms and the P90 7.4-32.5 ms, out of bounds in 11 takes: a sync that is
     # off misses in every take, one that only suffered from the load does not. The machine
     # can also stop under the app: in CI every one of 4 takes had 1-13 xruns while other
-    # work, the VM's steal included, took 0.2-0.4 cores, and so did a stretch of the
-    # development VM with 0.24-0.44 cores of steal (StallWatch says why). Where every take
+    # work, the VM's steal included, took 0.2-0.4 cores, and a stretch of the development
+    # VM with 0.24-0.44 cores of steal in every take failed it too (StallWatch says why,
+    # and how it is told). Where every take
     # missed while the machine was shared or stopped, the test cannot tell, and says so.
     misses, busy = [], []
     for _ in range(4):

@@ -9,9 +9,10 @@ thread on such a CPU, the sound server's real-time ones included, stops for as l
 
 - The steal the kernel reports (/proc/stat): time our CPUs were ready to run and the
   hypervisor ran something else. A client stopped for part of a period, with the rest of
-  its cycle's work still to do, misses the cycle too: in one stretch on the development
-  VM every take had 0.24-0.44 cores of steal and JACK xruns, where takes without it had
-  none; CI's failed takes had 0.2-0.4 cores of other work, this included.
+  its cycle's work still to do, can miss the cycle too: in one stretch on the development
+  VM the JACK A/V test failed with 0.24-0.44 cores of steal in each take, one of them
+  with no stall of a whole period, and passed in 5 runs after it with none; CI's takes
+  that failed it had 0.2-0.4 cores of other work, this included, and xruns in each.
 - Stalls of a JACK period or more, seen from inside: one small process on each CPU,
   pinned there, at a real-time priority above the JACK server's (jackd -R runs its threads
   at 10), sleeps 1 ms at a time and notes each wake-up that came that late. Nothing in
@@ -43,8 +44,8 @@ PRIORITY = 20
 # in 10 s, 1.8% of a core each, and their wake-ups cost the VM about as much again in steal.
 NAP = 0.001
 # Steal, in cores, above which the hypervisor is taken to have run other guests on ours:
-# the probes' own wake-ups cost a quiet VM 0.04 cores of it (measured over 10 s); in the
-# stretch in which every take had xruns, takes had 0.24-0.44.
+# the probes' own wake-ups cost a quiet VM 0.04 cores of it (measured over 10 s); the
+# takes of the stretch that failed the A/V test had 0.24-0.44.
 STEAL_CORES = 0.1
 _REPO = Path(__file__).resolve().parent.parent.parent
 
