@@ -232,8 +232,8 @@ def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_s
     # can also stop under the app: in CI every one of 4 takes had 1-13 xruns while other
     # work, the VM's steal included, took 0.2-0.4 cores, and a stretch of the development
     # VM with 0.24-0.44 cores of steal in every take failed it too (StallWatch says why,
-    # and how it is told). Where every take
-    # missed while the machine was shared or stopped, the test cannot tell, and says so.
+    # and how it is told). Where every take missed while the machine was shared or
+    # stopped, the test cannot tell, and says so.
     misses, busy = [], []
     for _ in range(4):
         recorder = JackRecorder(max_seconds=12)
