@@ -30,7 +30,7 @@ from tests.harness.app_driver import (
     say,
     wait_until_quiet,
 )
-from tests.harness.stall_watch import StallWatch
+from tests.harness.stall_watch import StallWatch, machine_cpu_seconds
 
 pytestmark = [pytest.mark.display, pytest.mark.audio]
 
@@ -173,6 +173,9 @@ def _heard_sentences(window, captured: np.ndarray):
     return plans, spans
 
 
+BUSY_KINDS = ("user", "nice", "system", "irq", "softirq")  # the CPU time of running processes
+
+
 class OtherWork:
     """What the machine gave to work other than this process's while in use:
 
@@ -202,11 +205,9 @@ class OtherWork:
 
     @staticmethod
     def _now() -> tuple[float, float, float]:
-        with open("/proc/stat", encoding="ascii") as f:
-            user, nice, system, _, _, irq, softirq = map(int, f.readline().split()[1:8])
-        tick = os.sysconf("SC_CLK_TCK")
+        machine = machine_cpu_seconds()
         own = os.times()
-        return (time.monotonic(), (user + nice + system + irq + softirq) / tick,
+        return (time.monotonic(), sum(machine[kind] for kind in BUSY_KINDS),
                 own.user + own.system)
 
 

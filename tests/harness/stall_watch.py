@@ -122,11 +122,19 @@ class StallWatch:
         return said + f"{len(self.stalls)} stall(s) up to {1000 * longest:.0f} ms"
 
 
-def _steal_now() -> tuple[float, float]:
-    """time.monotonic() and the steal of all CPUs so far, in seconds."""
+_CPU_TIME_KINDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def machine_cpu_seconds() -> dict[str, float]:
+    """The CPU time of all CPUs so far by kind, in seconds (the first line of /proc/stat)."""
     with open("/proc/stat", encoding="ascii") as f:
-        steal = int(f.readline().split()[8])
-    return time.monotonic(), steal / os.sysconf("SC_CLK_TCK")
+        ticks = f.readline().split()[1:1 + len(_CPU_TIME_KINDS)]
+    tick = os.sysconf("SC_CLK_TCK")
+    return {kind: int(n) / tick for kind, n in zip(_CPU_TIME_KINDS, ticks)}
+
+
+def _steal_now() -> tuple[float, float]:
+    return time.monotonic(), machine_cpu_seconds()["steal"]
 
 
 def every_take_missed(watches: list[StallWatch], missed: str) -> NoReturn:
