@@ -179,8 +179,8 @@ BUSY_KINDS = ("user", "nice", "system", "irq", "softirq")  # the CPU time of run
 class OtherWork:
     """What the machine gave to work other than this process's while in use:
 
-    - ``cores``: CPU time of other processes (the whole machine's, less this process's,
-      the stall probes' and the VM's steal), over the wall time, in cores;
+    - ``cores``: CPU time of other processes, the stall probes' included (the whole
+      machine's, less this process's and the VM's steal), over the wall time, in cores;
     - ``watch``: whether the machine stopped under the app (StallWatch): the hypervisor's
       steal, and stalls of a JACK period or more."""
 
@@ -192,7 +192,7 @@ class OtherWork:
     def __exit__(self, *exc) -> None:
         wall, busy, own = (b - a for a, b in zip(self._start, self._now()))
         self.watch.__exit__(*exc)
-        self.cores = (busy - own - self.watch.cpu_seconds) / wall
+        self.cores = (busy - own) / wall
 
     @property
     def busy(self) -> bool:
@@ -212,9 +212,17 @@ class OtherWork:
 
 
 # Where the tests run alone, the other work is the test's own Xvfb and JACK servers: 0.03
-# cores during a take (8 takes, steal included, before the stall probes). Other test runs
-# on the same 2 cores took 0.7-1.2.
+# cores during a take (8 takes, steal included); 0.03-0.08 with the stall probes running
+# too (8 takes). Other test runs on the same 2 cores took 0.7-1.2.
 SHARED_MACHINE_CORES = 0.5
+
+
+# The sync is judged on at most 4 takes (a sync that is off misses in every one, the
+# test says why). A take that lost a JACK cycle or played late is not judged, and another
+# is recorded, up to 8 in all: in a stretch of the development VM in which the hypervisor was busy (2.5
+# minutes, 11 runs of this test), one run had 2-31 xruns in each of 4 takes in a row.
+JUDGED_TAKES = 4
+TAKES = 8
 
 
 def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_server):
@@ -235,8 +243,8 @@ def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_s
     # VM with 0.24-0.44 cores of steal in every take failed it too (StallWatch says why,
     # and how it is told). Where every take missed while the machine was shared or
     # stopped, the test cannot tell, and says so.
-    misses, busy = [], []
-    for _ in range(4):
+    misses, busy, judged, synced = [], [], 0, False
+    for _ in range(TAKES):
         recorder = JackRecorder(max_seconds=12)
         with OtherWork() as others:
             recorder.start()
@@ -249,6 +257,7 @@ def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_s
             misses.append(f"{recorder.xruns} xrun(s), {window.finished.underruns} underrun(s) "
                           f"({others})")
             continue
+        judged += 1
         captured = recorder.audio[:, 0]
         rate = window.engine.output.sample_rate
         plans, spans = _heard_sentences(window, captured)
@@ -268,10 +277,13 @@ def test_what_jack_hears_is_the_voice_and_the_mouth_opens_with_it(window, jack_s
         assert len(report.offsets_ms) > 20 and report.unmatched < len(report.offsets_ms) / 5
         p90 = np.percentile(np.abs(report.offsets_ms), 90)
         if report.median_abs_ms <= tick_ms / 2 and p90 <= tick_ms:
+            synced = True
             break
         misses.append(f"A/V offset median {report.median_abs_ms:.1f} ms, P90 {p90:.1f} ms "
                       f"({others})")
-    else:
+        if judged == JUDGED_TAKES:
+            break
+    if not synced:
         missed = f"every take missed (tick {tick_ms:.1f} ms): " + "; ".join(misses)
         if all(busy):
             pytest.skip(f"{missed}: this machine of {os.cpu_count()} cores was busy with other "

@@ -50,7 +50,6 @@ def test_a_cpu_held_for_three_periods_is_seen_as_one_stall_there():
             held[cpu] = _hold(cpu)
         time.sleep(0.05)
     assert watch.realtime and watch.stalled
-    assert watch.cpu_seconds > 0
     for cpu, (start, end) in held.items():
         # The probe there slept at most NAP (1 ms) before the hold began and woke within
         # its own wake-up latency after it ended (at most 0.4 ms in 99% of wake-ups
