@@ -122,7 +122,11 @@ def test_capture_is_bit_exact_and_stamped_with_the_adc_time(jack_server, mic, ev
     cycle = recorder.heard_time(int(np.flatnonzero(recorder.audio[:, 0])[0])) \
         - recorder.playback_latency_frames / rate
     assert capture_latency == jack_server.period
-    assert abs(stamped - (cycle - capture_latency / rate)) < 0.001
+    # Within 0.12-0.21 ms in takes on a quiet VM; one take in 28 runs during a stretch of
+    # the hypervisor's steal came out 1.12 ms off, with what the watch saw then not kept:
+    # a miss now says it.
+    off = stamped - (cycle - capture_latency / rate)
+    assert abs(off) < 0.001, f"the stamp is {1000 * off:.2f} ms off ({watch})"
     # Consecutive stamps advance exactly with the samples; only the smoothing may still
     # step the origin back a little while it finds the least-delayed callback.
     steps = np.diff([b[1] for b in blocks]) - 0.01
