@@ -219,8 +219,9 @@ SHARED_MACHINE_CORES = 0.5
 
 # The sync is judged on at most 4 takes (a sync that is off misses in every one, the
 # test says why). A take that lost a JACK cycle or played late is not judged, and another
-# is recorded, up to 8 in all: in a stretch of the development VM in which the hypervisor was busy (2.5
-# minutes, 11 runs of this test), one run had 2-31 xruns in each of 4 takes in a row.
+# is recorded, up to 8 in all: in a stretch of the development VM in which the
+# hypervisor was busy (2.5 minutes, 11 runs of this test), one run had 2-31 xruns in
+# each of 4 takes in a row.
 JUDGED_TAKES = 4
 TAKES = 8
 
