@@ -444,8 +444,7 @@ def _play(tts, text: str, mode_name: str, rate: float, captions=None):
     from app.engine import Engine
     from app.settings import Settings
     from pipeline.audio.devices import AudioUnavailable
-    from pipeline.text.input import TextInputError, prepare_text
-    from pipeline.voice.speaker import (
+    from pipeline.core.events import (
         SentenceTimed,
         SpeechFailed,
         SpeechFinished,
@@ -453,6 +452,7 @@ def _play(tts, text: str, mode_name: str, rate: float, captions=None):
         SpeechStarted,
         WordTimed,
     )
+    from pipeline.text.input import TextInputError, prepare_text
 
     prepare_text(text)  # refuses text with nothing to speak before a device is opened
     engine = Engine(Settings(latency_mode=mode_name, speech_rate=rate, mic_enabled=False))

@@ -24,10 +24,10 @@ from pipeline.audio.devices import (
     reinitialize_portaudio,
     streams_stuck,
 )
-from pipeline.audio.input import AudioInput, InputStatus
+from pipeline.audio.input import AudioInput
 from pipeline.audio.output import AudioOutput
 from pipeline.core.clock import MediaClock
-from pipeline.core.events import DeviceNotice, EventBus
+from pipeline.core.events import DeviceNotice, EventBus, InputStatus
 from pipeline.infer.sessions import device_name
 from pipeline.lipsync.mic import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
 from pipeline.lipsync.model import MODES_MS, LipShapeModel

@@ -20,10 +20,16 @@ from PySide6.QtCore import Qt, QTimer
 from app.engine import Engine
 from app.settings import Settings, parse_size
 from app.ui.messages import Severity
+from pipeline.core.events import SentenceTimed, SpeechFinished, WordTimed
 from pipeline.voice.captions import CaptionTrack
-from pipeline.voice.speaker import SentenceTimed, SpeechFinished, WordTimed
 from render.outputs.avatar_window import AvatarWindow
-from render.outputs.background import CHROMA, SOLID, TRANSPARENT, Background, parse_colour
+from render.outputs.background import (
+    CHROMA,
+    SOLID,
+    TRANSPARENT,
+    Background,
+    parse_colour,
+)
 from render.outputs.browser_source import BrowserSource, BrowserSourceError
 from render.outputs.frame_feed import FrameFeed
 from render.outputs.virtual_camera import VirtualCamera, VirtualCameraError

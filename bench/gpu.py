@@ -134,6 +134,7 @@ def _gpu_ms(draw, runs: int) -> dict:
     import ctypes
 
     from OpenGL import GL
+
     # The raw entry point: PyOpenGL's wrapper has no array type for GLuint64.
     from OpenGL.raw.GL.VERSION.GL_3_3 import glGetQueryObjectui64v
 
@@ -154,12 +155,13 @@ def _gpu_ms(draw, runs: int) -> dict:
 
 def _mouth_frames(runs: int) -> dict:
     """CUDA and GL sprite frames at each size, interleaved frame by frame."""
+    from OpenGL import GL
+
     from pipeline.core.frames import MouthPose
     from render.gl.egl_target import EglTarget
     from render.gl.sprite_renderer import GLRenderer
     from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer, cuda_unavailable
     from tests.harness.drawn_rig import drawn_rig
-    from OpenGL import GL
 
     result: dict = {}
     with EglTarget(64, 64) as target:

@@ -12,7 +12,7 @@ import pytest
 
 from app.obs.link import SOURCE_NAME
 from app.obs.running_app import read_running_app
-from pipeline.lipsync.mic import DelayChange
+from pipeline.core.events import DelayChange
 from tests.harness.app_driver import open_window, pump, pump_until
 from tests.test_app import QUIET, harness_device  # noqa: F401  (fixture used by name)
 from tests.test_obs_setup import KEY, MIC, client, config, obs  # noqa: F401
@@ -80,9 +80,8 @@ def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_serv
 
 def test_captions_reach_an_obs_text_source_as_they_are_heard(qt_app, jack_server, obs, client,  # noqa: F811
                                                              config):  # noqa: F811
-    from tests.harness.app_driver import say, wait_until_quiet
-
     from app.obs.credentials import save_password
+    from tests.harness.app_driver import say, wait_until_quiet
 
     source = "Test captions from the app"
     settings = replace(QUIET, captions_to_obs=True, obs_captions_source=source, obs_port=obs.port)

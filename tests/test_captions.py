@@ -12,6 +12,7 @@ import tracemalloc
 import pytest
 
 from pipeline.core.clock import MediaClock
+from pipeline.core.events import SentenceTimed, SpeechFinished, WordTimed
 from pipeline.voice.captions import (
     HOLD_S,
     MAX_LINE_CHARS,
@@ -20,7 +21,7 @@ from pipeline.voice.captions import (
     align,
     caption_document,
 )
-from pipeline.voice.speaker import SentenceTimed, Speaker, SpeechFinished, WordTimed
+from pipeline.voice.speaker import Speaker
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS
 from tests.test_cli import _refused, _run, places  # noqa: F401  (places: a fixture)

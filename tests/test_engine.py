@@ -10,8 +10,7 @@ import pytest
 from app.engine import Engine
 from app.settings import Settings
 from pipeline.audio.devices import STUCK_MESSAGE, list_devices, reinitialize_portaudio
-from pipeline.audio.input import InputStatus
-from pipeline.core.events import DeviceNotice
+from pipeline.core.events import DeviceNotice, InputStatus
 from tests.harness.jack_recorder import plug_in_microphone, plug_in_speaker
 from tests.harness.services import JackServer, run_in_child
 
@@ -126,7 +125,12 @@ def restart_server_then_quit() -> None:
 
 
 def test_the_engine_publishes_speech_and_device_news_on_its_bus(jack_server):
-    from pipeline.voice.speaker import SentenceTimed, SpeechFinished, SpeechStarted, VisemeTimed
+    from pipeline.core.events import (
+        SentenceTimed,
+        SpeechFinished,
+        SpeechStarted,
+        VisemeTimed,
+    )
     from pipeline.voice.streaming_tts import StreamingTTS
 
     settings = Settings(audio_output_device="lss-no-such-speaker", mic_enabled=False)

@@ -62,3 +62,30 @@ def test_subscribing_while_another_thread_publishes_loses_nothing():
         thread.join()
     bus.publish(Ping(1))
     assert all(c >= 1 for c in counts)
+
+
+def test_every_event_has_one_json_form_with_its_heard_time():
+    import json
+    import math
+
+    from pipeline.core.events import (
+        EVENT_KINDS,
+        EVENT_NAMES,
+        DelayChange,
+        SpeechFinished,
+        WordTimed,
+        event_json,
+    )
+
+    assert set(EVENT_KINDS) == set(EVENT_NAMES.values()) and len(EVENT_KINDS) == len(EVENT_NAMES)
+    # A media time also comes as the wall-clock instant it is heard (here: origin 1000 s).
+    word = event_json(WordTimed(3, 0, "hɛloʊ", 2.5, 2.75), heard_at=lambda t: 1000.0 + t)
+    assert word == {"type": "event", "event": "word", "request": 3, "index": 0,
+                    "phonemes": "hɛloʊ", "start": 2.5, "end": 2.75,
+                    "start_heard_at": 1002.5, "end_heard_at": 1002.75}
+    finished = event_json(SpeechFinished(3, 4.0, False, 0, 0), heard_at=lambda t: 10 + t)
+    assert finished["end_heard_at"] == 14.0 and finished["least_slack_s"] is None
+    # NaN (a delay reset) is JSON's null, not an invalid NaN token.
+    reset = event_json(DelayChange(1.0, 0.05, 0.03, math.nan))
+    assert reset["worst_ms"] is None and "start_heard_at" not in reset
+    json.loads(json.dumps(reset, allow_nan=False))

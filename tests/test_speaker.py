@@ -7,10 +7,8 @@ import numpy as np
 import pytest
 
 from pipeline.core.clock import MediaClock
-from pipeline.core.visemes import VISEME_INDEX
-from pipeline.voice.speaker import (
+from pipeline.core.events import (
     SentenceTimed,
-    Speaker,
     SpeechFailed,
     SpeechFinished,
     SpeechNotice,
@@ -18,6 +16,8 @@ from pipeline.voice.speaker import (
     VisemeTimed,
     WordTimed,
 )
+from pipeline.core.visemes import VISEME_INDEX
+from pipeline.voice.speaker import Speaker
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from tests.streaming_cases import KERNEL_ROUNDING_SNR_DB, snr_db

@@ -21,7 +21,7 @@ from app.obs.pusher import ObsPusher
 from app.obs.running_app import remove_running_app, write_running_app
 from app.obs.target import browser_source_url
 from app.settings import Settings
-from pipeline.lipsync.mic import DelayChange
+from pipeline.core.events import DelayChange
 
 log = logging.getLogger(__name__)
 

@@ -31,25 +31,25 @@ from app.settings import Settings, SettingsStore
 from app.ui.message_view import MessageArea, MessageHistory
 from app.ui.messages import EVENT_SECONDS, MessageBoard, Severity
 from app.ui.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
-from app.ui.status_line import FirstAudio, status_line
 from app.ui.settings_panel import (
     HEARD_FIRST_AUDIO,
     SYNTHESIS_FIRST_AUDIO,
     SettingsPanel,
 )
+from app.ui.status_line import FirstAudio, status_line
 from pipeline.audio.devices import STUCK_MESSAGE
-from pipeline.audio.input import InputStatus
-from pipeline.core.events import DeviceNotice
-from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-from pipeline.core.sync_metrics import viseme_change_offsets
-from pipeline.face.landmarks import PortraitError
-from pipeline.voice.speaker import (
+from pipeline.core.events import (
+    DeviceNotice,
+    InputStatus,
     SpeechEvent,
     SpeechFailed,
     SpeechFinished,
     SpeechNotice,
     SpeechStarted,
 )
+from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+from pipeline.core.sync_metrics import viseme_change_offsets
+from pipeline.face.landmarks import PortraitError
 from render.gl.offscreen import OffscreenError, gl_renderer, renders_on_cpu
 from render.outputs.avatar_view import PRESENTED, AvatarView
 from render.rigs.loader import PICTURE_SUFFIXES, AvatarRig, is_picture, load_avatar_rig

@@ -105,8 +105,10 @@
     try { message = JSON.parse(text); } catch (e) { return; }
     if (typeof message.sync === "number") {
       send({sync: message.sync, t: performance.now()});
-    } else if (typeof message.caption === "string") {
-      showCaption(message.caption, message.style || {});
+    } else if (message.type === "event" && message.event === "caption"
+               && typeof message.text === "string") {
+      // The app's event catalogue, in the JSON form the API sends too (docs/api.md).
+      showCaption(message.text, message.style || {});
     }
   }
 

@@ -39,7 +39,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -57,20 +56,12 @@ from pipeline.audio.devices import (
     streams_stuck,
 )
 from pipeline.core.clock import MediaClock
+from pipeline.core.events import InputStatus
 from pipeline.lipsync.features import MAX_ABS_SAMPLE
 
 
 def dbfs(amplitude: float) -> float:
     return 20.0 * math.log10(amplitude) if amplitude > 1e-10 else -200.0
-
-
-@dataclass(frozen=True, slots=True)
-class InputStatus:
-    """What happened to the microphone, with a message for the user's status line."""
-
-    kind: Literal["started", "lost", "recovered", "switched", "retrying", "available", "invalid"]
-    message: str
-    device: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ import numpy as np
 
 from pipeline.audio.input import AudioInput, CapturedBlock, dbfs
 from pipeline.core.easing import smoothstep
+from pipeline.core.events import DelayChange
 from pipeline.core.frames import MouthPose
 from pipeline.core.visemes import VISEME_INDEX
 from pipeline.lipsync.model import LipShapeModel, VisemeSmoother
@@ -128,16 +129,6 @@ class LatencyStats:
     p50_ms: float
     p99_ms: float
     count: int
-
-
-@dataclass(frozen=True, slots=True)
-class DelayChange:
-    """A move of MicLipSync's delay, for the status line: the OBS offset to enter changed."""
-
-    at: float  # on the stage's clock
-    old: float
-    new: float
-    worst_ms: float  # a raise: the worst capture → pose latency that asked for it (NaN: a reset)
 
 
 class ModelAnalyser:

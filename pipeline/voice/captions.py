@@ -36,14 +36,9 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from pathlib import Path
 
+from pipeline.core.events import SentenceTimed, SpeechEvent, SpeechFinished, WordTimed
 from pipeline.core.visemes import LENGTH_MARKS, PAUSES, STRESS_MARKS
-from pipeline.voice.speaker import (
-    MAX_AHEAD_S,
-    SentenceTimed,
-    SpeechEvent,
-    SpeechFinished,
-    WordTimed,
-)
+from pipeline.voice.speaker import MAX_AHEAD_S
 from pipeline.voice.streaming_tts import SentencePlan
 
 log = logging.getLogger(__name__)

@@ -29,6 +29,16 @@ import numpy as np
 from pipeline.audio.output import AudioOutput
 from pipeline.audio.resample import StreamResampler
 from pipeline.core.clock import MediaClock
+from pipeline.core.events import (
+    SentenceTimed,
+    SpeechEvent,
+    SpeechFailed,
+    SpeechFinished,
+    SpeechNotice,
+    SpeechStarted,
+    VisemeTimed,
+    WordTimed,
+)
 from pipeline.core.modes import DEFAULT_MODE
 from pipeline.text.incremental import SentencePieces
 from pipeline.text.input import TextInputError
@@ -71,74 +81,6 @@ START_LEAD_MIN_S = 0.045
 # which the output callback takes audio, so a chunk a period later than any measured
 # still plays.
 SLACK_MARGIN_S = 0.011
-
-
-@dataclass(frozen=True, slots=True)
-class SpeechStarted:
-    request: int
-    first_audio_s: float  # request → first sample heard
-    synthesis_s: float  # request → first sentence synthesized
-
-
-@dataclass(frozen=True, slots=True)
-class SpeechNotice:
-    request: int
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class SpeechFailed:
-    request: int
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class SpeechFinished:
-    request: int
-    end_media_time: float
-    cancelled: bool
-    gaps: int  # sentences that could not follow the previous one seamlessly
-    underruns: int  # chunks that arrived after their time to play (their late part dropped)
-    # The least slack of the chunks after the first (seconds before their place could no
-    # longer be written); None without an audio device or with one chunk only.
-    least_slack_s: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SentenceTimed:
-    """A sentence scheduled: heard from ``start`` (media time, seconds) on."""
-
-    request: int
-    text: str
-    start: float
-
-
-@dataclass(frozen=True, slots=True)
-class WordTimed:
-    """A word scheduled: the voice's symbols for it (`phonemes`), heard over [start, end)
-    in media time. `index` counts the words of the sentence last announced by
-    SentenceTimed, across the windows it is read in."""
-
-    request: int
-    index: int
-    phonemes: str
-    start: float
-    end: float
-
-
-@dataclass(frozen=True, slots=True)
-class VisemeTimed:
-    """A viseme scheduled as the mouth's target over [start, end) in media time: the
-    speech timeline's own cues (pipeline.voice.viseme_track), one event each."""
-
-    request: int
-    viseme: str
-    start: float
-    end: float
-
-
-SpeechEvent = (SpeechStarted | SpeechNotice | SpeechFailed | SpeechFinished
-               | SentenceTimed | WordTimed | VisemeTimed)
 
 
 @dataclass(slots=True)

@@ -30,7 +30,9 @@ and height (u16 each; everything outside it is transparent), encoding u8, little
 then the rectangle as **straight** (un-premultiplied) RGBA, rows top to bottom, what a
 canvas's ``putImageData`` takes: raw bytes, or a PNG the page decodes with
 ``createImageBitmap`` (off its main thread). Text messages are JSON:
-``{"caption": text, "style": {...}}`` and clock probes ``{"sync": n}``. Page → server:
+the caption event of the app's catalogue (pipeline.core.events, the form the API
+sends) with its style, ``{"type": "event", "event": "caption", "text": text, "style":
+{...}}``, and clock probes ``{"sync": n}``. Page → server:
 ``{"painted": frame_number, "t": ms, "ready": ms}`` after each paint (``ready``: when
 the frame was ready to paint) and ``{"sync": n, "t": ms}``
 answering a probe, ``t`` being the page's ``performance.now()``. Anything else a client
@@ -108,6 +110,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from pipeline.core.events import CaptionShown, event_json
 from pipeline.core.resources import ASSETS_DIR
 
 WEB_DIR = ASSETS_DIR / "web"
@@ -442,7 +445,7 @@ class BrowserSource:
         if style.get("position", "bottom") not in CAPTION_POSITIONS:
             raise ValueError(f"caption position {style['position']!r} is not one of "
                              f"{CAPTION_POSITIONS}")
-        message = json.dumps({"caption": str(text), "style": style})
+        message = json.dumps({**event_json(CaptionShown(str(text))), "style": style})
         self._caption_message = message
         loop = self._loop
         if loop is not None and not self._stopping:
