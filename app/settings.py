@@ -6,6 +6,7 @@ back to its default, and every fallback is reported so the UI can show it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
@@ -15,7 +16,12 @@ from typing import Any
 
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
 from pipeline.infer.sessions import PROVIDERS
-from render.outputs.background import BACKGROUND_MODES, COLOUR_FORMS, ColourError, parse_colour
+from render.outputs.background import (
+    BACKGROUND_MODES,
+    COLOUR_FORMS,
+    ColourError,
+    parse_colour,
+)
 
 SETTINGS_VERSION = 1
 
@@ -92,6 +98,41 @@ class Settings:
     # average (18-45 ms median measured, bench/results/obs_av_offset.json): the avatar
     # window shows each mouth that much early.
     obs_fps: int = 30
+    # -- the local API (issue 22; app/api/, docs/api.md) --
+    # Off by default: HTTP and WebSocket on one port.
+    api_enabled: bool = False
+    api_port: int = 8766
+    # Where it listens. Anything but a loopback address also needs api_allow_network: a
+    # second, explicit choice, since every computer on the network can then knock.
+    api_bind_address: str = "127.0.0.1"
+    api_allow_network: bool = False
+    # Pages of other sites may not drive the API from a browser unless listed here
+    # (their origins, e.g. "https://example.com", separated by spaces or commas).
+    api_allowed_origins: str = ""
+    # Limits, each refusal naming its limit. A message: a /stream text piece or a
+    # control command; 64 KiB holds ~10 minutes of speech as text.
+    api_max_message_bytes: int = 65536
+    # Per connection, over any one second.
+    api_messages_per_second: int = 50
+    # /stream and /v1/audio/speech at once: the 50 streams the API is built and
+    # measured for, and some room (bench/api.py).
+    api_max_streams: int = 64
+    # -- our lip sync on other apps' avatars (render/outputs/vmc.py, vtube_studio.py) --
+    # VTube Studio's plugin API (its default port 8001).
+    vtube_studio: bool = False
+    vtube_studio_host: str = "127.0.0.1"
+    vtube_studio_port: int = 8001
+    # What we cannot measure: how long VTube Studio takes to show a parameter it got.
+    # Sent this much earlier so its frame and our sound meet.
+    vtube_studio_offset_ms: float = 0.0
+    # VMC protocol (OSC over UDP): VSeeFace and VirtualMotionCapture listen on 39539
+    # (39540 for a second sender), Warudo and VNyan where the user set them.
+    vmc: bool = False
+    vmc_host: str = "127.0.0.1"
+    vmc_port: int = 39539
+    # "vrm0": blend shapes A I U E O (VRM 0.x, VSeeFace); "vrm1": aa ih ou ee oh (VRM 1.0).
+    vmc_blendshapes: str = "vrm0"
+    vmc_offset_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -141,6 +182,23 @@ RULES: dict[str, FieldRule] = {
     "obs_captions_source": FieldRule(str),
     "obs_live_updates": FieldRule(bool),
     "obs_fps": FieldRule(int, 10, 240),
+    "api_enabled": FieldRule(bool),
+    "api_port": FieldRule(int, 1024, 65535),
+    "api_bind_address": FieldRule(str),
+    "api_allow_network": FieldRule(bool),
+    "api_allowed_origins": FieldRule(str, optional=True),
+    "api_max_message_bytes": FieldRule(int, 1024, 16 * 2**20),
+    "api_messages_per_second": FieldRule(int, 1, 10_000),
+    "api_max_streams": FieldRule(int, 1, 1024),
+    "vtube_studio": FieldRule(bool),
+    "vtube_studio_host": FieldRule(str),
+    "vtube_studio_port": FieldRule(int, 1, 65535),
+    "vtube_studio_offset_ms": FieldRule(float, -500.0, 1000.0),
+    "vmc": FieldRule(bool),
+    "vmc_host": FieldRule(str),
+    "vmc_port": FieldRule(int, 1, 65535),
+    "vmc_blendshapes": FieldRule(str, choices=("vrm0", "vrm1")),
+    "vmc_offset_ms": FieldRule(float, -500.0, 1000.0),
 }
 
 COLOUR_FIELDS = ("background", "output_colour", "chroma_colour")
@@ -183,6 +241,11 @@ def _check(name: str, value: Any) -> str | None:
             parse_size(value)
         except ValueError:
             return "must be 720p, 1080p or WIDTHxHEIGHT"
+    if name == "api_bind_address":
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            return "must be an IP address of this computer, e.g. 127.0.0.1 or 0.0.0.0"
     if rule.kind is str and not rule.optional and not value:
         return "must not be empty"
     return None
