@@ -16,6 +16,7 @@ class Stage:
 
     def __init__(self, batch_sizes=(1, 8), seconds=0.002, fail=False):
         self.batch_sizes = batch_sizes
+        self.batch_limit = max(batch_sizes)
         self.seconds = seconds
         self.fail = fail
         self.batches: list[list[float]] = []
@@ -25,6 +26,7 @@ class Stage:
     def _execute(self, requests):
         self.running += 1
         self.overlapped |= self.running > 1
+        self.most_at_once = max(getattr(self, "most_at_once", 0), self.running)
         time.sleep(self.seconds)
         self.batches.append([r.deadline for r in requests])
         self.running -= 1
@@ -104,3 +106,28 @@ def test_exclusive_work_waits_for_the_run_under_way():
     queue.exclusive(lambda: seen.append(stage.running))
     worker.join()
     assert seen == [0]
+
+
+def test_two_lanes_run_two_batches_at_once_and_never_more():
+    stage = Stage(batch_sizes=(1, 4), seconds=0.01)
+    queue = _DeviceQueue(lanes=2)
+    results = _many(queue, stage, [float(i) for i in range(40)], key=lambda i: (i % 3,))
+    assert results == [[i] for i in range(40)]
+    assert stage.most_at_once == 2 and max(len(b) for b in stage.batches) <= 4
+    assert sum(len(b) for b in stage.batches) == 40
+
+
+def test_exclusive_work_holds_every_lane():
+    stage = Stage(seconds=0.05)
+    queue = _DeviceQueue(lanes=2)
+    workers = [threading.Thread(target=lambda k=k: queue.run(stage, (k,), {"x": 0}, 0.0))
+               for k in "ab"]
+    for worker in workers:
+        worker.start()
+    time.sleep(0.01)
+    seen = []
+    queue.exclusive(lambda: seen.append(stage.running))
+    after = queue.run(stage, ("c",), {"x": 5}, 0.0)
+    for worker in workers:
+        worker.join()
+    assert seen == [0] and after == [5]

@@ -8,12 +8,13 @@ and outputs bound once to device buffers (I/O binding), so a run copies just its
 up and its outputs down; and the whole run captured as a CUDA graph when it is built
 and replayed after, one launch instead of one per node.
 
-Device runs of every engine in the process go through one queue (_DeviceQueue),
-earliest deadline first: a run asked for with the deadline of the audio it makes, so
-a stream's first chunk is not stuck behind another stream's chunks that are seconds
-ahead of their playback. Runs of one engine and shape waiting together go as one
-batch (the sizes in `batch_sizes`), so 50 streams starting at once cost a few launches,
-not 50 times each.
+Runs of every engine in the process go through one queue per kind (_DeviceQueue: one
+lane on the device, a lane per core on the CPU), earliest deadline first: a run asked
+for with the deadline of the audio it makes, so a stream's first chunk is not stuck
+behind another stream's chunks that are seconds ahead of their playback. Runs of one
+engine and key waiting together go as one batch (on the device the sizes in
+`batch_sizes`, on the CPU any size up to CPU_BATCH), so 50 streams starting at once cost
+a few runs, not 50 times each.
 
 Where a shape's graph still has a node the device cannot run, that shape runs without
 a CUDA graph, with onnxruntime's copies around the node: `notes` says which shape and
@@ -29,6 +30,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -93,27 +95,30 @@ class _Request:
 
 
 class _DeviceQueue:
-    """Every device run and capture of the process, one at a time, earliest deadline
-    first, made by a thread that asked for one (no hand-off to a thread of its own:
-    that would cost each run a thread switch).
+    """Every run of the engines of one kind (the device's, or the CPU's), at most `lanes`
+    at a time, earliest deadline first, each made by a thread that asked for one (no
+    hand-off to a thread of its own: that would cost each run a thread switch).
 
-    The thread holding the device (the leader) runs batches, most urgent first, until
-    its own request is done, then hands the device to the owner of the most urgent
-    request left, waking that one thread; the owners of the requests it ran are woken
-    one by one as theirs finish. So a finished batch wakes its own requests' threads
-    and at most one more, never every waiting stream (with 50 streams, waking all of
-    them at every batch cost more than the runs).
+    A thread holding a lane (a leader) runs batches, most urgent first, until its own
+    request is done (another leader may have run it), then gives the lane to the owner
+    of the most urgent request left, waking that one thread; the owners of the requests
+    it ran are woken one by one as theirs finish. So a finished batch wakes its own
+    requests' threads and at most one more, never every waiting stream (with 50
+    streams, waking all of them at every batch cost more than the runs). A leader that
+    finds nothing left to run gives its lane back and waits for its own request.
 
-    One at a time because a CUDA graph capture records every CUDA call the process
-    makes meanwhile: a copy made by another thread then breaks it (measured on the
-    H200: "operation failed due to a previous error during capture", from a stream's
-    prefetch thread). One GPU runs these small graphs one after another anyway.
+    The device has one lane, because a CUDA graph capture records every CUDA call the
+    process makes meanwhile: a copy made by another thread then breaks it (measured on
+    the H200: "operation failed due to a previous error during capture", from a
+    stream's prefetch thread). One GPU runs these small graphs one after another anyway.
+    The CPU has a lane per core: each session runs on one intra-op thread.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, lanes: int = 1) -> None:
+        self.lanes = lanes
         self._heap: list[_Request] = []
         self._lock = threading.Lock()
-        self._busy = False
+        self._leaders = 0
         self._order = itertools.count()
 
     def run(self, engine: Engine, key: tuple, feed: dict[str, np.ndarray],
@@ -121,38 +126,52 @@ class _DeviceQueue:
         request = _Request(deadline, next(self._order), engine, key, feed)
         with self._lock:
             heapq.heappush(self._heap, request)
-            lead = not self._busy
-            self._busy = True
+            lead = self._take_lane()
         while not request.done:
-            if not lead:
-                # Woken when the request is done, or else to take the device.
-                request.wake.wait()
-                request.wake.clear()
-                lead = not request.done
+            if lead:
+                with self._lock:
+                    batch = self._take() if self._heap else None
+                    if batch is None:
+                        lead = False  # its own request is being run by another leader
+                        self._leaders -= 1
+                if batch is not None:
+                    self._execute(batch)
+                    for waiting in batch:
+                        if waiting is not request:
+                            waiting.wake.set()
                 continue
-            with self._lock:
-                batch = self._take()
-            self._execute(batch)
-            for waiting in batch:
-                if waiting is not request:
-                    waiting.wake.set()
+            # Woken when the request is done, or else to take a lane.
+            request.wake.wait()
+            request.wake.clear()
+            if not request.done:
+                with self._lock:
+                    lead = self._take_lane()
         if lead:
             self._hand_over()
         if request.error is not None:
             raise request.error
         return request.outputs
 
+    def _take_lane(self) -> bool:
+        """A free lane, taken (the caller holds the lock)."""
+        if self._leaders < self.lanes:
+            self._leaders += 1
+            return True
+        return False
+
     def exclusive(self, work) -> None:
-        """Call `work()` holding the device, once no run is under way (warm-up)."""
+        """Call `work()` holding every lane, once no run is under way (warm-up)."""
         while True:
             with self._lock:
-                if not self._busy:
-                    self._busy = True
+                if not self._leaders:
+                    self._leaders = self.lanes
                     break
             time.sleep(0.001)
         try:
             work()
         finally:
+            with self._lock:
+                self._leaders = 1
             self._hand_over()
 
     @staticmethod
@@ -166,18 +185,17 @@ class _DeviceQueue:
             waiting.done = True
 
     def _hand_over(self) -> None:
-        """Give the device to the owner of the most urgent request, or free it."""
+        """Give the lane to the owner of the most urgent request, or free it."""
         with self._lock:
+            self._leaders -= 1
             if self._heap:
                 self._heap[0].wake.set()
-            else:
-                self._busy = False
 
     def _take(self) -> list[_Request]:
         """The most urgent request and those of its engine and key behind it, up to the
         engine's largest batch."""
         first = heapq.heappop(self._heap)
-        limit = max(first.engine.batch_sizes)
+        limit = first.engine.batch_limit
         same = [r for r in self._heap if r.engine is first.engine and r.key == first.key]
         same = sorted(same)[:limit - 1]
         if same:
@@ -188,6 +206,15 @@ class _DeviceQueue:
 
 
 _QUEUE = _DeviceQueue()
+# CPU runs: a lane per core, earliest deadline first, one request a run. Batching on the
+# CPU was measured and lost (50 streams starting at once on the 2-core development VM,
+# bench-like text, balanced mode): unbatched, first audio P50 444 / P99 775 ms, 14.0 s in
+# all, +60 MB; batches padded to 4, 394 / 596 ms but +205 MB (onnxruntime's CPU arena
+# keeps the largest of every shape and batch it has run); batches of any size up to 8,
+# twice as slow in all (20 s) and +355 MB. Without the queue (each stream's thread running
+# its own sessions, as before it) the first audio was 932 / 1606 ms.
+CPU_BATCH = 1
+_CPU_QUEUE = _DeviceQueue(lanes=os.cpu_count() or 1)
 
 
 def _batched(value: np.ndarray) -> bool:
@@ -214,6 +241,8 @@ class Engine:
         self.batch_sizes = tuple(sorted(set(batch_sizes)))
         self.choice = choose_provider(provider)
         self.on_device = self.choice.used != "cpu"
+        # A device batch is one of its graphs' sizes; a CPU session takes any size.
+        self.batch_limit = max(self.batch_sizes) if self.on_device else CPU_BATCH
         initializers = {tensor.name for tensor in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
         self._session = (None if self.on_device
@@ -226,11 +255,10 @@ class Engine:
     def run(self, feed: dict[str, np.ndarray], deadline: float | None = None) -> list[np.ndarray]:
         """The outputs for `feed` (every input, by name), as host arrays of their own.
         `deadline` (time.perf_counter() seconds; None: now) orders device runs."""
-        if self._session is not None:
-            return self._session.run(None, feed)
         key = tuple((name, feed[name].shape if _batched(feed[name]) else feed[name].tobytes())
                     for name in self.input_names)
-        return _QUEUE.run(self, key, feed, time.perf_counter() if deadline is None else deadline)
+        queue = _QUEUE if self.on_device else _CPU_QUEUE
+        return queue.run(self, key, feed, time.perf_counter() if deadline is None else deadline)
 
     def prepare(self, feed: dict[str, np.ndarray]) -> None:
         """Build (and capture) `feed`'s shape at every batch size: warm-up."""
@@ -247,12 +275,15 @@ class Engine:
         return sum(bound.graph for bound in self._bound.values())
 
     def _execute(self, requests: list[_Request]) -> None:
-        """Run `requests` (one key) as one batch; the caller holds the device."""
+        """Run `requests` (one key) as one batch; the caller holds a lane."""
         feeds = [r.feed for r in requests]
+        if self._session is not None:
+            outputs = self._session.run(None, self._stacked(feeds))
+            for row, request in enumerate(requests):
+                request.outputs = [out[row:row + 1] if len(feeds) > 1 else out for out in outputs]
+            return
         size = next(s for s in self.batch_sizes if s >= len(feeds))
-        feeds = feeds + [feeds[0]] * (size - len(feeds))
-        batch = {name: np.concatenate([f[name] for f in feeds]) if _batched(feeds[0][name])
-                 else feeds[0][name] for name in self.input_names}
+        batch = self._stacked(feeds + [feeds[0]] * (size - len(feeds)))
         shapes = tuple((name, tuple(batch[name].shape)) for name in self.input_names)
         bound = self._bound.get((shapes, size)) or self._bind(shapes, size, batch)
         for name, value in bound.inputs.items():
@@ -266,6 +297,13 @@ class Engine:
         counts.batched += len(requests)
         for row, request in enumerate(requests):
             request.outputs = [out[row:row + 1] if size > 1 else out for out in outputs]
+
+    def _stacked(self, feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """One feed of `feeds` (one key): batched inputs joined along their first axis."""
+        if len(feeds) == 1:
+            return feeds[0]
+        return {name: np.concatenate([f[name] for f in feeds]) if _batched(feeds[0][name])
+                else feeds[0][name] for name in self.input_names}
 
     def _bind(self, shapes: Shapes, size: int, feed: dict[str, np.ndarray]) -> _Bound:
         static = dense_masked_indexing(fixed_shapes(self._model, dict(shapes)))
