@@ -156,5 +156,11 @@ class DisplayClock:
         return {"p50_ms": float(p50), "p99_ms": float(p99), "max_ms": float(lateness.max()),
                 "samples": n}
 
+    def assume_latency(self, seconds: float) -> None:
+        """Start the latency estimate at `seconds` (an output that knows how long its
+        frames take to be seen), so the first frames are made for the right time rather
+        than the estimate's ~40 ticks of settling from 0."""
+        self._latency_estimate = seconds
+
     def latency_ms(self) -> float:
         return self._latency_estimate * 1e3

@@ -46,6 +46,7 @@ class PoseTicker:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.presenter.clock.fall_back_to_deadline(now())
+        self.presenter.clock.assume_latency(latency_s)
 
     @property
     def period(self) -> float:
@@ -89,8 +90,9 @@ class PoseTicker:
         return self.presenter.stats()
 
     def _run(self) -> None:
-        self.presenter.clock.fall_back_to_deadline(self._now())
-        wake = 0.0
+        clock = self.presenter.clock
+        clock.fall_back_to_deadline(self._now())
+        wake = clock.next_deadline() - self._now()  # the grid's first point
         while not self._stopping.wait(max(0.0, wake)):
             frame, wake = self.step(self._now())
             if frame is None:
