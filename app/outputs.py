@@ -1,10 +1,21 @@
-"""The outputs besides the main window's view: the avatar-only window OBS captures, the
-browser source's page and the virtual camera. One place that opens, reconfigures and
-closes them from the settings, for the windowed app and `--headless` alike.
+"""The table of outputs besides the main window's view, and the one place that opens,
+reconfigures and closes them from the settings, for the window and `--headless` alike.
 
-Each output pulls its own frames on its own ticks from the engine's media clock; this
-module only wires them to the engine (mouth source, clock, rig) and follows settings.
-Problems are told through `tell(message, severity)` and never stop the app.
+Each row of OUTPUT_KINDS says, for one kind of output, as obs-studio's
+`obs_output_info` does: whether the settings want it, which of its settings reopen it
+when they change (the rest it takes in place), how to open it, and what to tell the user
+once it is on. Every output then has the one shape of render/outputs/contract.py: fed
+the engine's mouth source, media clock and rig, pulling its own frames on its own ticks,
+reporting an OutputStatus, closed once.
+
+- avatar_window: the avatar-only window OBS captures;
+- browser_source, virtual_camera: pixel outputs (a frame feed and its sink);
+- vmc, vtube_studio: pose outputs, sending the avatar's state to other apps' avatars.
+
+Problems are told through `tell(message, severity)` once per cause and never stop the
+app. Captions are followed here too: a track fed by the speaker's events, read on a
+timer at the heard time, shown by the outputs that show captions, published on the bus
+(CaptionShown) and handed to OBS.
 """
 
 from __future__ import annotations
@@ -13,35 +24,49 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-import numpy as np
 from PySide6.QtCore import Qt, QTimer
 
+from app.config_files import read_json, write_json
 from app.engine import Engine
-from app.settings import Settings, parse_size
-from app.ui.messages import Severity
-from pipeline.core.events import SentenceTimed, SpeechFinished, WordTimed
+from app.messages import Severity
+from app.settings import Settings, config_dir, parse_size
+from pipeline.core.events import CaptionShown, SentenceTimed, SpeechFinished, WordTimed
 from pipeline.voice.captions import CaptionTrack
 from render.outputs.avatar_window import AvatarWindow
-from render.outputs.background import (
-    CHROMA,
-    SOLID,
-    TRANSPARENT,
-    Background,
-    parse_colour,
-)
-from render.outputs.browser_source import BrowserSource, BrowserSourceError
-from render.outputs.frame_feed import FrameFeed
-from render.outputs.virtual_camera import VirtualCamera, VirtualCameraError
+from render.outputs.background import CHROMA, SOLID, TRANSPARENT, Background, parse_colour
+from render.outputs.contract import Output, OutputError, OutputStatus
+from render.outputs.pixel_output import PixelOutput
 from render.rigs.loader import AvatarRig
 
 log = logging.getLogger(__name__)
 
 Tell = Callable[[str, Severity], None]
 
-# How often the browser feed takes up the pages' measured paint delay: it moves with the
-# machine's load over seconds, not frame to frame.
-PAGE_DELAY_REVIEW_MS = 1000
+
+@dataclass(frozen=True, slots=True)
+class Wants:
+    """What the command line asked for over the settings: the avatar window open
+    (--output-window; None: as the settings say), the browser source on a port
+    (--browser-source-port)."""
+
+    window: bool | None = None
+    browser_port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputKind:
+    """One row of the table. `config` is what reopens the output when it changes;
+    `adjust` (optional) applies the other settings to an open one in place."""
+
+    name: str
+    label: str
+    wanted: Callable[[Settings, Wants], bool]
+    config: Callable[[Settings, Wants], tuple]
+    open: Callable[[Outputs, Settings, Wants], Output]
+    announce: Callable[[Output, Settings], str] | None = None
+    adjust: Callable[[Output, Settings], None] | None = None
 
 
 def output_background(settings: Settings) -> Background:
@@ -53,26 +78,172 @@ def output_background(settings: Settings) -> Background:
     return Background()
 
 
+# -- the avatar window ------------------------------------------------------------------
+
+def _window_wanted(settings: Settings, wants: Wants) -> bool:
+    return settings.output_window if wants.window is None else wants.window
+
+
+def _open_window(outputs: Outputs, settings: Settings, wants: Wants) -> Output:
+    size = parse_size(settings.output_size)
+    window = AvatarWindow(size, fps=outputs.frame_rate, background=output_background(settings),
+                          borderless=settings.output_borderless, on_top=settings.output_on_top,
+                          now=outputs.now)
+    window.closed = outputs.window_closed_by_user
+    _adjust_window(window, settings)
+    window.show()
+    log.info("avatar window open at %dx%d, background %s", *size, settings.output_background)
+    return window
+
+
+def _adjust_window(window: AvatarWindow, settings: Settings) -> None:
+    window.set_window_flags(settings.output_borderless, settings.output_on_top)
+    window.set_size(parse_size(settings.output_size))
+    window.set_background(output_background(settings))
+    # OBS's window capture samples the window on its own frame grid: half an OBS frame
+    # later on average (app/settings.py obs_fps).
+    window.viewer_delay_s = 0.5 / settings.obs_fps
+
+
+# -- the browser source -----------------------------------------------------------------
+
+def _browser_port(settings: Settings, wants: Wants) -> int:
+    return wants.browser_port if wants.browser_port is not None else settings.browser_source_port
+
+
+def _open_browser_source(outputs: Outputs, settings: Settings, wants: Wants) -> Output:
+    from render.outputs.browser_source import BrowserSource, BrowserSourceError
+
+    source = BrowserSource(_browser_port(settings, wants))
+    try:
+        source.start()
+    except BrowserSourceError as exc:
+        raise OutputError(str(exc)) from None
+    output = PixelOutput("browser_source", source, *parse_size(settings.output_size),
+                         outputs.frame_rate, now=outputs.now,
+                         describe=lambda s: f"{s.url}, {s.clients} page(s) connected")
+    return output
+
+
+def _announce_browser_source(output: PixelOutput, settings: Settings) -> str:
+    width, height = output.size
+    return (f"Browser source: {output.sink.url} (add it to OBS as a Browser source, "
+            f"{width}x{height})")
+
+
+# -- the virtual camera -----------------------------------------------------------------
+
+def _camera_background(settings: Settings) -> Background:
+    background = output_background(settings)
+    if background.mode == TRANSPARENT:
+        # A camera carries no alpha: the key colour, which OBS's chroma key removes.
+        return Background(CHROMA, parse_colour(settings.chroma_colour))
+    return background
+
+
+def _open_camera(outputs: Outputs, settings: Settings, wants: Wants) -> Output:
+    from render.outputs.virtual_camera import VirtualCamera, VirtualCameraError
+
+    size = parse_size(settings.virtual_camera_size)
+    camera = VirtualCamera(*size, settings.virtual_camera_fps, _camera_background(settings))
+    try:
+        camera.start()
+    except VirtualCameraError as exc:
+        raise OutputError(str(exc)) from None
+    return PixelOutput("virtual_camera", camera, *size, settings.virtual_camera_fps,
+                       now=outputs.now,
+                       describe=lambda c: f"{c.device}, {c.width}x{c.height} at {c.fps:g} fps")
+
+
+def _announce_camera(output: PixelOutput, settings: Settings) -> str:
+    camera = output.sink
+    behind = ("" if settings.output_background != TRANSPARENT else
+              f"; a camera has no transparency, so the avatar is on {settings.chroma_colour} "
+              "(the chroma key colour) there")
+    return (f"Virtual camera on: {camera.device}, {camera.width}x{camera.height} at "
+            f"{camera.fps} fps{behind}")
+
+
+# -- pose outputs ----------------------------------------------------------------------
+
+def _open_vmc(outputs: Outputs, settings: Settings, wants: Wants) -> Output:
+    from render.outputs.vmc import VmcOutput
+
+    return VmcOutput(settings.vmc_host, settings.vmc_port, names=settings.vmc_blendshapes,
+                     fps=outputs.frame_rate, offset_s=settings.vmc_offset_ms / 1e3)
+
+
+# VTube Studio's token for us, asked for once (the user allows the plugin in VTube
+# Studio) and kept in the config folder.
+VTUBE_STUDIO_TOKEN_FILE = "vtube_studio.json"
+
+
+def _vtube_studio_token() -> str | None:
+    data = read_json(config_dir() / VTUBE_STUDIO_TOKEN_FILE)
+    token = data.get("token") if isinstance(data, dict) else None
+    return token if isinstance(token, str) else None
+
+
+def _save_vtube_studio_token(token: str) -> None:
+    # On the output's own thread: a failed save costs asking again at the next start.
+    try:
+        write_json(config_dir() / VTUBE_STUDIO_TOKEN_FILE, {"token": token})
+    except OSError as exc:
+        log.warning("could not keep VTube Studio's token: %s", exc)
+
+
+def _open_vtube_studio(outputs: Outputs, settings: Settings, wants: Wants) -> Output:
+    from render.outputs.vtube_studio import VTubeStudioOutput
+
+    return VTubeStudioOutput(settings.vtube_studio_host, settings.vtube_studio_port,
+                             fps=outputs.frame_rate,
+                             offset_s=settings.vtube_studio_offset_ms / 1e3,
+                             token=_vtube_studio_token(), on_token=_save_vtube_studio_token)
+
+
+def _announce_status(output: Output, settings: Settings) -> str:
+    return output.status().detail
+
+
+OUTPUT_KINDS: tuple[OutputKind, ...] = (
+    OutputKind("avatar_window", "Avatar window", _window_wanted, lambda s, w: (), _open_window,
+               adjust=_adjust_window),
+    OutputKind("browser_source", "Browser source",
+               lambda s, w: w.browser_port is not None or s.browser_source,
+               lambda s, w: (_browser_port(s, w), s.output_size), _open_browser_source,
+               announce=_announce_browser_source),
+    OutputKind("virtual_camera", "Virtual camera", lambda s, w: s.virtual_camera,
+               lambda s, w: (s.virtual_camera_size, s.virtual_camera_fps, _camera_background(s)),
+               _open_camera, announce=_announce_camera),
+    OutputKind("vmc", "VMC output", lambda s, w: s.vmc,
+               lambda s, w: (s.vmc_host, s.vmc_port, s.vmc_blendshapes, s.vmc_offset_ms),
+               _open_vmc, announce=_announce_status),
+    OutputKind("vtube_studio", "VTube Studio", lambda s, w: s.vtube_studio,
+               lambda s, w: (s.vtube_studio_host, s.vtube_studio_port, s.vtube_studio_offset_ms),
+               _open_vtube_studio, announce=_announce_status),
+)
+
+
 class Outputs:
     """Owns the outputs that are on. `frame_rate` is the rate the window's own view runs
-    at (software GL caps it), used by every output here too."""
+    at (software GL caps it), used by every output here but the camera (its own rate).
+    `attach` adds an output opened elsewhere (the main window's view) to what is fed."""
 
     def __init__(self, engine: Engine, settings: Settings, tell: Tell, *,
                  frame_rate: float, now: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self.settings = settings
+        self.wants = Wants()
+        self.frame_rate = frame_rate
+        self.now = now
         self._tell = tell
-        self._frame_rate = frame_rate
-        self._now = now
         self._rig: AvatarRig | None = None
-        self.avatar_window: AvatarWindow | None = None
-        self.browser_source: BrowserSource | None = None
-        self.camera: VirtualCamera | None = None
-        # Why the camera is off although the settings want it (None: not so).
-        self.camera_problem: str | None = None
-        self._camera_background: Background | None = None
-        # The offscreen feeds by the output they feed ("browser", "camera").
-        self.feeds: dict[str, FrameFeed] = {}
+        self.opened: dict[str, Output] = {}
+        self._configs: dict[str, tuple] = {}
+        # Why an output the settings want is not on (told once per cause).
+        self.problems: dict[str, str] = {}
+        self._attached: list = []
+        self._blinking, self._breathing = settings.blinking, settings.breathing
         # Told when the user closes the avatar window, so the app can save it as off.
         self.window_closed: Callable[[], None] | None = None
         # Captions: a track fed by the speaker's events, read on a timer at the heard time.
@@ -86,106 +257,134 @@ class Outputs:
         self._caption_timer = QTimer()
         self._caption_timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._caption_timer.timeout.connect(self._show_caption)
-        self._page_delay_timer = QTimer()
-        self._page_delay_timer.timeout.connect(self._follow_page_delay)
+
+    # -- what is open ---------------------------------------------------------------------
+
+    @property
+    def avatar_window(self) -> AvatarWindow | None:
+        return self.opened.get("avatar_window")
+
+    @property
+    def browser_source(self):
+        output = self.opened.get("browser_source")
+        return output.sink if output is not None else None
+
+    @property
+    def camera(self):
+        output = self.opened.get("virtual_camera")
+        return output.sink if output is not None else None
+
+    @property
+    def camera_problem(self) -> str | None:
+        return self.problems.get("virtual_camera")
+
+    def statuses(self) -> list[OutputStatus]:
+        """One status per output the settings want: its own, or why it is not on."""
+        wanted = [kind for kind in OUTPUT_KINDS if kind.wanted(self.settings, self.wants)]
+        return [self.opened[kind.name].status() if kind.name in self.opened
+                else OutputStatus(kind.name, "trouble", f"{kind.label} is off",
+                                  self.problems.get(kind.name))
+                for kind in wanted]
 
     # -- wiring ---------------------------------------------------------------------
 
-    def _pullers(self):
-        """Every output here that pulls frames: the window and the feeds."""
-        return [output for output in (self.avatar_window, *self.feeds.values()) if output is not None]
+    def pullers(self) -> list:
+        """Every output fed here, those attached first."""
+        return [*self._attached, *self.opened.values()]
+
+    def attach(self, output) -> None:
+        self._attached.append(output)
+        self._wire(output)
 
     def set_rig(self, rig: AvatarRig) -> None:
         self._rig = rig
-        for output in self._pullers():
+        for output in self.pullers():
             output.set_rig(rig)
 
     def connect_sources(self) -> None:
         """Follow the engine's current mouth source and media clock (after a device
         change gave it new ones)."""
         source, version = self.engine.mouth_source()
-        for output in self._pullers():
+        for output in self.pullers():
             output.set_sources(source, self.engine.clock.media_time_at, version)
+
+    def _wire(self, output) -> None:
+        """A new output gets the rig, the engine's mouth source and the idle motion."""
+        if self._rig is not None:
+            output.set_rig(self._rig)
+        source, version = self.engine.mouth_source()
+        output.set_sources(source, self.engine.clock.media_time_at, version)
+        output.set_idle_motion(blinking=self._blinking, breathing=self._breathing)
 
     def attach_voice(self, tts) -> None:
         """The voice is loaded: captions can phonemize its sentences from now on."""
         self._phonemize = tts.phonemes_of
         self._apply_captions(force=True)
 
-    def apply(self, settings: Settings, *, window: bool | None = None,
-              browser_port: int | None = None) -> None:
-        """Open, reconfigure or close outputs for `settings`. `window` overrides
-        settings.output_window (the command line's --output-window); `browser_port`
-        turns the browser source on at that port (--browser-source-port)."""
+    def apply(self, settings: Settings, wants: Wants | None = None) -> None:
+        """Open, reconfigure or close outputs for `settings` (and what the command line
+        `wants`, which stays until a later call gives other wants)."""
         self.settings = settings
-        want_window = settings.output_window if window is None else window
-        if want_window:
-            self._open_window()
-        elif self.avatar_window is not None:
-            self._close_window()
+        if wants is not None:
+            self.wants = wants
+        self._blinking, self._breathing = settings.blinking, settings.breathing
         old_lead = self.captions.lead_s if self.captions is not None else None
-        self._apply_browser_source(browser_port)
-        self._apply_camera()
+        for kind in OUTPUT_KINDS:
+            self._apply_kind(kind, settings)
         self._apply_captions(force=old_lead != settings.captions_lead_ms / 1e3)
-        for output in self._pullers():
+        for output in self.pullers():
             output.set_idle_motion(blinking=settings.blinking, breathing=settings.breathing)
+
+    def _apply_kind(self, kind: OutputKind, settings: Settings) -> None:
+        wanted = kind.wanted(settings, self.wants)
+        config = kind.config(settings, self.wants)
+        output = self.opened.get(kind.name)
+        if output is not None and (not wanted or self._configs[kind.name] != config):
+            self._close(kind.name)
+            output = None
+        if not wanted:
+            self.problems.pop(kind.name, None)
+            return
+        if output is not None:
+            if kind.adjust is not None:
+                kind.adjust(output, settings)
+            return
+        try:
+            output = kind.open(self, settings, self.wants)
+        except OutputError as exc:
+            if self.problems.get(kind.name) != str(exc):  # once per cause
+                self._tell(f"{kind.label} off: {exc}", Severity.ERROR)
+            self.problems[kind.name] = str(exc)
+            return
+        self.problems.pop(kind.name, None)
+        self.opened[kind.name], self._configs[kind.name] = output, config
+        self._wire(output)
+        if hasattr(output, "start"):
+            output.start()
+        if kind.announce is not None:
+            self._tell(kind.announce(output, settings), Severity.INFO)
+
+    def _close(self, name: str) -> None:
+        output = self.opened.pop(name)
+        self._configs.pop(name, None)
+        output.close()
+
+    def window_closed_by_user(self) -> None:
+        """The user closed the avatar window itself: it is gone, and the app is told."""
+        window = self.opened.pop("avatar_window", None)
+        self._configs.pop("avatar_window", None)
+        if window is not None:
+            window.shutdown()
+            window.deleteLater()
+        if self.window_closed is not None:
+            self.window_closed()
 
     def close(self) -> None:
         self._caption_timer.stop()
         if self._unsubscribe_captions is not None:
             self._unsubscribe_captions()
-        if self.avatar_window is not None:
-            self._close_window()
-        self._close_browser_source()
-        self._close_camera()
-
-    # -- the virtual camera -----------------------------------------------------------
-
-    def _apply_camera(self) -> None:
-        settings = self.settings
-        size = parse_size(settings.virtual_camera_size)
-        fps = settings.virtual_camera_fps
-        background = output_background(settings)
-        if background.mode == TRANSPARENT:
-            # A camera carries no alpha: the key colour, which OBS's chroma key removes.
-            background = Background(CHROMA, parse_colour(settings.chroma_colour))
-        camera = self.camera
-        if camera is not None and (not settings.virtual_camera or (camera.width, camera.height) != size
-                                   or camera.fps != fps or self._camera_background != background):
-            self._close_camera()
-            camera = None
-        if not settings.virtual_camera:
-            self.camera_problem = None
-            return
-        if camera is not None:
-            return
-        camera = VirtualCamera(*size, fps, background)
-        try:
-            camera.start()
-        except VirtualCameraError as exc:
-            if str(exc) != self.camera_problem:  # once per cause, not at every settings change
-                self._tell(f"Virtual camera off: {exc}", Severity.ERROR)
-            self.camera_problem = str(exc)
-            return
-        self.camera_problem = None
-        self._camera_background = background
-        feed = FrameFeed(*size, fps, now=self._now, readback=camera.readback)
-        feed.sinks.append(camera.offer)
-        self.camera, self.feeds["camera"] = camera, feed
-        self._start_feed(feed)
-        behind = ("" if settings.output_background != TRANSPARENT else
-                  f"; a camera has no transparency, so the avatar is on {settings.chroma_colour} "
-                  "(the chroma key colour) there")
-        self._tell(f"Virtual camera on: {camera.device}, {size[0]}x{size[1]} at {fps} fps{behind}",
-                   Severity.INFO)
-
-    def _close_camera(self) -> None:
-        feed = self.feeds.pop("camera", None)
-        if feed is not None:
-            feed.stop()
-        if self.camera is not None:
-            self.camera.stop()
-            self.camera = None
+        for name in list(self.opened):
+            self._close(name)
 
     # -- captions ---------------------------------------------------------------------
 
@@ -200,13 +399,12 @@ class Outputs:
             self.captions = CaptionTrack(self._phonemize, lead_s=self.settings.captions_lead_ms / 1e3)
             self._unsubscribe_captions = self.engine.events.subscribe(
                 self._feed_captions, SentenceTimed, WordTimed, SpeechFinished)
-        shown = (self.settings.captions_in_window and (
-            self.avatar_window is not None or self.browser_source is not None)
-            or self.settings.captions_to_obs)
+        shows = any(_shows_captions(output) for output in self.opened.values())
+        shown = self.settings.captions_in_window and shows or self.settings.captions_to_obs
         if shown and not self._caption_timer.isActive():
             # Each tick of the display's rate at most: a caption is never later than the
             # frame it goes with by more than a frame.
-            self._caption_timer.start(max(1, round(1000 / self._frame_rate)))
+            self._caption_timer.start(max(1, round(1000 / self.frame_rate)))
         elif not shown:
             self._caption_timer.stop()
             self._set_caption("")
@@ -231,105 +429,14 @@ class Outputs:
         if text == self._caption_shown:
             return
         self._caption_shown = text
-        if self.avatar_window is not None:
-            self.avatar_window.set_caption(text)
-        if self.browser_source is not None:
-            self.browser_source.set_caption(text)
+        if self.settings.captions_in_window or not text:
+            for output in self.opened.values():
+                if _shows_captions(output):
+                    output.set_caption(text)
+        self.engine.events.publish(CaptionShown(text))
         if self.on_caption is not None and self.settings.captions_to_obs:
             self.on_caption(text)
 
-    # -- the browser source ----------------------------------------------------------
 
-    def _apply_browser_source(self, port: int | None) -> None:
-        settings = self.settings
-        want = port is not None or settings.browser_source
-        port = port if port is not None else settings.browser_source_port
-        size = parse_size(settings.output_size)
-        source, feed = self.browser_source, self.feeds.get("browser")
-        if source is not None and (not want or source.port != port
-                                   or (feed.width, feed.height) != size):
-            self._close_browser_source()
-            source = None
-        if not want or source is not None:
-            return
-        source = BrowserSource(port)
-        try:
-            source.start()
-        except BrowserSourceError as exc:
-            self._tell(f"Browser source off: {exc}", Severity.ERROR)
-            return
-        feed = FrameFeed(*size, self._frame_rate, now=self._now)
-        feed.sinks.append(source.publish)
-        self._page_delay_timer.start(PAGE_DELAY_REVIEW_MS)
-        self.browser_source, self.feeds["browser"] = source, feed
-        self._start_feed(feed)
-        self._tell(f"Browser source: {source.url} (add it to OBS as a Browser source, "
-                   f"{size[0]}x{size[1]})", Severity.INFO)
-
-    def _follow_page_delay(self) -> None:
-        """The pages' measured paint delay (median of the recent frames of every page)
-        becomes part of the feed's presentation, so the page shows the mouth for what is
-        heard as it paints."""
-        feed, source = self.feeds.get("browser"), self.browser_source
-        if feed is None or source is None:
-            self._page_delay_timer.stop()
-            return
-        delays = source.delays_ms()
-        if delays:
-            feed.extra_latency_s = float(np.median(delays)) / 1e3
-
-    def _close_browser_source(self) -> None:
-        feed = self.feeds.pop("browser", None)
-        if feed is not None:
-            feed.stop()
-        if self.browser_source is not None:
-            self.browser_source.stop()
-            self.browser_source = None
-
-    def _start_feed(self, feed: FrameFeed) -> None:
-        self._wire(feed)
-        feed.start()
-
-    def _wire(self, output) -> None:
-        """A new output (window or feed) gets the rig and the engine's mouth source."""
-        if self._rig is not None:
-            output.set_rig(self._rig)
-        source, version = self.engine.mouth_source()
-        output.set_sources(source, self.engine.clock.media_time_at, version)
-
-    # -- the avatar window -------------------------------------------------------------
-
-    def _open_window(self) -> None:
-        settings = self.settings
-        size = parse_size(settings.output_size)
-        background = output_background(settings)
-        window = self.avatar_window
-        if window is None:
-            window = AvatarWindow(size, fps=self._frame_rate, background=background,
-                                  borderless=settings.output_borderless,
-                                  on_top=settings.output_on_top, now=self._now)
-            window.closed = self._on_window_closed
-            self.avatar_window = window
-            self._wire(window)
-            window.show()
-            log.info("avatar window open at %dx%d, background %s", *size, background.mode)
-        else:
-            window.set_window_flags(settings.output_borderless, settings.output_on_top)
-            window.set_size(size)
-            window.set_background(background)
-        window.viewer_delay_s = 0.5 / settings.obs_fps
-
-    def _close_window(self) -> None:
-        window, self.avatar_window = self.avatar_window, None
-        window.closed = None
-        window.shutdown()
-        window.close()
-        window.deleteLater()
-
-    def _on_window_closed(self) -> None:
-        window, self.avatar_window = self.avatar_window, None
-        if window is not None:
-            window.shutdown()
-            window.deleteLater()
-        if self.window_closed is not None:
-            self.window_closed()
+def _shows_captions(output: Output) -> bool:
+    return getattr(output, "shows_captions", False)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from app.config_files import write_json
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
 from pipeline.infer.sessions import PROVIDERS
 from render.outputs.background import (
@@ -125,8 +126,9 @@ class Settings:
     # What we cannot measure: how long VTube Studio takes to show a parameter it got.
     # Sent this much earlier so its frame and our sound meet.
     vtube_studio_offset_ms: float = 0.0
-    # VMC protocol (OSC over UDP): VSeeFace and VirtualMotionCapture listen on 39539
-    # (39540 for a second sender), Warudo and VNyan where the user set them.
+    # VMC protocol (OSC over UDP). 39539 is where apps that draw the avatar listen
+    # (VSeeFace's VMC receiver, Warudo, VNyan: the port the user set there); 39540 is
+    # VirtualMotionCapture's and VSeeFace's own for senders of blend shapes alone.
     vmc: bool = False
     vmc_host: str = "127.0.0.1"
     vmc_port: int = 39539
@@ -308,10 +310,8 @@ class SettingsStore:
         return settings
 
     def save(self, settings: Settings) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(asdict(settings), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        """Raises OSError (the old file kept whole) where it cannot be written."""
+        write_json(self.path, asdict(settings))
 
     def _keep_bad_file(self) -> Path:
         backup = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")

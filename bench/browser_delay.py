@@ -253,7 +253,7 @@ def end_to_end(browser, encoding: str, frames: list[np.ndarray], seconds: float)
                     warm_frames = page.evaluate("window.lipsyncStats.frames")
                     publish_s, copy_s = [], []
                 start = time.perf_counter()
-                source.publish(frames[n % len(frames)], n / FPS)
+                source.send(frames[n % len(frames)], n / FPS)
                 middle = time.perf_counter()
                 np.copyto(scratch, frames[n % len(frames)])  # the baseline: a bare copy
                 publish_s.append(middle - start)

@@ -84,7 +84,7 @@ def publish_until(bs: BrowserSource, frame: np.ndarray, done, timeout: float = 1
     deadline = time.monotonic() + timeout
     n = 0
     while time.monotonic() < deadline:
-        bs.publish(frame, media_time + n / FPS)
+        bs.send(frame, media_time + n / FPS)
         n += 1
         if done():
             return n
@@ -215,11 +215,11 @@ def test_port_in_use_is_one_clear_message():
         "Browser source, or --browser-source-port")
 
 
-def test_publish_refuses_what_the_page_cannot_show(source):
+def test_send_refuses_what_the_page_cannot_show(source):
     for bad in (np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 4), np.float32),
                 np.zeros((0, 4, 4), np.uint8), np.zeros((1, 65536, 4), np.uint8)):
-        with pytest.raises(ValueError, match="publish takes H×W×4 uint8 RGBA"):
-            source.publish(bad, 0.0)
+        with pytest.raises(ValueError, match="send takes H×W×4 uint8 RGBA"):
+            source.send(bad, 0.0)
 
 
 def test_serves_the_page_and_nothing_else(source):
@@ -360,7 +360,7 @@ def test_client_that_never_reads_stays_bounded(source, page):
         start = page.evaluate("window.lipsyncStats.frames")
         for i in range(120):
             t0 = time.perf_counter()
-            source.publish(frame, i / FPS)
+            source.send(frame, i / FPS)
             t1 = time.perf_counter()
             np.copyto(scratch, frame)  # the baseline: a bare copy at the same moment
             times.append(t1 - t0)
@@ -466,7 +466,7 @@ def test_paint_delay_agrees_with_an_independent_clock(source, page):
         # Later probes may narrow it, after this frame's delay is reckoned.
         uncertainty_ms = source.stats().clients[0].clock_uncertainty_ms
         published = time.perf_counter()
-        source.publish(frame, float(i))
+        source.send(frame, float(i))
         seq = source.stats().published - 1
         page.wait_for_function(f"window.lipsyncStats.lastSeq === {seq}")
         wait_for(acks_in)

@@ -7,27 +7,19 @@ from __future__ import annotations
 import io
 import json
 import os
-import queue
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
 import numpy as np
 import pytest
 
+from tests.harness.app_process import Lines, free_port
 from tests.harness.jack_recorder import JackRecorder
 
 pytestmark = pytest.mark.audio
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _speech(audio: np.ndarray) -> bool:
@@ -40,45 +32,13 @@ def _speech(audio: np.ndarray) -> bool:
     return int((rms > 0.01).sum()) >= 3
 
 
-class _Lines:
-    """The process's output lines, read on a thread of their own: selecting on the pipe
-    and then reading a line misses lines that arrived in the same chunk (they wait in
-    the reader's buffer, where select does not look)."""
-
-    def __init__(self, proc) -> None:
-        self.seen: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True).start()
-
-    def _pump(self, stream) -> None:
-        for line in stream:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def until(self, needle: str, timeout: float) -> str:
-        """The first line from now on that holds `needle`."""
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                line = self._queue.get(timeout=max(0.0, end - time.monotonic()))
-            except queue.Empty:
-                line = None
-            if line is None:
-                raise AssertionError(f"{needle!r} never came within {timeout} s; output:\n"
-                                     + "".join(self.seen))
-            self.seen.append(line)
-            if needle in line:
-                return line
-
-
 def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server, tmp_path):
-    from websockets.sync.client import connect
-
     from PIL import Image
+    from websockets.sync.client import connect
 
     from render.outputs.browser_source import HEADER, MAGIC
 
-    port = _free_port()
+    port = free_port()
     (tmp_path / "settings.json").write_text(json.dumps(
         {"audio_output_device": "system", "mic_enabled": False}))
     env = {k: v for k, v in os.environ.items()
@@ -88,7 +48,7 @@ def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server
         [sys.executable, "-m", "app", "--headless", "--browser-source-port", str(port)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=env, start_new_session=True)
-    output = _Lines(proc)
+    output = Lines(proc)
     lines = output.seen
     try:
         line = output.until("Browser source: http://127.0.0.1", 60)

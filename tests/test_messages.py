@@ -3,7 +3,7 @@ test moves."""
 
 import pytest
 
-from app.ui.messages import EVENT_SECONDS, Ended, MessageBoard, Severity
+from app.messages import EVENT_SECONDS, Ended, MessageBoard, Severity
 
 
 class Clock:

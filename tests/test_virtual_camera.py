@@ -160,8 +160,8 @@ def test_a_rendered_frame_reaches_pyvirtualcams_backend_as_yuyv_over_the_key(qt_
         readback.request(1.25)
         frame, media_time = readback.collect()
         camera.start()
-        assert camera.status()["device"] == "/dev/video-recorded"
-        camera.offer(frame, media_time)
+        assert camera.stats()["device"] == "/dev/video-recorded"
+        camera.send(frame, media_time)
         assert wait_until(lambda: camera.sent == 1)
         camera.stop()
         readback.release()
@@ -189,14 +189,14 @@ def test_offer_never_blocks_while_the_camera_worker_is_stuck():
     recorder = RecordingCamera(gate=gate)
     camera = VirtualCamera(8, 4, 1000, DARK, camera_factory=recorder)
     camera.start()
-    camera.offer(numbered_frame(0), 0.0)
+    camera.send(numbered_frame(0), 0.0)
     assert recorder.entered.wait(5), "the worker never took the first frame"
     durations = []
 
     def render_thread() -> None:
         for k in range(1, 101):
             started = time.perf_counter()
-            camera.offer(numbered_frame(k), k / 60)
+            camera.send(numbered_frame(k), k / 60)
             durations.append(time.perf_counter() - started)
 
     thread = threading.Thread(target=render_thread)
@@ -224,12 +224,12 @@ def test_worker_sends_at_most_fps_frames_a_second_newest_first():
     fps = 30
     camera = VirtualCamera(8, 4, fps, DARK, camera_factory=recorder)
     camera.start()
-    assert camera.status()["on"] and camera.status()["device"] == "/dev/video-test"
+    assert camera.stats()["on"] and camera.stats()["device"] == "/dev/video-test"
     start = time.monotonic()
     k = 0
     while time.monotonic() - start < 0.5:     # a 60 fps render feeding a 30 fps camera
         k += 1
-        camera.offer(numbered_frame(k % 256), k / 60)
+        camera.send(numbered_frame(k % 256), k / 60)
         time.sleep(1 / 60)
     camera.stop()
     elapsed = recorder.sent[-1][1] - recorder.sent[0][1]
@@ -242,7 +242,7 @@ def test_worker_sends_at_most_fps_frames_a_second_newest_first():
     assert sent == sorted(set(sent)), "a frame sent twice or out of order"
     assert camera.offered == k
     assert camera.offered - camera.sent - camera.dropped in (0, 1)   # one left waiting
-    status = camera.status()
+    status = camera.stats()
     assert not status["on"] and status["device"] is None and status["sent"] == len(sent)
     assert recorder.closed
 
@@ -250,14 +250,14 @@ def test_worker_sends_at_most_fps_frames_a_second_newest_first():
 def test_frames_of_another_size_or_format_are_refused_and_offers_while_off_ignored():
     recorder = RecordingCamera()
     camera = VirtualCamera(8, 4, 30, DARK, camera_factory=recorder)
-    camera.offer(numbered_frame(1), 0.0)
+    camera.send(numbered_frame(1), 0.0)
     assert camera.offered == 0
     camera.start()
     with pytest.raises(ValueError, match="render at the camera's size"):
-        camera.offer(numbered_frame(1, width=16, height=9), 0.0)
+        camera.send(numbered_frame(1, width=16, height=9), 0.0)
     # RGBA of the right size (what the camera took before it took YUYV) is not a frame.
     with pytest.raises(ValueError, match=r"the camera takes YUYV, uint8 \(4, 8, 2\)"):
-        camera.offer(np.zeros((4, 8, 4), np.uint8), 0.0)
+        camera.send(np.zeros((4, 8, 4), np.uint8), 0.0)
     camera.stop()
     assert camera.offered == 0 and recorder.sent == []
 
@@ -272,9 +272,9 @@ def test_a_device_failing_mid_stream_stops_the_camera_and_says_why():
     recorder = RecordingCamera(fail=True)
     camera = VirtualCamera(8, 4, 30, DARK, camera_factory=recorder)
     camera.start()
-    camera.offer(numbered_frame(1), 0.0)
+    camera.send(numbered_frame(1), 0.0)
     assert wait_until(lambda: not camera.running)
-    assert camera.status()["error"] == "The virtual camera stopped: No such device"
+    assert camera.stats()["error"] == "The virtual camera stopped: No such device"
     assert recorder.closed
 
 
@@ -298,7 +298,7 @@ def test_pyvirtualcam_without_v4l2loopback_gives_the_commands_to_set_it_up():
                     "/etc/modules-load.d/v4l2loopback.conf",
                     "/etc/modprobe.d/v4l2loopback.conf"):
         assert command in message
-    assert not camera.running and camera.status()["on"] is False
+    assert not camera.running and camera.stats()["on"] is False
 
 
 def test_without_the_vcam_extra_the_message_says_how_to_install_it():

@@ -1,5 +1,5 @@
 """The window's messages on screen: the ones true now in an area of fixed height, and
-the history of every message in a dialog. What is shown comes from app.ui.messages."""
+the history of every message in a dialog. What is shown comes from app.messages."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.messages import Message, Severity
+from app.messages import Message, Severity
 
 COLOURS = {Severity.INFO: "#5d6d7e", Severity.WARNING: "#b36b00", Severity.ERROR: "#c0392b"}
 MARKS = {Severity.INFO: "ℹ", Severity.WARNING: "⚠", Severity.ERROR: "✖"}

@@ -3,20 +3,8 @@ pure, so its wording is tested without a window."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from app.studio import FirstAudio
 from app.ui.settings_panel import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO
-
-
-@dataclass(frozen=True, slots=True)
-class FirstAudio:
-    """The last speech's first audio: heard (Enter → first sample at the DAC) and
-    synthesised, and the latency mode it was made in (None: switched as it started, so
-    either mode could have made it)."""
-
-    heard_ms: float
-    synthesis_ms: float
-    mode: str | None
 
 
 def first_audio_text(first: FirstAudio | None) -> str:

@@ -17,13 +17,18 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, Q
 
 from render.outputs.avatar_surface import AvatarSurface
 from render.outputs.background import Background
+from render.outputs.contract import OutputStatus
 
 TITLE = "Lipsync Studio — Avatar"
 
 
 class AvatarWindow(AvatarSurface):
-    """A top-level avatar output. `closed` (a callable, optional) is told when the user
-    closes the window, so the app can remember it is off."""
+    """A top-level avatar output (render/outputs/contract.py). `closed` (a callable,
+    optional) is told when the user closes the window, so the app can remember it is off;
+    close() is the app closing it, and tells no one."""
+
+    name = "avatar_window"
+    shows_captions = True
 
     def __init__(self, size: tuple[int, int], *, fps: float = 60.0,
                  background: Background = Background(), borderless: bool = False,
@@ -71,6 +76,18 @@ class AvatarWindow(AvatarSurface):
         painter.strokePath(path, QPen(QColor(0, 0, 0, 230), max(3.0, height / 160)))
         painter.fillPath(path, QColor(255, 255, 255))
         painter.end()
+
+    def status(self) -> OutputStatus:
+        stats = self.stats()
+        return OutputStatus(self.name, "on", f"window '{TITLE}', {self.width()}x{self.height()}, "
+                            f"{stats['fps']:.0f} fps", None, stats)
+
+    def close(self) -> bool:
+        self.closed = None
+        self.shutdown()
+        shut = super().close()
+        self.deleteLater()
+        return shut
 
     def closeEvent(self, event) -> None:
         if self.closed is not None:

@@ -8,11 +8,11 @@ error cover both, and a stdlib HTTP server thread is not needed.
 
 Threads and hand-offs (none of them waits on a client):
 
-- the caller's (render) thread: ``publish`` copies the frame into the back buffer of a
+- the caller's (render) thread: ``send`` copies the frame into the back buffer of a
   triple buffer (preallocated; it is re-made only when the frame size changes), swaps it
   with the pending one under a lock held for two assignments, and wakes the encoder. A
   frame still pending when the next arrives is replaced (counted as ``coalesced``). With
-  no client connected, ``publish`` returns once it has checked the frame.
+  no client connected, ``send`` returns once it has checked the frame.
 - ``browser-encode``: takes the pending frame, crops it to its visible rectangle and
   encodes it once into one message that every client shares (see Encoding), then hands
   it to the loop.
@@ -40,13 +40,13 @@ sends is ignored (counted as ``ignored``); a message over ``MAX_CLIENT_MESSAGE``
 closes that client only. Paint acks also pace the sending: at most ``WINDOW`` frames
 are on their way to a page at once.
 
-Frame delay (publish → the page's paint) is measured without trusting either clock's
+Frame delay (send → the page's paint) is measured without trusting either clock's
 origin: the page's clock is mapped to ours by probes (we send ``{"sync": n}`` at time s0,
 the page answers at once with its time t, we receive it at s1; offset = t − (s0 + s1)/2,
 uncertain by ±(s1 − s0)/2, and the probe with the smallest round trip is kept; both are
 monotonic clocks of one machine, so the offset does not drift). A paint at page time t is
 then at our time t − offset, and its delay is that minus the ``perf_counter()`` of the
-``publish`` call. The page paints in its ``requestAnimationFrame`` callback, so the delay
+``send`` call. The page paints in its ``requestAnimationFrame`` callback, so the delay
 includes waiting for the page's next frame (up to one refresh period).
 
 Encoding: PNG by default, or raw; chosen by bench/browser_delay.py on the 2-core EPYC VM,
@@ -77,7 +77,7 @@ painting three decoded layers took 2.5-4.9 ms (512²) and 7.7-8 ms (720p), no le
 decoding our PNG, and it needs a second renderer per rig kind in JavaScript (a WebGL
 mesh warp for photo rigs) kept identical to the GL one, to save the encoder's 5-12 ms.
 
-Un-premultiplying: ``publish`` takes premultiplied RGBA (the GL output's). Pixels with
+Un-premultiplying: ``send`` takes premultiplied RGBA (the GL output's). Pixels with
 alpha 0 or 255 are the same either way; the partially transparent ones (an avatar's
 outline: 0.3-0.7 % of the pixels) are fixed with a 256×256 lookup table of
 round(255·c/a), exact: the canvas premultiplies back to the published values (tested in
@@ -90,7 +90,6 @@ premultiplied values once the canvas premultiplies back.
 from __future__ import annotations
 
 import asyncio
-import errno
 import http
 import itertools
 import json
@@ -112,6 +111,7 @@ from websockets.http11 import Request, Response
 
 from pipeline.core.events import CaptionShown, event_json
 from pipeline.core.resources import ASSETS_DIR
+from pipeline.core.server_thread import ServerError, ServerThread, listen_error
 
 WEB_DIR = ASSETS_DIR / "web"
 WS_PATH = "/ws"
@@ -152,7 +152,6 @@ PROBE_BURST, PROBE_BURST_GAP_S, PROBE_INTERVAL_S = 5, 0.05, 1.0
 STALL_TIMEOUT_S = 10.0
 # Closing a client that does not read waits this long for its close handshake.
 CLOSE_TIMEOUT_S = 1.0
-START_TIMEOUT_S = 10.0
 DENSE_FRACTION = 1 / 8
 CAPTION_STYLE_KEYS = ("position", "color", "background", "font-family", "font-size",
                       "font-weight", "text-shadow")
@@ -243,7 +242,7 @@ class ClientStats:
     """One connected client. `dropped`: frames replaced in its queue before it took them;
     `buffered_bytes`: in our write buffer for it; delays, over its last DELAY_WINDOW acked
     frames (None for clients that do not ack, or before the first clock probe came back):
-    publish → its paint, and publish → ready to paint (received, and decoded for PNG),
+    send → its paint, and send → ready to paint (received, and decoded for PNG),
     before waiting for the page's next animation frame; their difference depends on the
     phase of our frames against the page's, which neither side sets."""
 
@@ -264,7 +263,7 @@ class ClientStats:
 
 @dataclass(frozen=True)
 class BrowserSourceStats:
-    """`published`: publish calls with a client connected; `coalesced`: of those, frames
+    """`published`: send calls with a client connected; `coalesced`: of those, frames
     replaced before the encoder took them; `encoded`: frames sent to the clients."""
 
     published: int
@@ -343,7 +342,7 @@ class _Client:
 class BrowserSource:
     """Serves the avatar page and its frames on http://host:port/ until stop().
 
-    One start() per object. Invariants: publish() never waits for a client, the encoder or the loop, and
+    One start() per object. Invariants: send() never waits for a client, the encoder or the loop, and
     allocates nothing unless the frame size changed; each published frame is encoded at
     most once, whatever the number of clients; a client's memory is bounded by one queued
     frame plus one frame in its write buffer.
@@ -359,15 +358,12 @@ class BrowserSource:
         self.stall_timeout_s = stall_timeout_s
         self._clients: dict[int, _Client] = {}
         self._next_client = 0
+        self._server = ServerThread("browser-source")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop_event: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
         self._encoder: threading.Thread | None = None
-        self._started = threading.Event()
-        self._start_error: BrowserSourceError | None = None
         self._stopping = False
         self._files = {}
-        # The triple buffer between publish() and the encoder.
+        # The triple buffer between send() and the encoder.
         self._lock = threading.Lock()
         self._back, self._pending, self._front = _Slot(), _Slot(), _Slot()
         self._fresh = False
@@ -390,32 +386,25 @@ class BrowserSource:
 
     def start(self) -> None:
         """Serve from now on; BrowserSourceError (port in use, ...) if it cannot."""
-        if self._thread is not None:
-            raise RuntimeError("BrowserSource.start() called twice")
         self._files = {f"/{p.name}": (p.read_bytes(), _CONTENT_TYPES[p.suffix])
                        for p in WEB_DIR.iterdir() if p.suffix in _CONTENT_TYPES}
         self._files["/"] = self._files["/avatar.html"]
-        self._thread = threading.Thread(target=self._run_loop, name="browser-source",
-                                        daemon=True)
-        self._thread.start()
-        if not self._started.wait(START_TIMEOUT_S):
-            raise BrowserSourceError(f"The browser source did not start within "
-                                     f"{START_TIMEOUT_S:.0f} s on {self.host}:{self.port}")
-        if self._start_error is not None:
-            self._thread.join()
-            raise self._start_error
+        try:
+            self._server.start(self._serve)
+        except ServerError as exc:
+            raise BrowserSourceError(str(exc)) from None
         self._encoder = threading.Thread(target=self._run_encoder, name="browser-encode",
                                          daemon=True)
         self._encoder.start()
 
-    def publish(self, rgba: np.ndarray, media_time: float) -> None:
+    def send(self, rgba: np.ndarray, media_time: float) -> None:
         """Offer the frame presented now: H×W×4 uint8 premultiplied RGBA, rows top to
         bottom, any strides (a flipped view of a readback is fine). Copied; the caller may
         reuse its array at once. Call it from one thread only."""
         now = time.perf_counter()
         if (rgba.dtype != np.uint8 or rgba.ndim != 3 or rgba.shape[2] != 4
                 or not 0 < rgba.shape[0] <= MAX_SIDE or not 0 < rgba.shape[1] <= MAX_SIDE):
-            raise ValueError(f"publish takes H×W×4 uint8 RGBA up to {MAX_SIDE} a side, "
+            raise ValueError(f"send takes H×W×4 uint8 RGBA up to {MAX_SIDE} a side, "
                              f"not {rgba.dtype} {rgba.shape}")
         if not self._clients:
             return
@@ -462,22 +451,26 @@ class BrowserSource:
 
     def delays_ms(self, until: str = "paint") -> list[float]:
         """Every connected client's recent delays (the last DELAY_WINDOW each), oldest
-        first per client, in ms: publish → paint, or → "ready" to paint (ClientStats)."""
+        first per client, in ms: send → paint, or → "ready" to paint (ClientStats)."""
         return [d * 1e3 for c in tuple(self._clients.values())
                 for d in tuple(c.delays if until == "paint" else c.ready_delays)]
+
+    def viewer_delay_s(self) -> float | None:
+        """How long after send() the pages paint a frame now: the median of every
+        connected page's recent delays (None before any was measured)."""
+        delays = self.delays_ms()
+        return float(np.median(delays)) / 1e3 if delays else None
 
     def stop(self) -> None:
         """Close every client (going away: pages reconnect when a server is back) and the
         port. Takes at most CLOSE_TIMEOUT_S more for a client that does not read."""
-        if self._thread is None or self._stopping:
+        if self._loop is None or self._stopping:
             return
         self._stopping = True
         self._frame_ready.set()
         if self._encoder is not None:
             self._encoder.join()
-        if self._loop is not None and self._stop_event is not None:
-            self._loop.call_soon_threadsafe(self._stop_event.set)
-        self._thread.join()
+        self._server.stop()
 
     # -- the encoder ------------------------------------------------------------------
 
@@ -507,14 +500,7 @@ class BrowserSource:
 
     # -- the loop ---------------------------------------------------------------------
 
-    def _run_loop(self) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._serve())
-        finally:
-            loop.close()
-
-    async def _serve(self) -> None:
+    async def _serve(self):
         origins = [None, *{f"http://{h}:{self.port}" for h in (self.host, "127.0.0.1",
                                                               "localhost")}]
         try:
@@ -523,21 +509,16 @@ class BrowserSource:
                 origins=origins, max_size=MAX_CLIENT_MESSAGE, max_queue=4,
                 write_limit=WRITE_LIMIT, close_timeout=CLOSE_TIMEOUT_S, compression=None)
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                text = (f"Port {self.port} is in use by another program; choose another "
-                        f"port in Settings → Browser source, or --browser-source-port")
-            else:
-                text = (f"The browser source cannot listen on {self.host}:{self.port}: "
-                        f"{exc.strerror or exc}")
-            self._start_error = BrowserSourceError(text)
-            self._started.set()
-            return
+            raise ServerError(listen_error(exc, "The browser source", self.host, self.port,
+                                           "Settings → Browser source, or "
+                                           "--browser-source-port")) from None
         self._loop = asyncio.get_running_loop()
-        self._stop_event = asyncio.Event()
-        self._started.set()
-        await self._stop_event.wait()
-        server.close()
-        await server.wait_closed()
+
+        async def shutdown() -> None:
+            server.close()
+            await server.wait_closed()
+
+        return shutdown
 
     def _http(self, connection: ServerConnection, request: Request) -> Response | None:
         """The page's files for plain GETs; None lets the WebSocket handshake go on."""

@@ -1,13 +1,13 @@
-"""An output nobody looks at directly: the avatar drawn offscreen on its own ticks and
-read back, frame by frame, for outputs that need pixels on the CPU (the browser source's
-page, the virtual camera).
+"""The pixel stage of the outputs that need pixels on the CPU (the browser source's page,
+the virtual camera): the avatar drawn offscreen and read back, frame by frame.
 
-Like the on-screen outputs it has a presenter of its own pulling from the engine's media
-clock. Its frames are read back asynchronously (render/gl/readback.py): a frame drawn at
-one tick is read back and reaches the sinks at the next, so its presentation is a period
-after its tick,
-and the presenter is told so (each delivery counts as the frame's "swap"), so it makes
-frames for the media time heard when they are delivered.
+Its frames come from a pose ticker of its own (render/timing/pose_ticker.py: a presenter
+pulling from the engine's media clock), stepped here by a Qt timer on the GUI thread,
+where the GL context is. Frames are read back asynchronously (render/gl/readback.py): a
+frame drawn at one tick is read back and reaches the sinks at the next, so its
+presentation is a period after its tick, and the ticker is told so (each delivery counts
+as the frame's "swap"), so it makes frames for the media time heard when they are
+delivered.
 
 Sinks are called on the GUI thread with (pixels, media_time): H×W×4 uint8 premultiplied
 RGBA, top row first, valid only during the call (a sink keeps a copy, not the view).
@@ -29,6 +29,7 @@ from render.gl.readback import AsyncReadback
 from render.gl.sprite_renderer import GLRenderer
 from render.rigs.loader import AvatarRig, renderer_showing
 from render.timing.frame_producer import MediaClock, PoseSource
+from render.timing.pose_ticker import PoseTicker
 from render.timing.presenter import AvatarFrame, Presenter
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class FrameFeed(QObject):
                  request_with_draw: bool | None = None) -> None:
         super().__init__()
         self.width, self.height = width, height
-        self.presenter = Presenter(fps, now=now)
+        self.ticker = PoseTicker(fps, now=now)
         self._now = now
         self._target = offscreen_target(width, height)
         self.renderer = GLRenderer((0.0, 0.0, 0.0, 0.0))
@@ -69,12 +70,23 @@ class FrameFeed(QObject):
         self.delivered = 0
         # The media time of the frame drawn last and not yet read back.
         self._undelivered: float | None = None
-        # How long after delivery the viewers see a frame (the page's measured paint
-        # delay): added to the presentation the presenter learns, so frames are made
-        # for what is heard when they are seen, not when they are handed over.
-        self.extra_latency_s = 0.0
         self._draw_seconds = np.zeros(600, dtype=np.float64)
         self._draws = 0
+
+    @property
+    def presenter(self) -> Presenter:
+        return self.ticker.presenter
+
+    @property
+    def extra_latency_s(self) -> float:
+        """How long after delivery the viewers see a frame (the page's measured paint
+        delay): added to the presentation the ticker learns, so frames are made for what
+        is heard when they are seen, not when they are handed over."""
+        return self.ticker.latency_s
+
+    @extra_latency_s.setter
+    def extra_latency_s(self, seconds: float) -> None:
+        self.ticker.latency_s = seconds
 
     def set_rig(self, rig: AvatarRig) -> None:
         self._target.make_current()
@@ -82,10 +94,10 @@ class FrameFeed(QObject):
 
     def set_sources(self, pose_source: PoseSource | None, media_time_at: MediaClock | None,
                     source_version: Callable[[], int] | None = None) -> None:
-        self.presenter.set_sources(pose_source, media_time_at, source_version)
+        self.ticker.set_sources(pose_source, media_time_at, source_version)
 
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
-        self.presenter.set_idle_motion(blinking, breathing)
+        self.ticker.set_idle_motion(blinking, breathing)
 
     def start(self) -> None:
         # No buffer swaps offscreen: ticks are paced by deadlines from the start.
@@ -94,7 +106,7 @@ class FrameFeed(QObject):
 
     def stop(self) -> None:
         self._timer.stop()
-        self.presenter.shutdown()
+        self.ticker.stop()
         self._target.make_current()
         self._readback.release()
         self.renderer.release()
@@ -133,13 +145,12 @@ class FrameFeed(QObject):
         got = self._readback.collect_newest()
         if got is not None:
             # The previous tick's frame reaches its viewers now: its "swap".
-            self.presenter.clock.on_swap(self._now() + self.extra_latency_s)
+            self.ticker.delivered(self._now())
             self._deliver(*got)
-        pacing = self.presenter.timer_fired(self._now())
-        if pacing.frame is not None:
-            self._draw(pacing.frame)
-        if pacing.wake_in is not None:
-            self._timer.start(max(0, round(pacing.wake_in * 1e3)))
+        frame, wake_in = self.ticker.step(self._now())
+        if frame is not None:
+            self._draw(frame)
+        self._timer.start(max(0, round(wake_in * 1e3)))
 
     def _draw(self, frame: AvatarFrame) -> None:
         started = time.perf_counter()

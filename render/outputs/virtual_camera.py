@@ -5,7 +5,7 @@ pyvirtualcam is GPL-2.0 and optional (the `vcam` extra), so it is imported only 
 camera is opened; opening one without it, or without the system's virtual camera
 device, raises VirtualCameraError with what the user has to do (the exact commands).
 
-Threads: the render thread hands each frame to `offer`, which copies it into a mailbox of
+Threads: the render thread hands each frame to `send`, which copies it into a mailbox of
 one frame (the newest wins; a frame replaced before the camera took it is counted as
 dropped) and returns: it never waits for the camera. A worker thread owns the camera
 from start() on: it takes the newest frame at most `fps` times a second and sends it.
@@ -138,8 +138,8 @@ class VirtualCamera:
     `device` name). Frames are width×height YUYV over the background as readback()
     makes them: render at the camera's size, an even width.
 
-    Invariants: offer() never waits for the worker (it copies into the mailbox under a
-    lock held only to swap two indices); frames are sent in offer order, each at most
+    Invariants: send() never waits for the worker (it copies into the mailbox under a
+    lock held only to swap two indices); frames are sent in send order, each at most
     once, the newest one offered at each send, as offered (the worker changes no byte);
     offered == sent + dropped + the frames in flight (0 to 2: one waiting in the
     mailbox, one being sent).
@@ -195,10 +195,10 @@ class VirtualCamera:
     def readback(self) -> YuyvReadback:
         """What the feed drawing this camera's frames reads them back with (in its GL
         context, current): composited over the camera's background and packed as YUYV
-        on the GPU, at the camera's size; its frames are what offer() takes."""
+        on the GPU, at the camera's size; its frames are what send() takes."""
         return YuyvReadback(self.width, self.height, self.background_rgb)
 
-    def offer(self, yuyv: np.ndarray, media_time: float) -> None:
+    def send(self, yuyv: np.ndarray, media_time: float) -> None:
         """Hand over a frame: H×W×2 uint8 YUYV, top row first, any strides (e.g.
         readback()'s view; it is copied, so it may be reused at once). Returns without
         waiting; ignored while the camera is off."""
@@ -219,7 +219,7 @@ class VirtualCamera:
             self.offered += 1
             self._lock.notify()
 
-    def status(self) -> dict:
+    def stats(self) -> dict:
         """On or off, the device sent to, and the frame counts: `dropped` are frames
         replaced by a newer one before the camera took them (half of them by design when
         a 60 fps render feeds a 30 fps camera). `error` says why a running camera

@@ -1,0 +1,561 @@
+"""The app behind any front end: the engine (voice, speaker, audio, microphone), the
+outputs, the OBS link, the avatar's rig, the voice's loading and the API server, started,
+given new settings and closed as one.
+
+The main window (app/ui/main_window.py) and `--headless` (app/headless.py) are thin front
+ends over one Studio each, and the API server (app/api/) drives the same Studio, so the
+three behave alike: the same frame rate choice, the same microphone that comes back, the
+same messages.
+
+Threads: a Studio lives on the Qt GUI thread and all its methods are called there. The
+engine's events arrive on its worker threads and are re-posted here through Qt signals;
+the API server calls in through `call_soon` (a queued call onto this thread).
+
+Messages for the user go on one MessageBoard (app/messages.py); each one posted is also
+handed to `on_message`, for a front end that prints or redraws them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.engine import Engine
+from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
+from app.obs.live import ObsLive
+from app.outputs import Outputs, Wants
+from app.settings import Settings, SettingsStore
+from pipeline.audio.devices import STUCK_MESSAGE
+from pipeline.core.events import (
+    DeviceNotice,
+    InputStatus,
+    SpeechFailed,
+    SpeechFinished,
+    SpeechNotice,
+    SpeechStarted,
+)
+from pipeline.core.modes import MODE_NAMES
+from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+from pipeline.core.sync_metrics import viseme_change_offsets
+from pipeline.face.landmarks import PortraitError
+from render.gl.offscreen import OffscreenError, gl_renderer, renders_on_cpu
+from render.outputs.avatar_view import PRESENTED
+from render.rigs.loader import AvatarRig, load_avatar_rig
+from render.rigs.manifest import RigError
+
+log = logging.getLogger(__name__)
+
+# What messages about a condition are about (see app.messages).
+AUDIO = "audio"
+MIC = "microphone"
+SOUND_SERVER = "sound server"
+VOICE = "voice"
+AVATAR = "avatar"
+FELL_BEHIND = "fell behind"
+OBS = "obs"
+INFERENCE = "inference"
+API = "api"
+SETTINGS_FILE = "settings file"
+# Microphone statuses that are good news: shown for a while, not until the next status.
+MIC_GOOD_NEWS = ("started", "recovered", "available")
+# How often the studio looks for a returned microphone and lets expired messages go.
+FOLLOW_INTERVAL_MS = 500
+# Viseme changes further than this from any onset of that viseme are not lip-sync
+# errors but something else (a held fallback, a cut): they are counted, not averaged.
+MATCH_WINDOW_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class FirstAudio:
+    """The last speech's first audio: heard (request → first sample at the DAC) and
+    synthesised, and the latency mode it was made in (None: switched as it started, so
+    either mode could have made it)."""
+
+    heard_ms: float
+    synthesis_ms: float
+    mode: str | None
+
+
+class Studio(QObject):
+    """One app. `wants` is what the command line asked for over the settings; `api_port`
+    turns the API on at that port whatever the settings say (--api-port);
+    `measure_modes` times each latency mode's first audio once the voice is warm (for
+    the settings panel)."""
+
+    voice_progress = Signal(float)
+    voice_ready = Signal()
+    # The outputs were opened, closed or reconfigured (a front end shows which are on).
+    outputs_changed = Signal()
+    # An API client asks for a token: the front end asks the user (ApiServer.decide).
+    token_requested = Signal(str)
+    # From worker threads to this one (queued delivery).
+    _event = Signal(object)
+    _voice_loaded = Signal(object, object)
+    _voice_failed = Signal(str)
+    _text = Signal(str, object)
+    _call = Signal(object)
+
+    def __init__(self, store: SettingsStore, settings: Settings, *, wants: Wants = Wants(),
+                 api_port: int | None = None, measure_modes: bool = True) -> None:
+        super().__init__()
+        self.store = store
+        self.settings = settings
+        self.wants = wants
+        self.api_port = api_port
+        self._measure = measure_modes
+        self.messages = MessageBoard()
+        self.on_message: Callable[[Message], None] | None = None
+        self.closed = threading.Event()
+        self._event.connect(self._on_event)
+        self._voice_loaded.connect(self._on_voice_loaded)
+        self._voice_failed.connect(self._on_voice_failed)
+        self._text.connect(lambda text, key: self.tell(text, key=key))
+        self._call.connect(lambda call: call())
+        self.engine = Engine(settings)
+        self.engine.events.subscribe(self._event.emit, SpeechStarted, SpeechFinished,
+                                     SpeechNotice, SpeechFailed, InputStatus, DeviceNotice)
+        self.tts = None
+        self.rig: AvatarRig | None = None
+        self.first_audio: FirstAudio | None = None
+        self.finished: SpeechFinished | None = None
+        self.mode_first_audio_ms: dict[str, float] = {}
+        # Where the voice's inference runs, once it is loaded (Engine.inference_text).
+        self.inference: str | None = None
+        # The latency mode of each request said and not started yet.
+        self._request_modes: dict[int, str | None] = {}
+        self.frame_rate = self._choose_frame_rate(settings)
+        self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=self.frame_rate)
+        self.outputs.window_closed = self._on_avatar_window_closed
+        self.obs = ObsLive(self.engine, settings, lambda text: self._text.emit(text, OBS))
+        self.outputs.on_caption = self.obs.offer_caption
+        self.api = None
+        self._follow = QTimer(self)
+        self._follow.timeout.connect(self._follow_returned_mic)
+        self._follow.timeout.connect(self._expire_messages)
+        for number, problem in enumerate(store.problems):
+            self.tell(f"In {store.path}: {problem}", key=(SETTINGS_FILE, number))
+
+    # -- start and close ------------------------------------------------------------
+
+    def start(self) -> None:
+        """Avatar, audio, microphone, outputs and API now; the voice loads on a thread of
+        its own (voice_progress, then voice_ready or a message)."""
+        self.load_avatar(self.settings.avatar_manifest)
+        self.engine.start_audio()
+        self._show_audio_state()
+        problem = self.engine.start_mic()
+        if problem:
+            self.tell(problem, key=MIC)
+        self._show_mic_state()
+        self.outputs.apply(self.settings, self.wants)
+        self.outputs.connect_sources()
+        self.outputs_changed.emit()
+        self._apply_api()
+        self._follow.start(FOLLOW_INTERVAL_MS)
+        threading.Thread(target=self._load_voice, name="voice-loader", daemon=True).start()
+
+    def close(self) -> None:
+        self.closed.set()
+        self._follow.stop()
+        if self.api is not None:
+            self.api.close()
+            self.api = None
+        self.outputs.close()
+        self.obs.close()
+        self.engine.close()
+
+    def call_soon(self, call: Callable[[], None]) -> None:
+        """Run `call()` on the studio's thread (from any thread; it returns at once)."""
+        self._call.emit(call)
+
+    # -- messages -------------------------------------------------------------------
+
+    def tell(self, message: str, severity: Severity = Severity.WARNING, *,
+             key: Hashable | None = None, seconds: float | None = None) -> None:
+        """Tell the user `message` (MessageBoard.post says what `key` and `seconds` do)."""
+        log.debug("message (%s): %s", severity.value, message)
+        posted = self.messages.post(message, severity, key=key, seconds=seconds)
+        if self.on_message is not None:
+            self.on_message(posted)
+
+    def forget(self, key: Hashable) -> None:
+        """The condition `key` is over: its message goes."""
+        if self.messages.clear(key) and self.on_message is not None:
+            self.on_message(None)
+
+    def _expire_messages(self) -> None:
+        if self.messages.expire() and self.on_message is not None:
+            self.on_message(None)
+
+    # -- the frame rate -------------------------------------------------------------
+
+    def _choose_frame_rate(self, settings: Settings) -> int:
+        """The target frame rate, or the software-GL one where OpenGL draws on the CPU
+        (and then the user is told)."""
+        if settings.software_gl_fps >= settings.target_fps:
+            return settings.target_fps
+        try:
+            renderer = gl_renderer()
+        except OffscreenError as exc:
+            log.warning("could not ask OpenGL which renderer it uses: %s", exc.message)
+            return settings.target_fps
+        if not renders_on_cpu(renderer):
+            return settings.target_fps
+        self.tell(f"OpenGL draws on the CPU here ({renderer}): the avatar is shown at "
+                  f"{settings.software_gl_fps} fps, not {settings.target_fps}, so that the voice "
+                  "keeps its share of the CPU ('Frame rate with software OpenGL' in Settings).",
+                  Severity.INFO)
+        return settings.software_gl_fps
+
+    # -- the voice ------------------------------------------------------------------
+
+    def _load_voice(self) -> None:
+        try:
+            # A studio closed while its voice loads stops the warm-up at the next shape:
+            # seconds of synthesis nobody would hear, on a core the rest of the process
+            # (or, in the test suite, the next test) needs.
+            tts = Engine.load_voice(self.voice_progress.emit, self.settings.inference_provider,
+                                    self.closed)
+            if tts is None:
+                return
+            measured = Engine.measure_modes(tts) if self._measure else {}
+            self._voice_loaded.emit(tts, measured)
+        except Exception as exc:  # told; the studio stays usable
+            if self.closed.is_set():
+                return
+            log.exception("voice failed to load")
+            self._voice_failed.emit(f"The voice could not be loaded: {exc}")
+
+    def _on_voice_loaded(self, tts, measured: dict[str, float]) -> None:
+        if self.closed.is_set():
+            # Closed after the warm-up: checked here, on the thread that closes, so no
+            # voice reaches a closed studio's engine.
+            tts.close()
+            return
+        self.tts = tts
+        self.mode_first_audio_ms = measured
+        self.engine.attach_voice(tts)
+        self.outputs.attach_voice(tts)
+        text, fell_back = Engine.inference_text(tts)
+        self.inference = text
+        if fell_back:
+            self.tell(text, key=INFERENCE)
+        self.voice_ready.emit()
+
+    def _on_voice_failed(self, message: str) -> None:
+        self.tell(message, Severity.ERROR, key=VOICE)
+
+    @property
+    def voice_ready_for_speech(self) -> bool:
+        return self.engine.voice_ready_for_speech()
+
+    # -- speech ---------------------------------------------------------------------
+
+    def say(self, text: str, *, queue: bool = False) -> int | None:
+        """Speak `text`: interrupting what is being said, or after it (`queue`). The
+        request's id, None while the voice loads or when nothing was queued."""
+        request = self.engine.append(text) if queue else self.engine.say(text)
+        if request is not None:
+            self._request_modes[request] = self.settings.latency_mode
+        return request
+
+    def append(self, text: str, final: bool = True) -> int | None:
+        """Continue the current speech with `text` (Engine.append)."""
+        request = self.engine.append(text, final)
+        if request is not None:
+            self._request_modes[request] = self.settings.latency_mode
+        return request
+
+    def stop(self) -> None:
+        self.engine.stop()
+        self.outputs.speech_stopped()
+
+    def _on_event(self, event) -> None:
+        if isinstance(event, (InputStatus, DeviceNotice)):
+            self._device_news(event)
+            return
+        if isinstance(event, SpeechStarted):
+            self.first_audio = FirstAudio(event.first_audio_s * 1000, event.synthesis_s * 1000,
+                                          self._request_modes.pop(event.request, None))
+        elif isinstance(event, SpeechFinished):
+            self.finished = event
+        elif isinstance(event, (SpeechNotice, SpeechFailed)):
+            self.tell(event.message)
+        if isinstance(event, (SpeechFinished, SpeechFailed)):  # either ends a request
+            self._request_modes.pop(event.request, None)
+        if isinstance(event, SpeechFinished) and (event.gaps or event.underruns):
+            self.tell(
+                f"Synthesis fell behind playback: {event.gaps} longer pause(s) between "
+                f"sentences, {event.underruns} chunk(s) too late to play in full. A faster "
+                "latency mode or a less busy computer helps.",
+                key=FELL_BEHIND, seconds=EVENT_SECONDS)
+
+    # -- devices --------------------------------------------------------------------
+
+    def _device_news(self, event: InputStatus | DeviceNotice) -> None:
+        """The microphone's news, and what the engine says of the microphone (the
+        output's is shown from start_audio's answer): the microphone's statuses, what the
+        lip-shape model could not do, and from a switch to a returned microphone, what
+        reopening the devices found."""
+        if isinstance(event, DeviceNotice) and event.device != "microphone":
+            return
+        message = event.message
+        if message == STUCK_MESSAGE:
+            self.tell(message, Severity.ERROR, key=SOUND_SERVER)
+            return
+        if message == self.engine.audio_problem:
+            self._show_audio_state()
+            return
+        self.tell(message, key=MIC)
+        self._show_mic_state()
+
+    def _follow_returned_mic(self) -> None:
+        if self.engine.switch_to_returned_mic():
+            self.outputs.connect_sources()
+            self._show_audio_state()
+            self._show_mic_state()
+
+    def _show_audio_state(self) -> None:
+        """'Audio is off' while it is, and gone once audio is back."""
+        problem = self.engine.audio_problem
+        if problem is None:
+            self.forget(AUDIO)
+        else:
+            self.tell(problem, Severity.ERROR, key=AUDIO)
+
+    def _show_mic_state(self) -> None:
+        """Good news about the microphone ("... is on", "... is back") is shown for a
+        while, the rest until the next status. The engine reports a microphone's status
+        before it holds that microphone, so this also runs after each engine call that
+        may open one."""
+        status = self.engine.mic.status if self.engine.mic is not None else None
+        shown = next((m for m in self.messages.shown() if m.key == MIC), None)
+        if (status is not None and shown is not None and shown.text == status.message
+                and status.kind in MIC_GOOD_NEWS):
+            self.tell(status.message, Severity.INFO, key=MIC, seconds=EVENT_SECONDS)
+
+    # -- the avatar -----------------------------------------------------------------
+
+    def load_avatar(self, manifest: str | None) -> AvatarRig | None:
+        """Show the avatar at `manifest` (None: the bundled one); one that cannot be read
+        is told and the bundled one shown instead."""
+        self.forget(AVATAR)  # a new choice: what was said of the last one is over
+        rig = self._read_rig(manifest)
+        if rig is not None:
+            self.show_rig(rig)
+        return rig
+
+    def show_rig(self, rig: AvatarRig) -> None:
+        self.rig = rig
+        self.outputs.set_rig(rig)
+
+    def _read_rig(self, manifest: str | None) -> AvatarRig | None:
+        path = Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST
+        try:
+            return load_avatar_rig(path)
+        except (RigError, PortraitError) as exc:
+            if not manifest:
+                self.tell(f"The bundled avatar is broken: {exc}", Severity.ERROR, key=AVATAR)
+                return None
+            self.tell(f"Avatar not loaded: {exc} Showing the bundled avatar instead.", key=AVATAR)
+            return self._read_rig(None)
+
+    def set_avatar(self, manifest: str | None) -> AvatarRig:
+        """Make the avatar at `manifest` (None: the bundled one) the avatar and keep it in
+        the settings; RigError or PortraitError, nothing changed, when it cannot be read."""
+        rig = load_avatar_rig(Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST)
+        self.forget(AVATAR)
+        self.show_rig(rig)
+        self.settings = replace(self.settings, avatar_manifest=manifest)
+        self.save_settings()
+        return rig
+
+    def _on_avatar_window_closed(self) -> None:
+        """The user closed the avatar window itself: it stays closed, next start too."""
+        self.wants = replace(self.wants, window=None)
+        self.apply(replace(self.settings, output_window=False))
+
+    # -- settings -------------------------------------------------------------------
+
+    def save_settings(self) -> None:
+        try:
+            self.store.save(self.settings)
+        except OSError as exc:
+            self.tell(f"The settings could not be saved to {self.store.path} ({exc.strerror}): "
+                      "they apply now, and the file keeps the ones saved before.",
+                      Severity.ERROR, key=SETTINGS_FILE)
+            return
+        for number in range(len(self.store.problems)):
+            self.forget((SETTINGS_FILE, number))  # the file holds good values only now
+        self.forget(SETTINGS_FILE)
+
+    def set_latency_mode(self, mode: str) -> None:
+        if mode not in MODE_NAMES:
+            raise ValueError(f"{mode!r} is not a latency mode: use one of {', '.join(MODE_NAMES)}")
+        self.apply(replace(self.settings, latency_mode=mode))
+
+    def apply(self, settings: Settings) -> None:
+        """Take new settings (saved), reopening only what they change."""
+        old = self.settings
+        self.settings = settings
+        self.save_settings()
+        if settings.latency_mode != old.latency_mode:
+            # The speaker reads the mode at every chunk: a request that has not started
+            # may have its first chunk made in either.
+            self._request_modes = dict.fromkeys(self._request_modes)
+        if settings.avatar_manifest != old.avatar_manifest:
+            self.load_avatar(settings.avatar_manifest)
+        sources = (self.engine.mouth, self.engine.clock)
+        for problem in self.engine.apply(settings):
+            # A message for each device that is off: the output's is the engine's audio
+            # problem, shown below, so any other is the microphone's.
+            if problem != self.engine.audio_problem:
+                self.tell(problem, key=MIC)
+        self._show_audio_state()
+        if not settings.mic_enabled:
+            self.forget(MIC)
+        self._show_mic_state()
+        if (settings.target_fps, settings.software_gl_fps) != (old.target_fps, old.software_gl_fps):
+            self.tell("The new frame rate takes effect when the app restarts.", Severity.INFO)
+        if settings.inference_provider != old.inference_provider:
+            self.tell("The new inference choice takes effect when the app restarts.", Severity.INFO)
+        if settings.output_window != old.output_window:
+            self.wants = replace(self.wants, window=None)  # the user chose: the command line's word is over
+        if (settings.browser_source, settings.browser_source_port) != (
+                old.browser_source, old.browser_source_port):
+            self.wants = replace(self.wants, browser_port=None)
+        self.outputs.apply(settings, self.wants)
+        # Reconnecting drops the frames made ahead: only when a device change gave the
+        # mouth a new source or clock, not for every setting.
+        if (self.engine.mouth, self.engine.clock) != sources:
+            self.outputs.connect_sources()
+        self.outputs_changed.emit()
+        self.obs.apply(settings)
+        self._apply_api()
+
+    # -- the API --------------------------------------------------------------------
+
+    def _apply_api(self) -> None:
+        """Start, restart or stop the API server for the settings (and --api-port)."""
+        from app.api.server import ApiConfig, ApiError, ApiServer
+
+        settings = self.settings
+        wanted = self.api_port is not None or settings.api_enabled
+        config = ApiConfig.from_settings(settings, self.api_port) if wanted else None
+        if self.api is not None and self.api.config == config:
+            return
+        if self.api is not None:
+            self.api.close()
+            self.api = None
+        if config is None:
+            self.forget(API)
+            return
+        server = ApiServer(self, config)
+        try:
+            server.start()
+        except ApiError as exc:
+            self.tell(f"The API is off: {exc}", Severity.ERROR, key=API)
+            return
+        self.api = server
+        warning = config.warning()
+        self.tell(f"API on {server.url}" + (f" — {warning}" if warning else ""),
+                  Severity.WARNING if warning else Severity.INFO, key=API,
+                  seconds=None if warning else EVENT_SECONDS)
+
+    def ask_for_token(self, name: str) -> None:
+        """An API client named `name` asks for a token: the user is asked (the window
+        shows a dialog; headless prints how to answer)."""
+        self.tell(f"The API client {name!r} asks to control Lipsync Studio: allow or deny it "
+                  f"(with --headless: type /approve {name} or /deny {name}).",
+                  key=("token", name))
+        self.token_requested.emit(name)
+
+    def decide_token(self, name: str, approve: bool) -> bool:
+        """The user's answer to `name`'s request; False when none is waiting."""
+        self.forget(("token", name))
+        decided = self.api is not None and self.api.decide(name, approve)
+        if decided:
+            self.tell(f"{'Allowed' if approve else 'Denied'} the API client {name!r}.",
+                      Severity.INFO, seconds=EVENT_SECONDS)
+        return decided
+
+    # -- what it shows --------------------------------------------------------------
+
+    def _presenter(self):
+        """The presenter whose log measures the A/V offset: the main window's view when
+        there is one, else the first output that presents frames."""
+        for output in self.outputs.pullers():
+            presenter = getattr(output, "presenter", None)
+            if presenter is not None:
+                return presenter
+        return None
+
+    def sync_offsets(self):
+        """Live A/V sync: viseme changes on screen against their onsets in the audio
+        (None with no output presenting frames)."""
+        presenter = self._presenter()
+        if presenter is None:
+            return None
+        rows = presenter.presentation_log()
+        rows = rows[rows["status"] == PRESENTED]
+        times, visemes = self.engine.timeline.onsets()
+        return viseme_change_offsets(rows["heard"], rows["viseme"], times, visemes, MATCH_WINDOW_S)
+
+    def metrics(self) -> dict:
+        """The figures the status line and the API's status show."""
+        report = self.sync_offsets()
+        presenter = self._presenter()
+        stats = presenter.stats() if presenter is not None else {}
+        stage = self.engine.mic_stage
+        first = self.first_audio
+        return {key: _plain(value) for key, value in {
+            "heard_first_audio_ms": first.heard_ms if first is not None else None,
+            "synthesis_first_audio_ms": first.synthesis_ms if first is not None else None,
+            "first_audio_mode": first.mode if first is not None else None,
+            "av_offset_ms": (report.median_ms if report is not None and len(report.offsets_ms)
+                             else None),
+            "presented_frames": stats.get("presented"),
+            "late_frames": stats.get("late"),
+            "fps": stats.get("fps"),
+            "mic_to_mouth_ms": stage.latency().p99_ms if stage is not None else None,
+            "obs_mic_sync_offset_ms": stage.sync_offset_ms if stage is not None else None,
+        }.items()}
+
+    def status(self) -> dict:
+        """What the API's status reports: voice, speech, avatar, microphone, outputs,
+        figures and the messages shown now (JSON values only)."""
+        mic, stage = self.engine.mic, self.engine.mic_stage
+        speaker = self.engine.speaker
+        output = self.engine.output
+        return {
+            "voice_ready": self.voice_ready_for_speech,
+            "inference": self.inference,
+            "speaking": speaker is not None and not speaker.idle,
+            "latency_mode": self.settings.latency_mode,
+            "avatar": {"name": self.rig.name if self.rig is not None else None,
+                       "manifest": self.settings.avatar_manifest},
+            "audio": ({"device": output.device_name, "sample_rate": output.sample_rate}
+                      if output is not None else None),
+            "mic": {"on": mic is not None, "device": mic.status.device if mic and mic.status else None,
+                    "status": mic.status.kind if mic and mic.status else None,
+                    "message": mic.status.message if mic and mic.status else None,
+                    "text": stage.status_text() if stage is not None else None},
+            "outputs": [{"name": s.name, "state": s.state, "detail": s.detail,
+                         "problem": s.problem} for s in self.outputs.statuses()],
+            "metrics": self.metrics(),
+            "messages": [{"text": m.text, "severity": m.severity.value}
+                         for m in self.messages.shown()],
+        }
+
+
+def _plain(value):
+    """A figure as JSON takes it: numpy's numbers as Python's, NaN as None."""
+    if value is None or isinstance(value, str):
+        return value
+    value = float(value)
+    return None if value != value else (int(value) if value.is_integer() else value)
