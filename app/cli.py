@@ -20,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from app.api import command as api_command
 from app.obs import command as obs_command
 from app.settings import Settings
+from pipeline.audio.pcm import pcm16
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES, OFFLINE_MODE
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
@@ -62,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                         "Ctrl-C stops")
     parser.add_argument("--browser-source-port", type=_port, metavar="P",
                         help="serve the avatar page for OBS's browser source on 127.0.0.1:P")
+    parser.add_argument("--api-port", type=_port, metavar="P",
+                        help="serve the API for bots and tools on 127.0.0.1:P (HTTP and "
+                        "WebSocket; docs/api.md), in the window or with --headless")
     commands = parser.add_subparsers(dest="command")
     say = commands.add_parser(
         "say", help="speak TEXT and write mouth cues, without a window",
@@ -77,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
     say.add_argument("--mode", choices=MODE_NAMES, default=DEFAULT_MODE,
                      help="latency mode: how soon speech starts against how it sounds")
+    say.add_argument("--seed", type=int, metavar="N",
+                     help="make the voice's variation repeatable: the same text, mode, rate "
+                     "and seed give the same audio (as the API's seed does)")
     lipsync = commands.add_parser(
         "lipsync", help="write mouth cues for an audio file (the live mic model, offline)",
         description="Mouth cues for a WAV file from the lip-shape model the live mic uses.",
@@ -111,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="voice latency mode; offline nothing waits, so the default is premium "
                         "(whole-sentence prosody)")
     obs_command.add_parser(commands)
+    api_command.add_parser(commands)
     return parser
 
 
@@ -139,13 +148,15 @@ def main(argv: list[str] | None = None) -> int:
             return _export(args)
         if args.command == "obs":
             return obs_command.run(args)
+        if args.command == "api":
+            return api_command.run(args)
     except CliError as exc:
         return _fail(str(exc))
     if args.headless:
         from app.headless import run_headless
 
         return run_headless(output_window=args.output_window or None,
-                            browser_port=args.browser_source_port)
+                            browser_port=args.browser_source_port, api_port=args.api_port)
     return _run_app(args)
 
 
@@ -163,7 +174,7 @@ def _run_app(args: argparse.Namespace) -> int:
     from app.ui.main_window import run_app
 
     return run_app(output_window=args.output_window or None,
-                   browser_port=args.browser_source_port)
+                   browser_port=args.browser_source_port, api_port=args.api_port)
 
 
 def _lipsync(args: argparse.Namespace) -> int:
@@ -356,7 +367,7 @@ def _write_wav(path: Path, audio: np.ndarray, sample_rate: int) -> None:
             out.setnchannels(1)
             out.setsampwidth(2)
             out.setframerate(sample_rate)
-            out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+            out.writeframes(pcm16(audio))
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
 
@@ -373,7 +384,7 @@ def _say(args: argparse.Namespace) -> int:
         if path is not None:
             _check_output(path)
     captions_format = _check_captions(args.captions)
-    tts = StreamingTTS()
+    tts = StreamingTTS(seed=args.seed)
     tts.warm_up()
     captions = _caption_track(tts, args.captions)
     captions_origin = 0.0

@@ -34,3 +34,18 @@ def test_clear_drops_what_is_held():
     pieces.push("Never said")
     pieces.clear()
     assert pieces.flush() == ""
+
+
+def test_a_long_sentence_starts_at_a_clause_short_ones_keep_theirs():
+    from pipeline.text.incremental import CLAUSE_CHARS
+
+    pieces = SentencePieces()
+    # A short clause waits for its sentence: read alone it would end like one.
+    assert pieces.push("Well, that is a question, ") == ""
+    # Past CLAUSE_CHARS held, the last clause mark followed by white space releases.
+    rest = "and the answer takes a while to give, because there is a lot to it; so"
+    assert pieces.push(rest) == "Well, that is a question, and the answer takes a while to give, " \
+        "because there is a lot to it;"
+    assert pieces.held == "so" and len("Well, that is a question, " + rest) > CLAUSE_CHARS
+    # A clause mark not yet followed by white space may still become "3,000".
+    assert pieces.push(" it costs 3,") == ""

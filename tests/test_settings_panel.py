@@ -79,6 +79,23 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
     dialog.obs_captions_source.setText("Subtitles")
     dialog.obs_live_updates.setChecked(True)
     dialog.obs_fps.setValue(60)
+    dialog.api_enabled.setChecked(True)
+    dialog.api_port.setValue(9100)
+    dialog.api_bind_address.setText("0.0.0.0")
+    dialog.api_allow_network.setChecked(True)
+    dialog.api_allowed_origins.setText("https://example.com")
+    dialog.api_max_message_bytes.setValue(32768)
+    dialog.api_messages_per_second.setValue(20)
+    dialog.api_max_streams.setValue(8)
+    dialog.vtube_studio.setChecked(True)
+    dialog.vtube_studio_host.setText("192.0.2.8")
+    dialog.vtube_studio_port.setValue(8002)
+    dialog.vtube_studio_offset.setValue(40)
+    dialog.vmc.setChecked(True)
+    dialog.vmc_host.setText("192.0.2.9")
+    dialog.vmc_port.setValue(39540)
+    dialog.vmc_blendshapes.setCurrentIndex(dialog.vmc_blendshapes.findData("vrm1"))
+    dialog.vmc_offset.setValue(-20)
     dialog._accept()
     result = dialog.result_settings()
     assert dialog.error.text() == ""
@@ -92,7 +109,14 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
                         virtual_camera=True, virtual_camera_size="1080p", virtual_camera_fps=60,
                         captions_lead_ms=200.0, captions_in_window=False, captions_to_obs=True,
                         obs_host="192.0.2.7", obs_port=4456, obs_scene="Just chatting",
-                        obs_captions_source="Subtitles", obs_live_updates=True, obs_fps=60)
+                        obs_captions_source="Subtitles", obs_live_updates=True, obs_fps=60,
+                        api_enabled=True, api_port=9100, api_bind_address="0.0.0.0",
+                        api_allow_network=True, api_allowed_origins="https://example.com",
+                        api_max_message_bytes=32768, api_messages_per_second=20,
+                        api_max_streams=8, vtube_studio=True, vtube_studio_host="192.0.2.8",
+                        vtube_studio_port=8002, vtube_studio_offset_ms=40.0, vmc=True,
+                        vmc_host="192.0.2.9", vmc_port=39540, vmc_blendshapes="vrm1",
+                        vmc_offset_ms=-20.0)
     assert result == expected
     # Every field but the version was set to something other than its default here, or
     # is a device (next test): the panel has a widget for each knob.

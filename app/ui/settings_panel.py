@@ -168,6 +168,9 @@ class SettingsPanel(QDialog):
         outputs = QWidget()
         tabs.addTab(outputs, "Outputs (OBS)")
         self._build_outputs(QFormLayout(outputs), settings)
+        api = QWidget()
+        tabs.addTab(api, "API and avatar apps")
+        self._build_api(QFormLayout(api), settings)
 
         self.error = QLabel()
         self.error.setStyleSheet("color: #c0392b")
@@ -273,6 +276,64 @@ class SettingsPanel(QDialog):
         self.obs_setup.finished.connect(self._obs_added)
         form.addRow("OBS", self.obs_setup)
 
+    def _build_api(self, form: QFormLayout, settings: Settings) -> None:
+        """The API for bots and tools (docs/api.md), and our lip sync sent to VTube
+        Studio and to VMC apps (VSeeFace, Warudo, VNyan)."""
+        self.api_enabled = QCheckBox("Let bots and tools drive the app (HTTP and WebSocket)")
+        self.api_enabled.setChecked(settings.api_enabled)
+        form.addRow("API", self.api_enabled)
+        self.api_port = QSpinBox(minimum=1024, maximum=65535)
+        self.api_port.setValue(settings.api_port)
+        form.addRow("API port", self.api_port)
+        self.api_bind_address = QLineEdit(settings.api_bind_address)
+        self.api_bind_address.setToolTip("127.0.0.1: this computer only. Another address (e.g. "
+                                          "0.0.0.0) also needs the box below.")
+        form.addRow("Listen on", self.api_bind_address)
+        self.api_allow_network = QCheckBox("Let other computers reach the API (each still "
+                                           "needs a token)")
+        self.api_allow_network.setChecked(settings.api_allow_network)
+        form.addRow("", self.api_allow_network)
+        self.api_allowed_origins = QLineEdit(settings.api_allowed_origins)
+        self.api_allowed_origins.setPlaceholderText("none: pages of other sites are refused")
+        self.api_allowed_origins.setToolTip("Web pages allowed to use the API from a browser, "
+                                            "e.g. https://example.com, separated by spaces")
+        form.addRow("Allowed page origins", self.api_allowed_origins)
+        self.api_max_message_bytes = QSpinBox(minimum=1024, maximum=16 * 2**20, singleStep=1024)
+        self.api_max_message_bytes.setValue(settings.api_max_message_bytes)
+        self.api_max_message_bytes.setSuffix(" bytes")
+        form.addRow("Largest message", self.api_max_message_bytes)
+        self.api_messages_per_second = QSpinBox(minimum=1, maximum=10_000)
+        self.api_messages_per_second.setValue(settings.api_messages_per_second)
+        self.api_messages_per_second.setSuffix(" a second")
+        form.addRow("Messages per connection", self.api_messages_per_second)
+        self.api_max_streams = QSpinBox(minimum=1, maximum=1024)
+        self.api_max_streams.setValue(settings.api_max_streams)
+        form.addRow("Speech streams at once", self.api_max_streams)
+
+        self.vtube_studio = QCheckBox("Move a VTube Studio model's mouth (its plugin API)")
+        self.vtube_studio.setChecked(settings.vtube_studio)
+        form.addRow("VTube Studio", self.vtube_studio)
+        self.vtube_studio_host = QLineEdit(settings.vtube_studio_host)
+        self.vtube_studio_port = QSpinBox(minimum=1, maximum=65535)
+        self.vtube_studio_port.setValue(settings.vtube_studio_port)
+        self.vtube_studio_offset = _offset_box(settings.vtube_studio_offset_ms)
+        form.addRow("VTube Studio address", _row(self.vtube_studio_host, self.vtube_studio_port))
+        form.addRow("VTube Studio shows late by", self.vtube_studio_offset)
+        self.vmc = QCheckBox("Send VMC blend shapes (VSeeFace, Warudo, VNyan)")
+        self.vmc.setChecked(settings.vmc)
+        form.addRow("VMC", self.vmc)
+        self.vmc_host = QLineEdit(settings.vmc_host)
+        self.vmc_port = QSpinBox(minimum=1, maximum=65535)
+        self.vmc_port.setValue(settings.vmc_port)
+        form.addRow("VMC address", _row(self.vmc_host, self.vmc_port))
+        self.vmc_blendshapes = QComboBox()
+        self.vmc_blendshapes.addItem("VRM 0.x: A I U E O", "vrm0")
+        self.vmc_blendshapes.addItem("VRM 1.0: aa ih ou ee oh", "vrm1")
+        self.vmc_blendshapes.setCurrentIndex(self.vmc_blendshapes.findData(settings.vmc_blendshapes))
+        form.addRow("VMC blend shapes", self.vmc_blendshapes)
+        self.vmc_offset = _offset_box(settings.vmc_offset_ms)
+        form.addRow("The VMC app shows late by", self.vmc_offset)
+
     def _browse_avatar(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Avatar manifest", "", "Rig manifest (*.json)")
         if path:
@@ -319,6 +380,23 @@ class SettingsPanel(QDialog):
             "obs_captions_source": self.obs_captions_source.text().strip(),
             "obs_live_updates": self.obs_live_updates.isChecked(),
             "obs_fps": self.obs_fps.value(),
+            "api_enabled": self.api_enabled.isChecked(),
+            "api_port": self.api_port.value(),
+            "api_bind_address": self.api_bind_address.text().strip(),
+            "api_allow_network": self.api_allow_network.isChecked(),
+            "api_allowed_origins": self.api_allowed_origins.text().strip(),
+            "api_max_message_bytes": self.api_max_message_bytes.value(),
+            "api_messages_per_second": self.api_messages_per_second.value(),
+            "api_max_streams": self.api_max_streams.value(),
+            "vtube_studio": self.vtube_studio.isChecked(),
+            "vtube_studio_host": self.vtube_studio_host.text().strip(),
+            "vtube_studio_port": self.vtube_studio_port.value(),
+            "vtube_studio_offset_ms": self.vtube_studio_offset.value(),
+            "vmc": self.vmc.isChecked(),
+            "vmc_host": self.vmc_host.text().strip(),
+            "vmc_port": self.vmc_port.value(),
+            "vmc_blendshapes": self.vmc_blendshapes.currentData(),
+            "vmc_offset_ms": self.vmc_offset.value(),
         }
 
     def _checked_settings(self) -> Settings | None:
@@ -342,6 +420,22 @@ class SettingsPanel(QDialog):
 
     def result_settings(self) -> Settings:
         return self._result
+
+
+def _offset_box(value_ms: float) -> QDoubleSpinBox:
+    box = QDoubleSpinBox(minimum=-500.0, maximum=1000.0, singleStep=5.0, decimals=0, suffix=" ms")
+    box.setValue(value_ms)
+    box.setToolTip("How long the other app takes to show a mouth it got, which this app cannot "
+                   "measure: mouths are sent that much earlier. Raise it if that app's mouth "
+                   "moves after the sound, lower it if before.")
+    return box
+
+
+def _row(*widgets: QWidget) -> QHBoxLayout:
+    row = QHBoxLayout()
+    for i, widget in enumerate(widgets):
+        row.addWidget(widget, 1 if i == 0 else 0)
+    return row
 
 
 def _with_picker(field: QLineEdit) -> QHBoxLayout:

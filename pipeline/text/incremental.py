@@ -3,7 +3,10 @@ can speak: whole sentences, released as soon as each is known to be complete.
 
 A sentence end is only known once what follows it has arrived: "3." may go on as
 "3.14", "Mr" as "Mr." and then a name. So a piece is held until a sentence-ending mark
-is followed by white space, or until the caller says the text is complete.
+is followed by white space (or a line break comes), or until the caller says the text is
+complete. A long sentence is not waited for to its end: past CLAUSE_CHARS held, it is
+released at its last clause mark (, ; : —) followed by white space, and past
+MAX_HELD_CHARS at its last word gap.
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ _COMPLETE = re.compile(rf"{SENTENCE_END.pattern}|\n\s*")
 # characters, so a listener is not kept waiting: about 3 s of speech at the voice's
 # rate (bench/tts_latency.py's paragraph: ~15 characters a second).
 MAX_HELD_CHARS = 200
+# A long sentence starts at a clause once this much is held: ~5 s of speech, so the
+# voice reads a clause long enough to keep its phrasing (a short one, "Well,", read on
+# its own falls like a sentence end), while a listener waits no more than an LLM takes
+# to write 80 characters (well under a second at 100+ characters a second).
+CLAUSE_CHARS = 80
+_CLAUSE = re.compile(r"[,;:—](?=\s)\s*")
 
 
 class SentencePieces:
@@ -38,6 +47,9 @@ class SentencePieces:
         end = 0
         for match in _COMPLETE.finditer(self._held):
             end = match.end()
+        if end == 0 and len(self._held) > CLAUSE_CHARS:
+            for match in _CLAUSE.finditer(self._held):
+                end = match.end()
         if end == 0 and len(self._held) > self._max_held:
             gap = self._held.rfind(" ", 0, len(self._held) - 1)
             end = gap + 1 if gap > 0 else 0

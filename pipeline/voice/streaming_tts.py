@@ -73,6 +73,9 @@ from pipeline.voice.viseme_track import fold_phonemes, word_timings
 
 log = logging.getLogger(__name__)
 
+# The bundled voice, as the API and the command line name it.
+VOICE_NAME = "en_US-joe-medium"
+
 # Phoneme-id lengths the acoustic engine is ever run with: a handful of fixed shapes,
 # so GPU graphs / TensorRT profiles can be built for exactly these later. The encoder
 # costs ~0.3 ms per id here, so the first window gets a bucket of its own (32 ids,
@@ -244,6 +247,9 @@ class SentencePlan:
     sample_rate: int
     notices: list[str] = field(default_factory=list)
     words: list[WordTiming] = field(default_factory=list)  # the words spoken, on its timeline
+    # Whether the plan ends its sentence (a long sentence's earlier windows do not): its
+    # words are then all known, for whoever times written words by them (captions).
+    ends_sentence: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +416,10 @@ class StreamingTTS:
             if cancel is not None and cancel.is_set():
                 return False
             if stage == "acoustic":
-                self._acoustic.prepare(self._acoustic_feed(np.zeros(shape[1], np.int64), 1))
+                # Noise of zeros: warming draws nothing from the stream's generators, so
+                # a seeded voice speaks the same warmed or not.
+                self._acoustic.prepare(self._acoustic_feed(
+                    np.zeros(shape[1], np.int64), 1, np.zeros((1, 2, shape[1]), np.float32)))
             elif stage == "flow":
                 self._flow.prepare(self._flow_feed(np.zeros(shape[1:], np.float32),
                                                    np.ones(shape[2], np.float32)))
@@ -717,6 +726,7 @@ class StreamingTTS:
             sample_rate=self.sample_rate,
             notices=notices,
             words=word_timings(alignments, self.sample_rate),
+            ends_sentence=end == len(symbols),
         )
         sentence.spans.append(_Span(plan, span_start, span_start + total // self.hop))
 
@@ -732,14 +742,17 @@ class StreamingTTS:
             prior += noise * spread * np.float32(self._noise_scale)
         return prior
 
-    def _acoustic_feed(self, ids: np.ndarray, length_scale: float) -> dict[str, np.ndarray]:
+    def _acoustic_feed(self, ids: np.ndarray, length_scale: float,
+                       noise: np.ndarray | None = None) -> dict[str, np.ndarray]:
         bucket = next(b for b in BUCKETS if b >= len(ids))
+        if noise is None:
+            noise = self._duration_rng.standard_normal((1, 2, bucket), np.float32)
         padded = np.zeros((1, bucket), np.int64)
         padded[0, :len(ids)] = ids
         self._shapes["acoustic"].add(padded.shape)
         scales = np.array([self._noise_scale, length_scale, self._noise_w_scale], np.float32)
         return {_IDS: padded, _ID_LENGTHS: np.array([len(ids)], np.int64), _SCALES: scales,
-                NOISE_INPUT: self._duration_rng.standard_normal((1, 2, bucket), np.float32)}
+                NOISE_INPUT: noise}
 
     def _run_acoustic(
         self, ids: np.ndarray, length_scale: float, deadline: float | None = None

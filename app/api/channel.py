@@ -1,0 +1,96 @@
+"""One API WebSocket connection's two sides: what it sends (Channel) and how fast it may
+send to us (RateLimit).
+
+Every send goes through the channel, so a reply and a stream's audio never interleave
+inside one frame, and a client that does not read cannot hold the server: a send waits
+for the socket to drain (aiohttp's writer limit), and one that waits longer than
+STALL_TIMEOUT_S closes that connection alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from app.api.protocol import ApiFault, dumps
+
+# A client whose socket took nothing for this long is cut off (a live client reconnects).
+STALL_TIMEOUT_S = 10.0
+
+
+class Channel:
+    def __init__(self, ws: web.WebSocketResponse, request: web.Request,
+                 stall_timeout_s: float = STALL_TIMEOUT_S) -> None:
+        self.ws = ws
+        self._request = request
+        self._lock = asyncio.Lock()
+        self._stall = stall_timeout_s
+        self.sent_bytes = 0
+
+    @property
+    def closed(self) -> bool:
+        return self.ws.closed
+
+    async def send(self, message: dict) -> bool:
+        """Send a JSON message; False once the connection is gone."""
+        return await self._send(self.ws.send_str, dumps(message))
+
+    async def send_bytes(self, data: bytes) -> bool:
+        return await self._send(self.ws.send_bytes, data)
+
+    async def fault(self, fault: ApiFault, request_id=None) -> bool:
+        return await self.send(fault.reply(request_id))
+
+    async def close(self, code: int = 1000, message: str = "") -> None:
+        if not self.ws.closed:
+            try:
+                await asyncio.wait_for(self.ws.close(code=code, message=message.encode()[:120]),
+                                       self._stall)
+            except (TimeoutError, ConnectionError):
+                self._abort()
+
+    async def _send(self, send, data) -> bool:
+        if self.ws.closed:
+            return False
+        async with self._lock:
+            try:
+                await asyncio.wait_for(send(data), self._stall)
+            except TimeoutError:
+                self._abort()
+                return False
+            except (ConnectionError, RuntimeError):  # closing, or closed under us
+                return False
+        self.sent_bytes += len(data)
+        return True
+
+    def _abort(self) -> None:
+        transport = self._request.transport
+        if transport is not None:
+            transport.abort()
+
+
+class RateLimit:
+    """At most `per_second` messages in any one second (a token bucket holding a
+    second's worth): `allow()` says whether this one may go on."""
+
+    def __init__(self, per_second: int, now: Callable[[], float] = time.monotonic) -> None:
+        self._rate = float(per_second)
+        self._tokens = float(per_second)
+        self._now = now
+        self._last = now()
+
+    def allow(self) -> bool:
+        now = self._now()
+        self._tokens = min(self._rate, self._tokens + (now - self._last) * self._rate)
+        self._last = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+    def fault(self) -> ApiFault:
+        return ApiFault("rate_limited", f"more than {self._rate:g} messages in a second "
+                        "(api_messages_per_second in the settings): this one was not taken")
