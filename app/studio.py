@@ -136,7 +136,10 @@ class Studio(QObject):
         self.api = None
         self._follow = QTimer(self)
         self._follow.timeout.connect(self._follow_returned_mic)
+        self._follow.timeout.connect(self._follow_outputs)
         self._follow.timeout.connect(self._expire_messages)
+        # What was last said of each output that is not simply on (its status line).
+        self._output_news: dict[str, str] = {}
         for number, problem in enumerate(store.problems):
             self.tell(f"In {store.path}: {problem}", key=(SETTINGS_FILE, number))
 
@@ -319,6 +322,27 @@ class Studio(QObject):
             self.outputs.connect_sources()
             self._show_audio_state()
             self._show_mic_state()
+
+    def _follow_outputs(self) -> None:
+        """An open output waiting for its peer or in trouble (VTube Studio not running,
+        a refused send) is said, once per change, and the message goes once it is on.
+        (One that could not open was told so when it was opened.)"""
+        seen = set()
+        for status in [output.status() for output in self.outputs.opened.values()]:
+            seen.add(status.name)
+            key = ("output", status.name)
+            if status.state == "on":
+                if self._output_news.pop(status.name, None) is not None:
+                    self.forget(key)
+                continue
+            text = status.problem or status.detail
+            if self._output_news.get(status.name) != text:
+                self._output_news[status.name] = text
+                self.tell(text, Severity.WARNING if status.state == "trouble" else Severity.INFO,
+                          key=key)
+        for name in set(self._output_news) - seen:  # closed since
+            del self._output_news[name]
+            self.forget(("output", name))
 
     def _show_audio_state(self) -> None:
         """'Audio is off' while it is, and gone once audio is back."""

@@ -17,6 +17,8 @@ runtime_pkgs=(libportaudio2 libgl1 libegl1 libgl1-mesa-dri libglx-mesa0 libegl-m
 # real OBS and browser the output tests drive (shared/recipes/testing.md).
 test_pkgs=(xvfb xauth jackd2 xdotool imagemagick sox obs-studio obs-plugins openbox chromium
   g++)  # builds the CUDA photo kernel for the CPU (tests/test_kernels_on_cpu.py)
+# The API's JavaScript example is run by the tests (docs/api.md): Node.js where none is.
+command -v node >/dev/null || test_pkgs+=(nodejs)
 
 wanted=("${runtime_pkgs[@]}")
 [ "$target" = test ] && wanted+=("${test_pkgs[@]}")

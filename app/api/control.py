@@ -227,7 +227,8 @@ async def _expression(server, data: dict) -> dict:
 
 
 async def _status(server, data: dict) -> dict:
-    return {"type": "status", **await server.on_studio(server.studio.status)}
+    return {"type": "status", **await server.on_studio(server.studio.status),
+            "api": {"streams": server.streams, "connections": len(server.sockets)}}
 
 
 HTTP_COMMANDS = {"speak": _speak, "append": _append, "stop": _stop,

@@ -127,11 +127,15 @@ async def stream_socket(server, request: web.Request) -> web.StreamResponse:
         await channel.send(start)
         if text is not None:
             stream.say(text)
+        # Whichever ends first ends the other: the stream's end, or the client leaving
+        # (then its audio is not made, and its place among the streams is free at once).
         reader = asyncio.create_task(_read_stream_messages(server, ws, channel, stream))
+        writer = asyncio.create_task(_send_stream(channel, stream))
         try:
-            await _send_stream(channel, stream)
+            await asyncio.wait((reader, writer), return_when=asyncio.FIRST_COMPLETED)
         finally:
             reader.cancel()
+            writer.cancel()
     finally:
         if stream is not None:
             stream.cancel()
@@ -189,8 +193,6 @@ async def _read_stream_messages(server, ws, channel: Channel, stream: SpeechStre
                                f"ping messages, not {kind!r}")
         except ApiFault as fault:
             await channel.fault(fault, reply_to)
-    # The client closed its side: stop making audio it will not read.
-    stream.cancel()
 
 
 def _id(reply_to) -> dict:

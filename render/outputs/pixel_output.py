@@ -82,8 +82,8 @@ class PixelOutput:
         stats = self.sink.stats()
         stats = asdict(stats) if is_dataclass(stats) else stats
         problem = stats.get("error")
-        waiting = stats.get("clients") == ()
-        state = "trouble" if problem else "waiting" if waiting else "on"
+        # No page connected yet is no trouble: the detail says how many are.
+        state = "trouble" if problem else "on"
         return OutputStatus(self.name, state, self._describe(self.sink), problem,
                             {"sink": stats, "feed": self.feed.stats()})
 

@@ -30,23 +30,24 @@ def schemas() -> dict[str, dict]:
     return found
 
 
-_SCHEMAS = schemas()
-# Replies whose "type" differs from their schema's $id.
-_BY_TYPE = {"end": "flush"}  # the flush schema covers both
+def _types(schema: dict) -> list[str]:
+    kind = schema.get("properties", {}).get("type", {})
+    return [kind["const"]] if "const" in kind else kind.get("enum", [])
 
 
-def check(message: dict, sender: str = "server") -> dict:
-    """`message`, after checking it against the schema of its type (AssertionError if it
-    has none or does not fit)."""
-    if "status" in message and message.get("status") == "warmed_up":
-        key = "warmed_up"
-    else:
-        key = message.get("type", message.get("cmd"))
-        key = _BY_TYPE.get(key, key) if sender == "client" else key
-    schema = _SCHEMAS.get(key)
-    assert schema is not None, f"docs/api.md has no schema for {message!r}"
-    # "end" is both the client's last text message and the server's last message.
-    assert schema["x-sender"] == sender or key == "end", (key, sender)
+# (message type, sender) → its schema; the warm-up answer has no type.
+_SCHEMAS = {(t, schema["x-sender"]): schema for schema in schemas().values()
+            for t in _types(schema) or [schema["$id"]]}
+
+
+def check(message: dict, sender: str = "server", kind: str | None = None) -> dict:
+    """`message`, after checking it against the schema of its type (or `kind`: an HTTP
+    body's, which has none) and sender (AssertionError if docs/api.md has none for it,
+    or it does not fit)."""
+    kind = kind or ("warmed_up" if message.get("status") == "warmed_up"
+                    else message.get("type", message.get("cmd")))
+    schema = _SCHEMAS.get((kind, sender))
+    assert schema is not None, f"docs/api.md has no schema for {sender} message {message!r}"
     jsonschema.validate(message, schema)
     return message
 
