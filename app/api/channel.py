@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from app.api.protocol import ApiFault, dumps
+from app.api.protocol import ApiFault, dumps, parse, request_id
 
 # A client whose socket took nothing for this long is cut off (a live client reconnects).
 STALL_TIMEOUT_S = 10.0
@@ -94,3 +94,21 @@ class RateLimit:
     def fault(self) -> ApiFault:
         return ApiFault("rate_limited", f"more than {self._rate:g} messages in a second "
                         "(api_messages_per_second in the settings): this one was not taken")
+
+
+async def incoming(ws: web.WebSocketResponse, channel: Channel, limit: RateLimit,
+                   max_bytes: int) -> AsyncIterator[tuple[dict, object]]:
+    """A connection's messages, parsed, with their "id" (None without one). What is over
+    the rate, too large or not a message is answered with its error here and skipped."""
+    async for message in ws:
+        if message.type not in (web.WSMsgType.TEXT, web.WSMsgType.BINARY):
+            continue
+        if not limit.allow():
+            await channel.fault(limit.fault())
+            continue
+        try:
+            data = parse(message.data, max_bytes)
+        except ApiFault as fault:
+            await channel.fault(fault)
+            continue
+        yield data, request_id(data)

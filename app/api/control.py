@@ -22,8 +22,8 @@ from collections import deque
 
 from aiohttp import web
 
-from app.api.channel import Channel, RateLimit
-from app.api.protocol import ApiFault, dumps, field, parse, request_id
+from app.api.channel import Channel, RateLimit, incoming
+from app.api.protocol import ApiFault, dumps, field
 from app.api.speech import json_body
 from app.api.tokens import TokenError, check_name
 from pipeline.core.events import EVENT_KINDS, event_json
@@ -110,16 +110,8 @@ async def control_socket(server, request: web.Request) -> web.StreamResponse:
     events = _Events(server, channel)
     limit = RateLimit(server.config.messages_per_second)
     try:
-        async for message in ws:
-            if message.type not in (web.WSMsgType.TEXT, web.WSMsgType.BINARY):
-                continue
-            if not limit.allow():
-                await channel.fault(limit.fault())
-                continue
-            reply_to = None
+        async for data, reply_to in incoming(ws, channel, limit, server.config.max_message_bytes):
             try:
-                data = parse(message.data, server.config.max_message_bytes)
-                reply_to = request_id(data)
                 reply = await _command(server, ws, events, data)
             except ApiFault as fault:
                 reply = fault.reply()

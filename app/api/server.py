@@ -30,6 +30,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -114,6 +115,9 @@ class ApiServer:
         self._http_limits: dict[str, RateLimit] = {}
         # Token requests waiting for the user: name → future of the decision.
         self.pending: dict[str, asyncio.Future] = {}
+        # Times each stream's written words beside its synthesis (speech_stream.py); one
+        # thread, so each stream's plans are timed in their order.
+        self.cues_worker: ThreadPoolExecutor | None = None
         self._origins = {f"http://{host}:{config.port}" for host in
                          ("127.0.0.1", "localhost", "[::1]", config.host)}
         self._origins.update(config.allowed_origins)
@@ -127,13 +131,18 @@ class ApiServer:
         self.config.check()
         if self.tokens.problem:
             log.warning("%s", self.tokens.problem)
+        self.cues_worker = ThreadPoolExecutor(1, thread_name_prefix="api-cues")
+        self.cues_worker.submit(lambda: None)  # its thread now, not within a first request
         try:
             self._thread.start(self._serve)
         except ServerError as exc:
+            self.cues_worker.shutdown()
             raise ApiError(str(exc)) from None
 
     def close(self) -> None:
         self._thread.stop()
+        if self.cues_worker is not None:
+            self.cues_worker.shutdown(cancel_futures=True)
 
     # -- the loop -------------------------------------------------------------------
 

@@ -17,8 +17,8 @@ import logging
 from aiohttp import web
 
 from app.api.audio_formats import FORMATS, Encoder
-from app.api.channel import Channel, RateLimit
-from app.api.protocol import ApiFault, field, parse, request_id
+from app.api.channel import Channel, RateLimit, incoming
+from app.api.protocol import ApiFault, field, parse
 from app.api.speech_stream import Cues, Finished, SpeechStream
 from pipeline.core.modes import MODE_NAMES
 from pipeline.text.input import TextInputError, prepare_text
@@ -94,39 +94,43 @@ class _StreamSlot:
 # -- /stream --------------------------------------------------------------------------
 
 async def stream_socket(server, request: web.Request) -> web.StreamResponse:
-    ws = web.WebSocketResponse(max_msg_size=server.hard_cap, compress=False)
-    await ws.prepare(request)
-    channel = Channel(ws, request)
-    server.sockets[ws] = request["token_name"]
-    stream = slot = None
+    # Synthesis starts before the handshake is answered: the text is in the URL, and the
+    # client's round trip for the upgrade then overlaps the first chunk's making.
+    stream = slot = fault = None
+    query = request.query
     try:
-        query = request.query
-        try:
-            slot = _StreamSlot(server)
-            voice = _voice_name(query.get("voice"))
-            mode = _mode(query.get("mode"), server.studio.settings.latency_mode)
-            rate = _number(query, "rate", float, *RATE_RANGE) or 1.0
-            seed = _number(query, "seed", int, 0, 2**63 - 1)
-            text = query.get("text")
-            if text is not None:
-                prepare_text(text)  # nothing to speak is said before any work
-            await server.voice()
-        except TextInputError as exc:
-            await channel.fault(ApiFault("nothing_to_speak", str(exc)))
-            return ws
-        except ApiFault as fault:
+        slot = _StreamSlot(server)
+        voice = _voice_name(query.get("voice"))
+        mode = _mode(query.get("mode"), server.studio.settings.latency_mode)
+        rate = _number(query, "rate", float, *RATE_RANGE) or 1.0
+        seed = _number(query, "seed", int, 0, 2**63 - 1)
+        text = query.get("text")
+        if text is not None:
+            prepare_text(text)  # nothing to speak is said before any work
+        await server.voice()
+        stream = SpeechStream(_voice_factory(server), mode=mode, length_scale=1.0 / rate,
+                              seed=seed, loop=asyncio.get_running_loop(),
+                              cues_worker=server.cues_worker)
+        if text is not None:
+            stream.say(text)
+    except TextInputError as exc:
+        fault = ApiFault("nothing_to_speak", str(exc))
+    except ApiFault as refused:
+        fault = refused
+    ws = web.WebSocketResponse(max_msg_size=server.hard_cap, compress=False)
+    channel = Channel(ws, request)
+    try:
+        await ws.prepare(request)
+        server.sockets[ws] = request["token_name"]
+        if fault is not None:
             await channel.fault(fault)
             return ws
-        stream = SpeechStream(_voice_factory(server), mode=mode, length_scale=1.0 / rate,
-                              seed=seed, loop=asyncio.get_running_loop())
         ignored = sorted(set(query) - {"text", "voice", "mode", "rate", "seed", "token"})
         start = {"type": "start", "sample_rate": stream.sample_rate, "format": "pcm_s16le",
                  "channels": 1, "voice": voice, "mode": mode}
         if ignored:
             start["ignored"] = ignored  # e.g. the brief's steps=: there is nothing to set
         await channel.send(start)
-        if text is not None:
-            stream.say(text)
         # Whichever ends first ends the other: the stream's end, or the client leaving
         # (then its audio is not made, and its place among the streams is free at once).
         reader = asyncio.create_task(_read_stream_messages(server, ws, channel, stream))
@@ -165,16 +169,8 @@ async def _send_stream(channel: Channel, stream: SpeechStream) -> None:
 
 async def _read_stream_messages(server, ws, channel: Channel, stream: SpeechStream) -> None:
     limit = RateLimit(server.config.messages_per_second)
-    async for message in ws:
-        if message.type not in (web.WSMsgType.TEXT, web.WSMsgType.BINARY):
-            continue
-        if not limit.allow():
-            await channel.fault(limit.fault())
-            continue
-        reply_to = None
+    async for data, reply_to in incoming(ws, channel, limit, server.config.max_message_bytes):
         try:
-            data = parse(message.data, server.config.max_message_bytes)
-            reply_to = request_id(data)
             kind = data["type"]
             if kind == "text":
                 stream.push(field(data, "text", str))
@@ -250,7 +246,7 @@ async def openai_speech(server, request: web.Request) -> web.StreamResponse:
     if asked_voice and asked_voice != voice:
         log.info("OpenAI voice %r asked for: speaking with %s", asked_voice, voice)
     stream = SpeechStream(_voice_factory(server), mode=mode, length_scale=1.0 / speed,
-                          seed=seed, loop=asyncio.get_running_loop())
+                          seed=seed, loop=asyncio.get_running_loop(), with_cues=False)
     encoder = Encoder(fmt, stream.sample_rate)
     response = web.StreamResponse(headers={
         "Content-Type": encoder.content_type, "X-Lipsync-Voice": voice,
@@ -267,10 +263,9 @@ async def openai_speech(server, request: web.Request) -> web.StreamResponse:
                 await response.write(encoder.finish())
                 break
             else:
-                # Cues have no place in an audio file; a fault after the start can only
-                # end the body early (its status is sent): the log says why.
-                if isinstance(item, ApiFault):
-                    log.warning("/v1/audio/speech: %s", item.message)
+                # A fault after the start can only end the body early (its status is
+                # sent): the log says why.
+                log.warning("/v1/audio/speech: %s", item.message)
                 continue
             if data:
                 await response.write(data)

@@ -3,8 +3,10 @@ cues ahead of its audio, handed to the server's loop through a bounded pipe.
 
 What the loop gets (`await next()`), in order:
 
-- ``Cues``: a plan's visemes and words in the stream's own time (seconds from its first
-  sample), before any of that plan's audio;
+- ``Cues`` (or a future of them): a plan's visemes and words in the stream's own time
+  (seconds from its first sample), before any of that plan's audio. Timing the written
+  words takes ~1.2 ms a plan (each word phonemized on its own): with a `cues_worker`
+  that runs beside the making of the plan's first chunk instead of before it;
 - ``bytes``: 16-bit PCM audio, mono, at `sample_rate`, as it is made;
 - ``ApiFault``: a piece of text with nothing to speak (the stream goes on);
 - ``Finished``: the end, once every text given has been spoken (not after a cancel:
@@ -31,6 +33,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 from app.api.protocol import ApiFault
@@ -110,7 +113,8 @@ class SpeechStream:
 
     def __init__(self, voice: Callable[[int | None], StreamingTTS], *, mode: str,
                  length_scale: float, seed: int | None, loop: asyncio.AbstractEventLoop,
-                 ahead_s: float = MAX_AHEAD_S, now: Callable[[], float] = time.monotonic) -> None:
+                 ahead_s: float = MAX_AHEAD_S, now: Callable[[], float] = time.monotonic,
+                 cues_worker: Executor | None = None, with_cues: bool = True) -> None:
         self._tts = voice(seed)
         self.sample_rate = self._tts.sample_rate
         self.mode = mode
@@ -122,6 +126,10 @@ class SpeechStream:
         self._pieces = SentencePieces()
         self._cancel = threading.Event()
         self._finished = False
+        self._cues_worker = cues_worker
+        self._with_cues = with_cues  # an audio file (OpenAI's endpoint) has no use for them
+        self._captions = CaptionTrack(self._tts.phonemes_of, keep_all=True)
+        self._words_sent = 0
         self._thread = threading.Thread(target=self._run, name="api-stream", daemon=True)
         self._thread.start()
 
@@ -165,7 +173,14 @@ class SpeechStream:
         return self._pieces.held
 
     async def next(self):
-        return await self._pipe.get()
+        item = await self._pipe.get()
+        if not isinstance(item, Future):
+            return item
+        try:
+            return await asyncio.wrap_future(item)
+        except Exception as exc:  # the stream goes on without these cues, saying so
+            log.exception("an API stream's cues failed")
+            return ApiFault("unavailable", f"The cues of a sentence failed: {exc}")
 
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
@@ -176,8 +191,6 @@ class SpeechStream:
     def _run(self) -> None:
         samples = 0
         first_byte: float | None = None
-        captions = CaptionTrack(self._tts.phonemes_of, keep_all=True)
-        words_sent = 0
         try:
             while not self._cancel.is_set():
                 text = self._texts.get()
@@ -188,14 +201,11 @@ class SpeechStream:
                                               self._cancel, self._length_scale)
                     for item in stream:
                         if isinstance(item, SentencePlan):
+                            if not self._with_cues:
+                                continue
                             offset = samples / self.sample_rate
-                            captions.plan(item, offset)
-                            if item.ends_sentence:
-                                captions.finish()
-                            words = captions.words()
-                            cues = Cues(_visemes(item, offset),
-                                        [_word(w) for w in words[words_sent:]])
-                            words_sent = len(words)
+                            cues = (self._cues(item, offset) if self._cues_worker is None else
+                                    self._cues_worker.submit(self._cues, item, offset))
                             if not self._pipe.put(cues, self._cancel):
                                 return
                             continue
@@ -215,6 +225,18 @@ class SpeechStream:
             self._tts.close()
         # Once cancelled nobody reads: the end is put only for a reader.
         self._pipe.put(Finished(samples, self.sample_rate), self._cancel)
+
+    def _cues(self, plan: SentencePlan, offset: float) -> Cues:
+        """The plan's cues, heard from `offset` in the stream. Called for each plan in
+        order, by one thread at a time (the stream's, or the one cues worker)."""
+        captions = self._captions
+        captions.plan(plan, offset)
+        if plan.ends_sentence:
+            captions.finish()
+        words = captions.words()
+        cues = Cues(_visemes(plan, offset), [_word(w) for w in words[self._words_sent:]])
+        self._words_sent = len(words)
+        return cues
 
     def _wait_for_room(self, samples: int, first_byte: float) -> None:
         while not self._cancel.is_set():
