@@ -17,6 +17,8 @@ from aiohttp import web
 
 from app.api.protocol import ApiFault, dumps, parse, request_id
 
+# The name of the token a request came with (None: none, or not one we know).
+TOKEN_NAME = web.RequestKey("token_name", object)
 # A client whose socket took nothing for this long is cut off (a live client reconnects).
 STALL_TIMEOUT_S = 10.0
 

@@ -22,7 +22,7 @@ from collections import deque
 
 from aiohttp import web
 
-from app.api.channel import Channel, RateLimit, incoming
+from app.api.channel import TOKEN_NAME, Channel, RateLimit, incoming
 from app.api.protocol import ApiFault, dumps, field
 from app.api.speech import json_body
 from app.api.tokens import TokenError, check_name
@@ -106,7 +106,7 @@ async def control_socket(server, request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(max_msg_size=server.hard_cap, compress=False)
     await ws.prepare(request)
     channel = Channel(ws, request)
-    server.sockets[ws] = request["token_name"]
+    server.sockets[ws] = request[TOKEN_NAME]
     events = _Events(server, channel)
     limit = RateLimit(server.config.messages_per_second)
     try:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from app.api import control, speech
-from app.api.channel import RateLimit
+from app.api.channel import TOKEN_NAME, RateLimit
 from app.api.protocol import ApiFault, dumps
 from app.api.tokens import TOKENS_FILE, TokenStore
 from app.settings import Settings, config_dir
@@ -196,7 +196,7 @@ class ApiServer:
         if request.method == "OPTIONS":  # a page's preflight before a POST with a token
             return self._cors(web.Response(status=204), origin)
         name = self.tokens.check(token_of(request))
-        request["token_name"] = name
+        request[TOKEN_NAME] = name
         socket = request.headers.get("Upgrade", "").lower() == "websocket"
         # /control admits a connection with no token at all: it may ask for one.
         asking = socket and request.path.endswith("/control") and token_of(request) is None

@@ -17,7 +17,7 @@ import logging
 from aiohttp import web
 
 from app.api.audio_formats import FORMATS, Encoder
-from app.api.channel import Channel, RateLimit, incoming
+from app.api.channel import TOKEN_NAME, Channel, RateLimit, incoming
 from app.api.protocol import ApiFault, field, parse
 from app.api.speech_stream import Cues, Finished, SpeechStream
 from pipeline.core.modes import MODE_NAMES
@@ -121,7 +121,7 @@ async def stream_socket(server, request: web.Request) -> web.StreamResponse:
     channel = Channel(ws, request)
     try:
         await ws.prepare(request)
-        server.sockets[ws] = request["token_name"]
+        server.sockets[ws] = request[TOKEN_NAME]
         if fault is not None:
             await channel.fault(fault)
             return ws
