@@ -49,12 +49,33 @@ class CliError(Exception):
     what is wrong with it."""
 
 
+WINDOWLESS = ("Without a command it opens the app's window. These open no window: say, "
+              "lipsync, render, obs setup, api token, and --headless (the app without its "
+              "window).")
+
+
+def version() -> str:
+    """The installed package's version, or pyproject.toml's when run from a checkout."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("lipsync-studio")
+    except PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"] + " (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lipsync-studio",
-        description="Real-time lip-synced avatar: type text, the avatar speaks it.",
+        description="Real-time lip-synced avatar: type text, the avatar speaks it. "
+        + WINDOWLESS,
         epilog=EXIT_STATUS,
     )
+    parser.add_argument("--version", action="version", version=f"lipsync-studio {version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
     parser.add_argument("--output-window", action="store_true",
                         help=f"open the avatar-only window ({AVATAR_WINDOW_TITLE}) for OBS at start")
@@ -87,9 +108,11 @@ def _parser() -> argparse.ArgumentParser:
                      "and seed give the same audio (as the API's seed does)")
     lipsync = commands.add_parser(
         "lipsync", help="write mouth cues for an audio file (the live mic model, offline)",
-        description="Mouth cues for a WAV file from the lip-shape model the live mic uses.",
+        description="Mouth cues for a recording (any format FFmpeg reads, video files' sound "
+        "too) from the lip-shape model the live mic uses.",
     )
-    lipsync.add_argument("audio", type=Path, help="a WAV file (8-96 kHz, mono or stereo, 16/24/32-bit)")
+    lipsync.add_argument("audio", type=Path, help="a recording: WAV, MP3, OGG, Opus, FLAC, M4A, or "
+                         "the sound of a video file (MP4, MKV, WebM, MOV)")
     lipsync.add_argument("--out", type=Path, required=True, help="cues JSON to write")
     lipsync.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
                          help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
@@ -101,10 +124,12 @@ def _parser() -> argparse.ArgumentParser:
         "(Mesa's llvmpipe); the first line it prints says which.",
     )
     render.add_argument("text", nargs="?", help="what to say (leave out with --audio)")
-    render.add_argument("--audio", type=Path, help="a WAV file to lip-sync instead of speaking text")
-    render.add_argument("--avatar", type=Path, default=DEFAULT_AVATAR_MANIFEST,
+    render.add_argument("--audio", type=Path, help="a recording to lip-sync instead of speaking "
+                        "text (WAV, MP3, OGG, FLAC, M4A, a video file's sound)")
+    render.add_argument("--avatar", type=Path,
                         help="a face picture (PNG/JPG), a saved photo rig folder, or a sprite rig "
-                        "(manifest.json or its folder); default: the bundled avatar")
+                        "(manifest.json or its folder); default: the avatar chosen in the "
+                        "settings, else the bundled one")
     render.add_argument("--out", type=Path, required=True, help="the .mp4 file to write")
     render.add_argument("--captions", type=Path, help=CAPTIONS_HELP + " (with TEXT)")
     render.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30)")
@@ -112,8 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     sizes.add_argument("--size", help="video WIDTHxHEIGHT in pixels (default: the avatar's own, "
                        "at most 1920x1080)")
     sizes.add_argument("--height", type=int, help="video height in pixels; the width follows the avatar")
-    render.add_argument("--background", default=Settings.background,
-                        help=f"background colour behind the avatar (default {Settings.background})")
+    render.add_argument("--background",
+                        help="background colour behind the avatar (default: the settings' "
+                        f"background colour, {Settings.background} unless changed)")
     render.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
     render.add_argument("--mode", choices=MODE_NAMES, default=OFFLINE_MODE,
                         help="voice latency mode; offline nothing waits, so the default is premium "
@@ -181,12 +207,12 @@ def _lipsync(args: argparse.Namespace) -> int:
     from pipeline.lipsync.model import infer_file
     from pipeline.voice.cues import cues_document
 
-    duration = _check_wav(args.audio)
+    duration = _check_audio(args.audio)
     _check_output(args.out)
     try:
         cues = infer_file(args.audio)
-    except (wave.Error, EOFError, ValueError) as exc:
-        raise CliError(f"{args.audio} is not a readable PCM WAV file ({exc})") from None
+    except ValueError as exc:  # AudioFileError: damaged past where it was measured
+        raise CliError(str(exc)) from None
     document = cues_document(cues, str(args.audio), duration, args.format)
     _write_json(args.out, document)
     print(f"{len(document['mouthCues'])} cues for {duration:.2f} s of audio, wrote {args.out}")
@@ -232,6 +258,13 @@ def _export(args: argparse.Namespace) -> int:
 
     if (args.text is None) == (args.audio is None):
         return _fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")
+    if args.avatar is None or args.background is None:
+        # As the app shows it: the settings' avatar and background, unless told otherwise.
+        settings = _saved_settings()
+        if args.avatar is None:
+            args.avatar = Path(settings.avatar_manifest or DEFAULT_AVATAR_MANIFEST)
+        if args.background is None:
+            args.background = settings.background
     if not 0.5 <= args.rate <= 2.0:
         return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
     try:
@@ -248,7 +281,7 @@ def _export(args: argparse.Namespace) -> int:
                      "to caption")
     captions_format = _check_captions(args.captions)
     if args.audio is not None:
-        _check_wav(args.audio)
+        _check_audio(args.audio)
     try:
         check_fps(args.fps)
         size = parse_size(args.size) if args.size else None
@@ -283,6 +316,17 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _saved_settings() -> Settings:
+    """The user's saved settings; their problems said on stderr (the defaults stand in)."""
+    from app.settings import SettingsStore
+
+    store = SettingsStore()
+    settings = store.load()
+    for problem in store.problems:
+        print(f"note: in {store.path}: {problem}", file=sys.stderr)
+    return settings
+
+
 def _fail(message: str) -> int:
     print(f"lipsync-studio: {message}", file=sys.stderr)
     return 1
@@ -296,27 +340,24 @@ def _check_output(path: Path) -> None:
         raise CliError(str(exc)) from None
 
 
-def _check_wav(path: Path) -> float:
-    """The duration of the PCM WAV file at ``path`` in seconds; CliError if it is missing,
-    unreadable, not a WAV file or holds no audio."""
+def _check_audio(path: Path) -> float:
+    """The duration in seconds of the recording at ``path`` (any format FFmpeg decodes:
+    pipeline.audio.audio_file); CliError if it is missing, a folder, empty, not audio or
+    holds no sound."""
+    from pipeline.audio.audio_file import AudioFileError, audio_info
+
     if not path.exists():
         raise CliError(f"Audio file not found: {path}")
     if path.is_dir():
-        raise CliError(f"{path} is a folder, not a WAV file")
+        raise CliError(f"{path} is a folder, not an audio file")
     try:
         if path.stat().st_size == 0:
-            raise CliError(f"{path} is empty, not a WAV file")
-        with wave.open(str(path), "rb") as f:
-            frames, rate = f.getnframes(), f.getframerate()
+            raise CliError(f"{path} is empty, not an audio file")
+        return audio_info(path).duration
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror}") from None
-    except (wave.Error, EOFError) as exc:
-        raise CliError(f"{path} is not a readable PCM WAV file ({exc})") from None
-    if rate <= 0:
-        raise CliError(f"{path} is not a readable PCM WAV file (sample rate {rate} Hz)")
-    if frames == 0:
-        raise CliError(f"{path} holds no audio")
-    return frames / rate
+    except AudioFileError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _check_captions(path: Path | None) -> str | None:

@@ -83,3 +83,17 @@ def output(jack_server):
     out.start()
     yield out
     out.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_config_dir(tmp_path_factory):
+    """The app's settings, tokens and avatars in a folder of the test session's, never the
+    machine's own (the commands and windows read them: render takes the settings' avatar)."""
+    folder = tmp_path_factory.mktemp("config-home")
+    old = os.environ.get("LIPSYNC_STUDIO_CONFIG_DIR")
+    os.environ["LIPSYNC_STUDIO_CONFIG_DIR"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("LIPSYNC_STUDIO_CONFIG_DIR", None)
+    else:
+        os.environ["LIPSYNC_STUDIO_CONFIG_DIR"] = old

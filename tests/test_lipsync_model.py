@@ -173,5 +173,5 @@ def test_infer_file_reads_24_bit_stereo_wav(papa, tmp_path):
 def test_infer_file_refuses_non_audio(tmp_path):
     path = tmp_path / "notes.wav"
     path.write_text("not audio at all")
-    with pytest.raises(ValueError, match="not a PCM WAV"):
+    with pytest.raises(ValueError, match="is not an audio or video file this app can read"):
         infer_file(path)

@@ -368,7 +368,7 @@ def bad_inputs(tmp_path, speech_wav):
     (["Hi", "--avatar", "{tmp}/blank.png"], "No face found in blank.png"),
     (["Hi", "--rate", "3"], "--rate 3 is out of range"),
     (["Hi", "--background", "mauvish"], "is not a colour"),
-    (["--audio", "{tmp}/notes.wav"], "notes.wav is not a readable PCM WAV file"),
+    (["--audio", "{tmp}/notes.wav"], "notes.wav is not an audio or video file this app can read"),
     (["--audio", "{tmp}/silence.wav"], "Audio file not found"),
     (["Hi", "--audio", "{wav}"], "TEXT to speak or --audio FILE"),
     ([], "TEXT to speak or --audio FILE"),

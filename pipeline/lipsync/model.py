@@ -15,13 +15,13 @@ copy of the probabilities.
 
 from __future__ import annotations
 
-import wave
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnxruntime
 
+from pipeline.audio.audio_file import read_blocks
 from pipeline.core.frames import MouthPose, VisemeCue
 from pipeline.core.modes import BALANCED, DEFAULT_MODE, OFFLINE_MODE, PREMIUM, ULTRA
 from pipeline.core.resources import ASSETS_DIR
@@ -33,7 +33,6 @@ from pipeline.lipsync.features import (
     POWER_FLOOR,
     SAMPLE_RATE,
     StreamingLogMel,
-    as_mono_float,
     frame_end_s,
 )
 
@@ -283,45 +282,13 @@ def _rate(time_constant_ms: float) -> float:
     return 1.0 - float(np.exp(-FRAME_S * 1000 / time_constant_ms)) if time_constant_ms > 0 else 1.0
 
 
-def read_wav_blocks(path: Path | str, block_frames: int = 16_000):
-    """(sample_rate, iterator of float32 mono blocks) for a PCM WAV, streamed: memory
-    stays bounded for hour-long files. Raises ValueError for anything else."""
-    try:
-        reader = wave.open(str(path), "rb")
-    except (wave.Error, EOFError) as exc:
-        raise ValueError(f"{path}: not a PCM WAV file ({exc})") from exc
-    width, channels, rate = reader.getsampwidth(), reader.getnchannels(), reader.getframerate()
-    if width not in (1, 2, 3, 4) or channels < 1 or rate <= 0:
-        reader.close()
-        raise ValueError(f"{path}: unsupported WAV layout ({width * 8}-bit, {channels} ch)")
-
-    def blocks():
-        with reader:
-            while True:
-                raw = reader.readframes(block_frames)
-                if not raw:
-                    return
-                yield as_mono_float(_pcm(raw, width).reshape(-1, channels))
-
-    return rate, blocks()
-
-
-def _pcm(raw: bytes, width: int) -> np.ndarray:
-    if width == 1:
-        return np.frombuffer(raw, np.uint8)
-    if width == 3:  # 24-bit little-endian → left-aligned int32
-        b = np.frombuffer(raw, np.uint8).reshape(-1, 3)
-        return (b[:, 0].astype(np.int32) << 8 | b[:, 1].astype(np.int32) << 16
-                | b[:, 2].astype(np.int32) << 24)
-    return np.frombuffer(raw, np.int16 if width == 2 else np.int32)
-
-
 def infer_file(path: Path | str, lookahead_ms: float = MODES_MS[OFFLINE_MODE],
                model_path: Path | str = DEFAULT_MODEL) -> list[VisemeCue]:
-    """Mouth cues for a WAV file, from the same model and smoother as the live path.
+    """Mouth cues for a recording (anything pipeline.audio.audio_file reads), from the
+    same model and smoother as the live path; AudioFileError for a file it cannot read.
 
     Offline there is no latency to save, so the default is the premium head."""
-    rate, blocks = read_wav_blocks(path)
+    rate, blocks = read_blocks(path)
     model = LipShapeModel(model_path, lookahead_ms)
     smoother = VisemeSmoother()
     cues: list[VisemeCue] = []

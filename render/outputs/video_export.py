@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import wave
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -43,9 +42,10 @@ import numpy as np
 from av.video.reformatter import ColorRange
 from OpenGL import GL
 
+from pipeline.audio.audio_file import AudioFileError, audio_info, read_blocks
 from pipeline.core.frames import PhonemeTiming, SpeechSegment
 from pipeline.core.output_paths import OutputPathError, check_output_path
-from pipeline.lipsync.model import infer_file, read_wav_blocks
+from pipeline.lipsync.model import infer_file
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.viseme_track import VisemeTrack
 from render.gl.offscreen import FramebufferTarget, renders_on_cpu
@@ -123,30 +123,22 @@ def speech_soundtrack(segments: Sequence[SpeechSegment]) -> Soundtrack:
 
 
 def audio_file_soundtrack(path: Path) -> Soundtrack:
-    """A WAV file (mixed to mono) whose mouth follows the lip-shape model the live
-    microphone uses, its cues timed like phonemes."""
-    rate, duration = _wav_info(path)
-    cues = infer_file(path)
+    """A recording (any format pipeline.audio.audio_file reads, mixed to mono) whose
+    mouth follows the lip-shape model the live microphone uses, its cues timed like
+    phonemes."""
+    if not path.is_file():
+        raise ExportError(f"Audio file not found: {path}.")
+    try:
+        info = audio_info(path)
+        cues = infer_file(path)
+    except AudioFileError as exc:
+        raise ExportError(f"{exc}.") from None
+    rate, duration = info.sample_rate, info.duration
     timeline = SpeechTimeline()
     if cues:
         timeline.schedule(VisemeTrack([PhonemeTiming(c.value, c.value, c.start, c.end)
                                        for c in cues]), 0.0)
-    return Soundtrack(rate, duration, lambda: read_wav_blocks(path)[1], timeline.frame_pose)
-
-
-def _wav_info(path: Path) -> tuple[int, float]:
-    if not path.is_file():
-        raise ExportError(f"Audio file not found: {path}.")
-    try:
-        with wave.open(str(path), "rb") as f:
-            rate, frames, width = f.getframerate(), f.getnframes(), f.getsampwidth()
-        if rate <= 0 or width not in (1, 2, 3, 4):
-            raise wave.Error(f"unsupported layout ({width * 8}-bit at {rate} Hz)")
-    except (wave.Error, EOFError, OSError) as exc:
-        raise ExportError(f"{path} is not a readable PCM WAV file ({exc}).") from None
-    if frames == 0:
-        raise ExportError(f"{path} holds no audio.")
-    return rate, frames / rate
+    return Soundtrack(rate, duration, lambda: read_blocks(path)[1], timeline.frame_pose)
 
 
 def parse_size(text: str) -> tuple[int, int]:
