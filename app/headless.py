@@ -1,7 +1,8 @@
 """`lipsync-studio --headless`: the studio (app/studio.py: voice, microphone, outputs, OBS
 link, API) running without the main window. Lines typed on standard input are spoken; a
 line starting with "/" is a command (`/approve NAME`, `/deny NAME` answer an API client's
-token request; `/stop`; `/help`). Messages are printed as they are told. Ctrl-C (or
+token request; `/stop`, `/skip`; `/help`). Messages are printed as they are told, and
+each speech's heard first audio when it starts. Ctrl-C (or
 SIGTERM) stops it cleanly: outputs closed, devices released, exit status 0.
 
 Without a display server it draws through EGL (render/gl/egl_target.py), so it runs on a
@@ -18,7 +19,8 @@ import threading
 
 log = logging.getLogger(__name__)
 
-HELP = ("Type a line and press Enter to speak it. Commands: /stop (stop speaking), "
+HELP = ("Type a line and press Enter to speak it. Commands: /stop (stop speaking and "
+        "empty the queue), /skip (the next line in the queue), "
         "/approve NAME or /deny NAME (an API client asking for a token), /help.")
 
 
@@ -97,6 +99,7 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
         threading.Thread(target=read_stdin, name="headless-stdin", daemon=True).start()
 
     studio.voice_ready.connect(voice_ready)
+    studio.speech_started.connect(lambda first: studio.tell(first.text(), Severity.INFO))
     studio.tell("Running headless; Ctrl-C stops.", Severity.INFO)
     if not stopping.is_set():  # a Ctrl-C during the start quit no loop yet
         app.exec()
@@ -111,10 +114,10 @@ def _typed(studio, line: str) -> None:
     from app.messages import Severity
 
     if not line:
+        studio.tell("Nothing to speak: the line was empty.", Severity.INFO)
         return
     if not line.startswith("/"):
-        request = studio.say(line)
-        if request is None:
+        if studio.say(line) is None:
             studio.tell("The voice is still loading; try again in a moment.", Severity.INFO)
         return
     command, _, argument = line[1:].partition(" ")
@@ -124,6 +127,8 @@ def _typed(studio, line: str) -> None:
     elif command in ("approve", "deny") and argument:
         if not studio.decide_token(argument, command == "approve"):
             studio.tell(f"No API client named {argument!r} is waiting for a token.")
+    elif command == "skip":
+        studio.skip()
     elif command == "help":
         studio.tell(HELP, Severity.INFO)
     else:

@@ -43,6 +43,9 @@ class Settings:
     mic_lipsync: str = "model"
     # None = the bundled avatar.
     avatar_manifest: str | None = None
+    # A new line while the avatar speaks: "interrupt" cuts it, "queue" says it after what
+    # waits (chat and donation messages read in turn).
+    speech_queue: str = "interrupt"
     # Streaming trade-off between time to first audio and quality (see pipeline.voice.streaming_tts).
     latency_mode: str = DEFAULT_MODE
     # Speaking rate as a multiple of the voice's natural rate (piper length_scale = 1/rate).
@@ -149,6 +152,7 @@ class FieldRule:
 RULES: dict[str, FieldRule] = {
     "audio_output_device": FieldRule(str, optional=True),
     "latency_mode": FieldRule(str, choices=MODE_NAMES),
+    "speech_queue": FieldRule(str, choices=("interrupt", "queue")),
     "avatar_manifest": FieldRule(str, optional=True),
     "mic_enabled": FieldRule(bool),
     "mic_device": FieldRule(str, optional=True),

@@ -30,6 +30,7 @@ from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
 from app.obs.live import ObsLive
 from app.outputs import Outputs, Wants
 from app.settings import Settings, SettingsStore
+from app.speech_queue import QueuedSpeech, SpeechQueue
 from pipeline.audio.devices import STUCK_MESSAGE
 from pipeline.core.events import (
     DeviceNotice,
@@ -70,6 +71,12 @@ FOLLOW_INTERVAL_MS = 500
 MATCH_WINDOW_S = 0.1
 
 
+# Two different times to first audio, named apart wherever they are shown (the settings
+# panel, the window's status line, headless's console).
+SYNTHESIS_FIRST_AUDIO = "synthesis first audio"
+HEARD_FIRST_AUDIO = "heard first audio"
+
+
 @dataclass(frozen=True, slots=True)
 class FirstAudio:
     """The last speech's first audio: heard (request → first sample at the DAC) and
@@ -79,6 +86,11 @@ class FirstAudio:
     heard_ms: float
     synthesis_ms: float
     mode: str | None
+
+    def text(self) -> str:
+        mode = f"{self.mode} mode" if self.mode is not None else "latency mode switched as it started"
+        return (f"{HEARD_FIRST_AUDIO} {self.heard_ms:.0f} ms ({mode}; "
+                f"{SYNTHESIS_FIRST_AUDIO} {self.synthesis_ms:.0f} ms)")
 
 
 class Studio(QObject):
@@ -91,6 +103,8 @@ class Studio(QObject):
     voice_ready = Signal()
     # The outputs were opened, closed or reconfigured (a front end shows which are on).
     outputs_changed = Signal()
+    # A speech started: its first audio (FirstAudio), for a front end that shows it.
+    speech_started = Signal(object)
     # An API client asks for a token: the front end asks the user (ApiServer.decide).
     token_requested = Signal(str)
     # From worker threads to this one (queued delivery).
@@ -129,6 +143,7 @@ class Studio(QObject):
         # The latency mode of each request said and not started yet.
         self._request_modes: dict[int, str | None] = {}
         self.frame_rate = self._choose_frame_rate(settings)
+        self.queue = SpeechQueue(self._say_now, self.engine.stop)
         self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=self.frame_rate)
         self.outputs.window_closed = self._on_avatar_window_closed
         self.obs = ObsLive(self.engine, settings, lambda text: self._text.emit(text, OBS))
@@ -259,10 +274,17 @@ class Studio(QObject):
 
     # -- speech ---------------------------------------------------------------------
 
-    def say(self, text: str, *, queue: bool = False) -> int | None:
-        """Speak `text`: interrupting what is being said, or after it (`queue`). The
-        request's id, None while the voice loads or when nothing was queued."""
-        request = self.engine.append(text) if queue else self.engine.say(text)
+    def say(self, text: str, mode: str | None = None, source: str = "window"
+            ) -> QueuedSpeech | None:
+        """Speak `text` through the speech queue: cutting what is being said
+        ("interrupt") or after what is waiting ("queue"); `mode` None takes the setting.
+        The queue's entry, None while the voice loads."""
+        if not self.voice_ready_for_speech:
+            return None
+        return self.queue.add(text, mode or self.settings.speech_queue, source)
+
+    def _say_now(self, text: str) -> int | None:
+        request = self.engine.say(text)
         if request is not None:
             self._request_modes[request] = self.settings.latency_mode
         return request
@@ -275,7 +297,13 @@ class Studio(QObject):
         return request
 
     def stop(self) -> None:
-        self.engine.stop()
+        """Silence: what is being said is cut and what waits in the queue dropped."""
+        self.queue.clear()
+        self.outputs.speech_stopped()
+
+    def skip(self) -> None:
+        """Cut what is being said; the queue goes on with the next line."""
+        self.queue.skip()
         self.outputs.speech_stopped()
 
     def _on_event(self, event) -> None:
@@ -285,12 +313,14 @@ class Studio(QObject):
         if isinstance(event, SpeechStarted):
             self.first_audio = FirstAudio(event.first_audio_s * 1000, event.synthesis_s * 1000,
                                           self._request_modes.pop(event.request, None))
+            self.speech_started.emit(self.first_audio)
         elif isinstance(event, SpeechFinished):
             self.finished = event
         elif isinstance(event, (SpeechNotice, SpeechFailed)):
             self.tell(event.message)
         if isinstance(event, (SpeechFinished, SpeechFailed)):  # either ends a request
             self._request_modes.pop(event.request, None)
+            self.queue.finished(event.request)
         if isinstance(event, SpeechFinished) and (event.gaps or event.underruns):
             self.tell(
                 f"Synthesis fell behind playback: {event.gaps} longer pause(s) between "

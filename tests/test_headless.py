@@ -85,8 +85,14 @@ def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server
                 time.sleep(0.1)
         finally:
             recorder.stop()
-        # The typed line is spoken through the app's own PortAudio stream into JACK.
+        # The typed line is spoken through the app's own PortAudio stream into JACK, and
+        # its heard first audio is said.
         assert _speech(recorder.audio), "".join(lines)
+        output.until("heard first audio", 10)
+        # A line with nothing to speak is answered, not dropped.
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        output.until("Nothing to speak: the line was empty", 10)
         assert proc.poll() is None, "".join(lines)
         proc.send_signal(signal.SIGINT)
         output.until("Stopped.", 20)

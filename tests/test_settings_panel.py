@@ -45,6 +45,7 @@ def test_every_mode_states_its_trades_for_voice_and_microphone(panel):
 def test_every_setting_is_edited_and_comes_back_validated(panel):
     dialog = panel()
     dialog.mode.setCurrentIndex(dialog.mode.findData("premium"))
+    dialog.speech_queue.setCurrentIndex(dialog.speech_queue.findData("queue"))
     dialog.mic_enabled.setChecked(False)
     dialog.mic_gain.setValue(6.5)
     dialog.mic_gate.setValue(-42.0)
@@ -99,7 +100,7 @@ def test_every_setting_is_edited_and_comes_back_validated(panel):
     dialog._accept()
     result = dialog.result_settings()
     assert dialog.error.text() == ""
-    expected = Settings(latency_mode="premium", mic_enabled=False, mic_gain_db=6.5,
+    expected = Settings(latency_mode="premium", speech_queue="queue", mic_enabled=False, mic_gain_db=6.5,
                         mic_gate_db=-42.0, mic_lipsync="volume",
                         avatar_manifest="/tmp/rig/manifest.json", speech_rate=1.25, volume=0.8,
                         target_fps=30, software_gl_fps=24, blinking=False, breathing=False, background="#102030",

@@ -26,6 +26,7 @@ from app.api.channel import TOKEN_NAME, Channel, RateLimit, incoming
 from app.api.protocol import ApiFault, dumps, field
 from app.api.speech import json_body
 from app.api.tokens import TokenError, check_name
+from app.speech_queue import MODES
 from pipeline.core.events import EVENT_KINDS, event_json
 from pipeline.core.modes import MODE_NAMES
 from pipeline.text.input import TextInputError, prepare_text
@@ -34,7 +35,7 @@ from render.rigs.manifest import RigError
 # Events waiting per connection: a speech's visemes arrive a sentence at a time (~50
 # events for a long sentence), so this holds several sentences.
 EVENT_QUEUE = 512
-SPEAK_MODES = ("interrupt", "queue")
+SPEAK_MODES = MODES
 
 
 class _Events:
@@ -167,16 +168,26 @@ async def _command(server, ws, events: _Events, data: dict) -> dict:
 
 async def _speak(server, data: dict) -> dict:
     text = field(data, "text", str)
-    queue = field(data, "mode", str, required=False, default="interrupt",
-                  choices=SPEAK_MODES) == "queue"
+    mode = field(data, "mode", str, required=False, choices=SPEAK_MODES)
     try:
         prepare_text(text)
     except TextInputError as exc:
         raise ApiFault("nothing_to_speak", str(exc)) from None
-    request = await server.on_studio(lambda: server.studio.say(text, queue=queue))
-    if request is None:
+
+    def speak() -> dict | None:
+        studio = server.studio
+        entry = studio.say(text, mode, source="api")
+        if entry is None:
+            return None
+        queue = studio.queue
+        speaking = queue.current is not None and queue.current.id == entry.id
+        return {"entry": entry.id, "request": queue.request if speaking else None,
+                "position": 0 if speaking else 1 + [e.id for e in queue.waiting].index(entry.id)}
+
+    said = await server.on_studio(speak)
+    if said is None:
         raise ApiFault("voice_loading", "the voice is still loading; try again shortly")
-    return {"type": "speaking", "request": request}
+    return {"type": "speaking", **said}
 
 
 async def _append(server, data: dict) -> dict:

@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QMainWindow,
     QMessageBox,
     QProgressBar,
@@ -31,15 +30,13 @@ from PySide6.QtWidgets import (
 from app.messages import EVENT_SECONDS, Severity
 from app.outputs import Wants
 from app.settings import Settings, SettingsStore
-from app.studio import Studio
+from app.studio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO, Studio
 from app.ui.message_view import MessageArea, MessageHistory
 from app.ui.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
-from app.ui.settings_panel import (
-    HEARD_FIRST_AUDIO,
-    SYNTHESIS_FIRST_AUDIO,
-    SettingsPanel,
-)
+from app.ui.queue_view import QueueView
+from app.ui.settings_panel import SettingsPanel
 from app.ui.status_line import status_line
+from app.ui.text_entry import TextEntry
 from render.outputs.avatar_view import AvatarView
 from render.rigs.loader import PICTURE_SUFFIXES, is_picture
 
@@ -88,13 +85,17 @@ class MainWindow(QMainWindow):
 
         self.view = AvatarView(fps=self.studio.frame_rate, clear_color=_colour(settings.background))
         self.view.setMinimumSize(480, 480)
-        self.text = QLineEdit()
-        self.text.setPlaceholderText("Type what the avatar should say, then press Enter")
-        self.text.returnPressed.connect(self.speak)
+        self.text = TextEntry()
+        self.text.setPlaceholderText("Type what the avatar should say, then press Enter "
+                                     "(Up: lines said before)")
+        self.text.submitted.connect(lambda _text: self.speak())
         self.speak_button = QPushButton("Speak")
         self.speak_button.clicked.connect(self.speak)
         self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop speaking and drop the lines waiting in the queue")
         self.stop_button.clicked.connect(self.stop)
+        self.queue_view = QueueView(self.studio.queue)
+        self.studio.queue.changed = self.queue_view.refresh
         self.settings_button = QPushButton("Settings…")
         self.settings_button.clicked.connect(self.open_settings)
         self.import_button = QPushButton("Import portrait…")
@@ -144,6 +145,7 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout()
         layout.addWidget(self.view, 1)
         layout.addLayout(controls)
+        layout.addWidget(self.queue_view)
         layout.addWidget(self.progress)
         messages = QHBoxLayout()
         messages.addWidget(self.message_area, 1)
@@ -291,7 +293,8 @@ class MainWindow(QMainWindow):
         if not text.strip():
             self.tell("Nothing to speak: type some text first.")
             return
-        self.studio.say(text)
+        if self.studio.say(text) is not None:
+            self.text.accept_line(text)
 
     def stop(self) -> None:
         self.studio.stop()

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import Settings, validate
+from app.studio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO
 from app.ui.obs_setup_box import ObsSetupBox
 from pipeline.audio.devices import Kind, list_devices, list_devices_now
 from pipeline.lipsync.model import MIC_TRADES
@@ -34,10 +35,6 @@ from render.outputs.background import CHROMA, SOLID, TRANSPARENT, ColourError, p
 
 SYSTEM_DEFAULT = "System default"
 BUNDLED_AVATAR = ""
-# Two different times to first audio, named apart wherever they are shown (here and in
-# the window's status line).
-SYNTHESIS_FIRST_AUDIO = "synthesis first audio"
-HEARD_FIRST_AUDIO = "heard first audio"
 FIRST_AUDIO_NOTE = (
     f"{SYNTHESIS_FIRST_AUDIO.capitalize()}: from the request to the first sound synthesized, "
     "measured for each mode on this computer at start-up. Sound is heard later, after the "
@@ -94,6 +91,11 @@ class SettingsPanel(QDialog):
         self.mode.currentIndexChanged.connect(
             lambda _: self.mode_description.setText(mode_text(self.mode.currentData())))
         form.addRow("Latency mode", self.mode)
+        self.speech_queue = QComboBox()
+        self.speech_queue.addItem("Interrupt: a new line cuts what is being said", "interrupt")
+        self.speech_queue.addItem("Queue: new lines wait their turn (chat, donations)", "queue")
+        self.speech_queue.setCurrentIndex(self.speech_queue.findData(settings.speech_queue))
+        form.addRow("New lines", self.speech_queue)
         form.addRow("", self.mode_description)
         self.first_audio_note = QLabel(FIRST_AUDIO_NOTE)
         self.first_audio_note.setWordWrap(True)
@@ -345,6 +347,7 @@ class SettingsPanel(QDialog):
             **asdict(self._settings),
             "audio_output_device": None if output == SYSTEM_DEFAULT else output,
             "latency_mode": self.mode.currentData(),
+            "speech_queue": self.speech_queue.currentData(),
             "mic_enabled": self.mic_enabled.isChecked(),
             "mic_device": None if self.mic.currentText() == SYSTEM_DEFAULT else self.mic.currentText(),
             "mic_gain_db": self.mic_gain.value(),

@@ -3,16 +3,11 @@ pure, so its wording is tested without a window."""
 
 from __future__ import annotations
 
-from app.studio import FirstAudio
-from app.ui.settings_panel import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO
+from app.studio import HEARD_FIRST_AUDIO, FirstAudio
 
 
 def first_audio_text(first: FirstAudio | None) -> str:
-    if first is None:
-        return f"{HEARD_FIRST_AUDIO} –"
-    mode = f"{first.mode} mode" if first.mode is not None else "latency mode switched as it started"
-    return (f"{HEARD_FIRST_AUDIO} {first.heard_ms:.0f} ms ({mode}; "
-            f"{SYNTHESIS_FIRST_AUDIO} {first.synthesis_ms:.0f} ms)")
+    return first.text() if first is not None else f"{HEARD_FIRST_AUDIO} –"
 
 
 def frames_text(stats: dict) -> str:
