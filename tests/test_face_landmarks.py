@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from pipeline.face.landmarks import (
+    LIMITS,
     MAX_SIDE,
     MIN_FACE_PX,
     MIN_SIDE,
@@ -122,13 +123,12 @@ def test_huge_pictures_are_refused_before_decoding(tmp_path, monkeypatch):
     with pytest.raises(PortraitError) as err:
         load_portrait(tmp_path / "huge.png")
     # Pillow's decompression-bomb guard fires first at 400 megapixels; the message is ours.
-    assert err.value.message == ("The picture huge.png is too large to open safely; the limit is "
-                                 f"{MAX_SIDE} pixels on a side and 50 megapixels.")
+    assert err.value.message == f"The picture huge.png is too large to open safely; {LIMITS}"
     # Under Pillow's guard but over our limits: refused from the header.
     with pytest.raises(PortraitError) as err:
         load_portrait(tmp_path / "wide.png")
-    assert err.value.message == ("The picture wide.png is 12000×4000 pixels, too large: the limit is "
-                                 f"{MAX_SIDE} pixels on a side and 50 megapixels.")
+    assert err.value.message == f"The picture wide.png is 12000×4000 pixels, too large: {LIMITS}"
+    assert f"{MAX_SIDE} pixels on a side and 50 megapixels for a PNG" in LIMITS
     assert decoded == []
 
 
@@ -183,3 +183,36 @@ def test_large_pictures_are_scaled_to_the_working_size(tmp_path):
     image = load_portrait(tmp_path / "banner.jpg")
     assert image.shape == (819, WORKING_MAX_SIDE, 4)
     assert image[400, 100, 0] < 5 and image[400, 4000, 0] > 190
+
+
+def _peak_rss_mb() -> str:
+    """Source for a child process's peak RSS in MB so far: VmHWM, which starts afresh at
+    exec (ru_maxrss does not: it keeps the forking parent's peak, here pytest's)."""
+    return ("int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])"
+            " // 1024")
+
+
+def test_a_huge_jpeg_is_scaled_down_in_bounded_memory(tmp_path):
+    """A 12000×14062 scan (169 MP, over the PNG limit) comes in at the working size,
+    decoded at the DCT's half scale and scaled before it becomes RGBA."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "scan.jpg"
+    Image.new("RGB", (12000, 14062), (180, 150, 130)).save(path, quality=80)
+    code = (
+        "from pipeline.face.landmarks import load_portrait\n"
+        f"before = {_peak_rss_mb()}\n"
+        f"image = load_portrait({str(path)!r})\n"
+        f"print(image.shape, {_peak_rss_mb()} - before)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    shape, grown_mb = done.stdout.rsplit(" ", 1)
+    assert shape == "(4096, 3495, 4)"  # WORKING_MAX_SIDE on the longer side
+    # The mechanism's peak: the half-scale decode (6000×7031, Pillow keeps RGB in 4 bytes
+    # a pixel: 169 MB), the resize's one-axis intermediate (98 MB), then the 57 MB result,
+    # its RGBA and its array: 381 MB measured. Decoded whole, the picture alone is 675 MB,
+    # and before the scaling moved ahead of the RGBA copies the growth was 807 MB.
+    assert int(grown_mb) < 450, grown_mb

@@ -9,6 +9,7 @@ landmarker is made, so code that merely loads a saved rig never pays for it.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,15 @@ from pipeline.core.resources import ASSETS_DIR
 FACE_LANDMARKER_MODEL = ASSETS_DIR / "models" / "face_landmarker.task"
 LANDMARK_COUNT = 478
 MAX_FACES = 4
-# Checked from the file header, before any pixel is decoded.
+# Checked from the file header, before any pixel is decoded. A PNG is decoded whole, so
+# its size is what memory it takes (50 MP: 200 MB of RGBA); a JPEG is decoded already
+# scaled down by the DCT (Image.draft), to about twice the working size at most, so any
+# size up to Pillow's own decompression-bomb limit is read in bounded memory (a
+# 12000×14062 scan: 6000×7031 decoded, 127 MB, then scaled to 4096).
 MAX_SIDE = 10_000
 MAX_PIXELS = 50_000_000
+MAX_JPEG_SIDE = 65_500  # the format's own limit
+MAX_JPEG_PIXELS = 2 * Image.MAX_IMAGE_PIXELS
 MIN_SIDE = 64
 # Larger pictures are scaled down at import: the avatar gains nothing from more pixels
 # than a 4K screen shows, and every texture and frame would cost more.
@@ -31,6 +38,9 @@ WORKING_MAX_SIDE = 4096
 # Face box width (landmark extent) below which a mouth is too few pixels to animate.
 MIN_FACE_PX = 64
 FORMATS = ("PNG", "JPEG")
+LIMITS = (f"the limit is {MAX_SIDE} pixels on a side and {MAX_PIXELS // 1_000_000} megapixels "
+          f"for a PNG, {MAX_JPEG_PIXELS // 1_000_000} megapixels for a JPEG (save a larger "
+          "picture as a JPEG, or scale it down)")
 
 
 class PortraitError(Exception):
@@ -75,18 +85,23 @@ def load_portrait(path: str | Path) -> np.ndarray:
     if not path.is_file():
         raise PortraitError(f"{what} is not a file ({path}).")
     with warnings.catch_warnings():
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        # Our own limits, per format, come from the header (_check_header); Pillow's
+        # guard still refuses past twice its limit.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         try:
             with Image.open(path) as im:
                 _check_header(what, im)
+                if im.format == "JPEG" and max(im.size) > WORKING_MAX_SIDE:
+                    scale = WORKING_MAX_SIDE / max(im.size)
+                    im.draft(im.mode, (math.ceil(im.width * scale), math.ceil(im.height * scale)))
                 im.load()
-                im = ImageOps.exif_transpose(im)
+                ImageOps.exif_transpose(im, in_place=True)
+                im = _scaled(im)
                 rgba = _to_rgba(im)
         except PortraitError:
             raise
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise PortraitError(f"{what} is too large to open safely; the limit is {MAX_SIDE} pixels "
-                                f"on a side and {MAX_PIXELS // 1_000_000} megapixels.") from None
+        except Image.DecompressionBombError:
+            raise PortraitError(f"{what} is too large to open safely; {LIMITS}") from None
         except Image.UnidentifiedImageError:
             raise PortraitError(f"{what} is not a picture Lipsync Studio can read (or the file is "
                                 "damaged); use a PNG or JPEG file.") from None
@@ -94,20 +109,40 @@ def load_portrait(path: str | Path) -> np.ndarray:
             raise PortraitError(f"{what} could not be decoded ({e}); the file may be damaged or "
                                 "cut short.") from None
     h, w = rgba.shape[:2]
-    if max(w, h) > WORKING_MAX_SIDE:
-        scale = WORKING_MAX_SIDE / max(w, h)
-        size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    size = _working_size(w, h)
+    if size is not None:
         rgba = np.asarray(Image.fromarray(rgba, "RGBA").resize(size, Image.Resampling.LANCZOS))
     return np.ascontiguousarray(rgba)
+
+
+def _working_size(w: int, h: int) -> tuple[int, int] | None:
+    if max(w, h) <= WORKING_MAX_SIDE:
+        return None
+    scale = WORKING_MAX_SIDE / max(w, h)
+    return max(1, round(w * scale)), max(1, round(h * scale))
+
+
+def _scaled(im: Image.Image) -> Image.Image:
+    """At the working size, scaled while still in the file's own mode: an 8-bit RGB
+    picture is scaled before it becomes RGBA and a NumPy copy, so a 48 MP photo peaks at
+    its decoded RGB plus the small result (~190 MB) rather than three full-size copies
+    (~690 MB). 16-bit and float greyscale are scaled after conversion (below)."""
+    size = _working_size(*im.size)
+    if size is None or im.mode.startswith("I;16") or im.mode in ("I", "F"):
+        return im
+    if im.mode in ("P", "PA", "CMYK"):
+        im = im.convert("RGBA")
+    return im.resize(size, Image.Resampling.LANCZOS)
 
 
 def _check_header(what: str, im: Image.Image) -> None:
     if im.format not in FORMATS:
         raise PortraitError(f"{what} is a {im.format or 'unknown'} image; use a PNG or JPEG file.")
     w, h = im.size
-    if w > MAX_SIDE or h > MAX_SIDE or w * h > MAX_PIXELS:
-        raise PortraitError(f"{what} is {w}×{h} pixels, too large: the limit is {MAX_SIDE} pixels "
-                            f"on a side and {MAX_PIXELS // 1_000_000} megapixels.")
+    side, pixels = ((MAX_JPEG_SIDE, MAX_JPEG_PIXELS) if im.format == "JPEG"
+                    else (MAX_SIDE, MAX_PIXELS))
+    if w > side or h > side or w * h > pixels:
+        raise PortraitError(f"{what} is {w}×{h} pixels, too large: {LIMITS}")
     if w < MIN_SIDE or h < MIN_SIDE:
         raise PortraitError(f"{what} is {w}×{h} pixels, too small: need at least {MIN_SIDE} px "
                             "on each side.")
