@@ -138,6 +138,52 @@ class Settings:
     # "vrm0": blend shapes A I U E O (VRM 0.x, VSeeFace); "vrm1": aa ih ou ee oh (VRM 1.0).
     vmc_blendshapes: str = "vrm0"
     vmc_offset_ms: float = 0.0
+    # -- daily use (issue 23) --
+    # The voice when the avatar has none of its own: None = the bundled voice, else a
+    # voice's name in the catalogue (app/voices.py) or the path of its .onnx.
+    voice: str | None = None
+    # Which speaker of a multi-speaker piper voice (its config's speaker_id_map).
+    voice_speaker: int = 0
+    # Speaking rate per voice name, over speech_rate: a fast voice can be slowed alone.
+    voice_rates: dict[str, float] = field(default_factory=dict)
+    # Action → key combination in pynput's form ("<ctrl>+<alt>+s"); "" = no key. Global
+    # where the desktop allows (app/hotkeys.py). "expression:NAME" picks the avatar's
+    # expression of that name.
+    hotkeys: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_HOTKEYS))
+    # An expression change cross-fades over this long.
+    expression_fade_ms: float = 150.0
+    # The avatar's motion, each a strength from 0 (off) to 1 (the most a rig allows):
+    # a bounce and squash while speaking, a tilt with the voice's emphasis, a shake on
+    # loud sound, a gentle idle sway, and (photo avatars) head turn and tilt.
+    motion_bounce: float = 0.5
+    motion_tilt: float = 0.3
+    motion_shake: float = 0.0
+    motion_sway: float = 0.3
+    motion_head_turn: float = 0.5
+    # The main window's place and size (Qt's saveGeometry, base64), and whether its
+    # controls are hidden so the avatar fills it.
+    window_geometry: str | None = None
+    window_controls_hidden: bool = False
+
+
+# The actions a hotkey can do besides "expression:NAME". Defaults use Ctrl+Alt, which
+# games rarely bind; push to talk has none, since holding it keeps the mic shut otherwise.
+HOTKEY_ACTIONS = ("stop", "mic_mute", "push_to_talk", "speak_clipboard", "next_avatar",
+                  "previous_avatar", "toggle_avatar")
+DEFAULT_HOTKEYS = {
+    "stop": "<ctrl>+<alt>+s",
+    "mic_mute": "<ctrl>+<alt>+m",
+    "push_to_talk": "",
+    "speak_clipboard": "<ctrl>+<alt>+v",
+    "next_avatar": "<ctrl>+<alt>+n",
+    "previous_avatar": "<ctrl>+<alt>+p",
+    "toggle_avatar": "<ctrl>+<alt>+h",
+    "expression:neutral": "<ctrl>+<alt>+0",
+    "expression:happy": "<ctrl>+<alt>+1",
+    "expression:surprised": "<ctrl>+<alt>+2",
+    "expression:angry": "<ctrl>+<alt>+3",
+    "expression:sad": "<ctrl>+<alt>+4",
+}
 
 
 @dataclass(frozen=True)
@@ -147,6 +193,8 @@ class FieldRule:
     high: float | None = None
     optional: bool = False
     choices: tuple[str, ...] = ()
+    # For dict fields: the values' type (keys are strings).
+    item_kind: type | None = None
 
 
 RULES: dict[str, FieldRule] = {
@@ -205,6 +253,18 @@ RULES: dict[str, FieldRule] = {
     "vmc_port": FieldRule(int, 1, 65535),
     "vmc_blendshapes": FieldRule(str, choices=("vrm0", "vrm1")),
     "vmc_offset_ms": FieldRule(float, -500.0, 1000.0),
+    "voice": FieldRule(str, optional=True),
+    "voice_speaker": FieldRule(int, 0, 10_000),
+    "voice_rates": FieldRule(dict, 0.5, 2.0, item_kind=float),
+    "hotkeys": FieldRule(dict, item_kind=str),
+    "expression_fade_ms": FieldRule(float, 0.0, 2000.0),
+    "motion_bounce": FieldRule(float, 0.0, 1.0),
+    "motion_tilt": FieldRule(float, 0.0, 1.0),
+    "motion_shake": FieldRule(float, 0.0, 1.0),
+    "motion_sway": FieldRule(float, 0.0, 1.0),
+    "motion_head_turn": FieldRule(float, 0.0, 1.0),
+    "window_geometry": FieldRule(str, optional=True),
+    "window_controls_hidden": FieldRule(bool),
 }
 
 COLOUR_FIELDS = ("background", "output_colour", "chroma_colour")
@@ -231,6 +291,8 @@ def _check(name: str, value: Any) -> str | None:
         value = float(value)
     if rule.kind is bool and not isinstance(value, bool):
         return "must be true or false"
+    if rule.kind is dict:
+        return None if isinstance(value, dict) else "must be a mapping of names to values"
     if not isinstance(value, rule.kind) or (rule.kind is not bool and isinstance(value, bool)):
         return f"must be a {rule.kind.__name__}"
     if rule.low is not None and not (rule.low <= value <= rule.high):
@@ -257,6 +319,31 @@ def _check(name: str, value: Any) -> str | None:
     return None
 
 
+def _mapping_item_problem(name: str, key: Any, item: Any, rule: FieldRule) -> str | None:
+    """Why one entry of a dict field is not acceptable, or None when it is."""
+    if not isinstance(key, str) or not key:
+        return "is not a name"
+    ok_number = (rule.item_kind is float and isinstance(item, (int, float))
+                 and not isinstance(item, bool))
+    if not ok_number and not isinstance(item, rule.item_kind):
+        return f"must be a {rule.item_kind.__name__}"
+    if rule.low is not None and not (rule.low <= item <= rule.high):
+        return f"must be between {rule.low:g} and {rule.high:g}"
+    if name == "hotkeys" and key not in HOTKEY_ACTIONS and not (
+            key.startswith("expression:") and len(key) > len("expression:")):
+        return "is not an action (the actions: " + ", ".join(HOTKEY_ACTIONS) + ", expression:NAME)"
+    return None
+
+
+def _value(name: str, value: Any) -> Any:
+    rule = RULES[name]
+    if rule.kind is float and value is not None:
+        return float(value)
+    if rule.kind is dict and rule.item_kind is float:
+        return {k: float(v) for k, v in value.items()}
+    return value
+
+
 def validate(data: dict[str, Any]) -> tuple[Settings, list[str]]:
     """Settings from a raw mapping, plus one message for every value that was not used."""
     problems: list[str] = []
@@ -273,9 +360,18 @@ def validate(data: dict[str, Any]) -> tuple[Settings, list[str]]:
         if name not in data:
             continue
         why = _check(name, data[name])
-        if why is None:
-            value = data[name]
-            values[name] = float(value) if RULES[name].kind is float and value is not None else value
+        if why is None and RULES[name].kind is dict:
+            # Entry by entry: one bad hotkey or rate loses only itself.
+            kept = {}
+            for key, item in data[name].items():
+                bad = _mapping_item_problem(name, key, item, RULES[name])
+                if bad is None:
+                    kept[key] = item
+                else:
+                    problems.append(f"{name}: {key!r} = {item!r} {bad}; left out")
+            values[name] = _value(name, kept)
+        elif why is None:
+            values[name] = _value(name, data[name])
         else:
             problems.append(f"{name} = {data[name]!r} {why}; using {getattr(defaults, name)!r}")
     return Settings(**values), problems

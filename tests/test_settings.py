@@ -69,3 +69,21 @@ def test_colours_are_accepted_in_every_form_users_type():
     assert settings.chroma_colour == Settings().chroma_colour
     assert any("#rrggbbaa" in p and "colour name" in p for p in problems)
     assert any("WIDTHxHEIGHT" in p for p in problems)
+
+
+def test_a_bad_entry_in_a_mapping_loses_only_itself():
+    settings, problems = validate({
+        "hotkeys": {"stop": "<ctrl>+x", "dance": "<ctrl>+d", "expression:happy": "<f1>"},
+        "voice_rates": {"joe": 1.5, "fast": 3, "odd": True},
+    })
+    assert settings.hotkeys == {"stop": "<ctrl>+x", "expression:happy": "<f1>"}
+    assert settings.voice_rates == {"joe": 1.5}
+    assert problems == [
+        "voice_rates: 'fast' = 3 must be between 0.5 and 2; left out",
+        "voice_rates: 'odd' = True must be a float; left out",
+        "hotkeys: 'dance' = '<ctrl>+d' is not an action (the actions: stop, mic_mute, "
+        "push_to_talk, speak_clipboard, next_avatar, previous_avatar, toggle_avatar, "
+        "expression:NAME); left out",
+    ]
+    _, problems = validate({"hotkeys": ["stop"]})
+    assert problems[0].startswith("hotkeys = ['stop'] must be a mapping of names to values")
