@@ -344,6 +344,12 @@ class Studio(QObject):
         if message == self.engine.audio_problem:
             self._show_audio_state()
             return
+        if isinstance(event, InputStatus) and event.kind in MIC_GOOD_NEWS:
+            # Good news by its own kind: the engine may not hold the microphone yet, so
+            # its status cannot be read back here ("Microphone 'system' is on" was shown
+            # with the warning sign that way).
+            self.tell(message, Severity.INFO, key=MIC, seconds=EVENT_SECONDS)
+            return
         self.tell(message, key=MIC)
         self._show_mic_state()
 
