@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.engine import Engine
+from app.frame_rate_watch import FrameRateWatch
 from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
 from app.obs.live import ObsLive
 from app.outputs import Outputs, Wants
@@ -58,6 +60,7 @@ SOUND_SERVER = "sound server"
 VOICE = "voice"
 AVATAR = "avatar"
 FELL_BEHIND = "fell behind"
+FRAME_RATE = "frame rate"
 OBS = "obs"
 INFERENCE = "inference"
 API = "api"
@@ -153,6 +156,8 @@ class Studio(QObject):
         self._follow.timeout.connect(self._follow_returned_mic)
         self._follow.timeout.connect(self._follow_outputs)
         self._follow.timeout.connect(self._expire_messages)
+        self._follow.timeout.connect(self._follow_frame_rate)
+        self._frame_rate_watch = FrameRateWatch(self.frame_rate)
         # What was last said of each output that is not simply on (its status line).
         self._output_news: dict[str, str] = {}
         for number, problem in enumerate(store.problems):
@@ -379,6 +384,16 @@ class Studio(QObject):
         for name in set(self._output_news) - seen:  # closed since
             del self._output_news[name]
             self.forget(("output", name))
+
+    def _follow_frame_rate(self) -> None:
+        presenter = self._presenter()
+        if presenter is None:
+            return
+        said = self._frame_rate_watch.update(time.monotonic(), presenter.measured_fps())
+        if said:
+            self.tell(said, key=FRAME_RATE)
+        elif said == "":
+            self.forget(FRAME_RATE)
 
     def _show_audio_state(self) -> None:
         """'Audio is off' while it is, and gone once audio is back."""
