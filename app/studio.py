@@ -61,6 +61,7 @@ VOICE = "voice"
 AVATAR = "avatar"
 FELL_BEHIND = "fell behind"
 FRAME_RATE = "frame rate"
+MIC_MUTE = "microphone mute"
 OBS = "obs"
 INFERENCE = "inference"
 API = "api"
@@ -158,6 +159,10 @@ class Studio(QObject):
         self._follow.timeout.connect(self._expire_messages)
         self._follow.timeout.connect(self._follow_frame_rate)
         self._frame_rate_watch = FrameRateWatch(self.frame_rate)
+        # The mic's mute (a hotkey) and push to talk, kept across the mic's reopening.
+        self.mic_muted = False
+        self.push_to_talk = False
+        self.push_to_talk_held = False
         # What was last said of each output that is not simply on (its status line).
         self._output_news: dict[str, str] = {}
         for number, problem in enumerate(store.problems):
@@ -175,6 +180,7 @@ class Studio(QObject):
         if problem:
             self.tell(problem, key=MIC)
         self._show_mic_state()
+        self._apply_mic_mute()
         self.outputs.apply(self.settings, self.wants)
         self.outputs.connect_sources()
         self.outputs_changed.emit()
@@ -333,6 +339,52 @@ class Studio(QObject):
                 "latency mode or a less busy computer helps.",
                 key=FELL_BEHIND, seconds=EVENT_SECONDS)
 
+    # -- actions (hotkeys, the window's buttons, the API) -----------------------------
+
+    def do_action(self, action: str, pressed: bool = True) -> None:
+        """One of HOTKEY_ACTIONS or "expression:NAME"; `pressed` False is a key let go
+        (only push to talk acts on it)."""
+        if action == "push_to_talk":
+            self.push_to_talk_held = pressed
+            self._apply_mic_mute()
+            return
+        if not pressed:
+            return
+        if action == "stop":
+            self.stop()
+        elif action == "mic_mute":
+            self.mic_muted = not self.mic_muted
+            self._apply_mic_mute()
+            self.tell("Microphone muted: the avatar's mouth does not follow it until unmuted."
+                      if self.mic_muted else "Microphone unmuted.", Severity.INFO, key=MIC_MUTE,
+                      seconds=None if self.mic_muted else EVENT_SECONDS)
+        elif action == "speak_clipboard":
+            from PySide6.QtGui import QGuiApplication
+
+            text = QGuiApplication.clipboard().text().strip()
+            if not text:
+                self.tell("The clipboard holds no text to speak.", Severity.INFO,
+                          seconds=EVENT_SECONDS)
+            elif self.say(text, source="clipboard") is None:
+                self.tell("The voice is still loading: the clipboard was not spoken.",
+                          Severity.INFO, seconds=EVENT_SECONDS)
+        elif action == "toggle_avatar":
+            self.apply(replace(self.settings, output_window=not self.settings.output_window))
+        else:
+            self.tell(f"The hotkey action {action!r} does nothing yet.", Severity.INFO,
+                      seconds=EVENT_SECONDS)
+
+    def set_push_to_talk(self, on: bool) -> None:
+        """With a push-to-talk key in use, the mic drives the mouth only while it is held."""
+        self.push_to_talk = on
+        self._apply_mic_mute()
+
+    def _apply_mic_mute(self) -> None:
+        """Mute and push to talk onto the mic's stage, after anything that may reopen it."""
+        stage = self.engine.mic_stage
+        if stage is not None:
+            stage.muted = self.mic_muted or (self.push_to_talk and not self.push_to_talk_held)
+
     # -- devices --------------------------------------------------------------------
 
     def _device_news(self, event: InputStatus | DeviceNotice) -> None:
@@ -360,6 +412,7 @@ class Studio(QObject):
 
     def _follow_returned_mic(self) -> None:
         if self.engine.switch_to_returned_mic():
+            self._apply_mic_mute()
             self.outputs.connect_sources()
             self._show_audio_state()
             self._show_mic_state()
@@ -495,6 +548,7 @@ class Studio(QObject):
         if not settings.mic_enabled:
             self.forget(MIC)
         self._show_mic_state()
+        self._apply_mic_mute()
         if (settings.target_fps, settings.software_gl_fps) != (old.target_fps, old.software_gl_fps):
             self.tell("The new frame rate takes effect when the app restarts.", Severity.INFO)
         if settings.inference_provider != old.inference_provider:

@@ -395,3 +395,27 @@ def test_a_stage_that_never_stalls_keeps_its_first_delay():
     replay = Replay()
     replay.play(600.0)
     assert replay.changes == [] and replay.stage.delay == pytest.approx(0.030)
+
+
+def test_a_muted_mic_keeps_the_mouth_shut_and_unmuted_it_follows_again():
+    """Mute (its hotkey, or push to talk let go) shuts the mouth for the mic while the
+    analysis goes on, so the mouth follows at once when unmuted."""
+    rate, hop = 48_000, 480
+    stage = MicLipSync(AudioInput("system"), VolumeGate(), identity, clock=lambda: 10.0)
+    t = np.arange(hop) / rate
+    loud = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+    def talk(start_hop: int, hops: int) -> list[float]:
+        opened = []
+        for k in range(start_hop, start_hop + hops):
+            stage.feed(CapturedBlock(loud, k * hop / rate, k * hop, rate))
+            opened.append(stage.pose_at_monotonic(k * hop / rate).openness)
+        return opened
+
+    assert max(talk(0, 50)) > 0.5  # 0.5 s of a loud tone opens it
+    stage.muted = True
+    version = stage.version()
+    assert max(talk(50, 50)) == 0.0
+    assert stage.version() > version  # frames made ahead with the open mouth are stale
+    stage.muted = False
+    assert max(talk(100, 50)) > 0.5

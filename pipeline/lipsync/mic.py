@@ -216,6 +216,9 @@ class MicLipSync:
         self.last_review: LatencyStats | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Muted (a hotkey, push to talk released): the mouth stays shut for the mic. Set
+        # from any thread; read once a pose.
+        self.muted = False
 
     def start(self) -> None:
         if self._thread is not None:
@@ -265,6 +268,9 @@ class MicLipSync:
         return float(self._block_time[slot]) + (index - float(self._block_index[slot])) / rate
 
     def _publish(self, captured: float, pose: MouthPose) -> None:
+        if self.muted:
+            # Still analysed, so the model's context is whole when the mic is unmuted.
+            pose = SIL_POSE
         slot = self._count % self.RING
         previous = self._poses[(self._count - 1) % self.RING]
         self._poses[slot] = pose
