@@ -35,13 +35,23 @@ def clock_time(wall: float) -> str:
 
 
 def message_label(message: Message) -> QLabel:
-    label = QLabel(f"{MARKS[message.severity]} {message.text}")
+    label = QLabel()
     label.setWordWrap(True)
     label.setTextFormat(Qt.TextFormat.PlainText)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    label.setStyleSheet(f"color: {COLOURS[message.severity]}")
-    label.setToolTip(f"{message.severity.value}, {clock_time(message.posted_at)}")
+    show_severity(label, message)
     return label
+
+
+def show_severity(label: QLabel, message: Message) -> None:
+    """The message's mark, colour and tooltip: again whenever it is shown, since a
+    condition reported again in the same words keeps its Message with the latest
+    severity (a microphone's "is on" first told as a warning, then as good news)."""
+    text = f"{MARKS[message.severity]} {message.text}"
+    if label.text() != text:  # a label being read or selected is left alone otherwise
+        label.setText(text)
+        label.setStyleSheet(f"color: {COLOURS[message.severity]}")
+    label.setToolTip(f"{message.severity.value}, {clock_time(message.posted_at)}")
 
 
 class MessageArea(QScrollArea):
@@ -75,6 +85,8 @@ class MessageArea(QScrollArea):
             label = self.labels.get(message)
             if label is None:
                 label = self.labels[message] = message_label(message)
+            else:
+                show_severity(label, message)
             if self._layout.indexOf(label) != index:
                 self._layout.removeWidget(label)
                 self._layout.insertWidget(index, label)
