@@ -35,7 +35,12 @@ from PIL import Image
 
 from app.config_files import read_json, write_json
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-from pipeline.face.landmarks import FaceLandmarker, find_face, load_portrait
+from pipeline.face.landmarks import (
+    FaceLandmarker,
+    SeveralFacesError,
+    find_face,
+    load_portrait,
+)
 from render.rigs.manifest import RigError
 from render.rigs.photo import FORMAT as PHOTO_FORMAT
 from render.rigs.photo import MANIFEST, PhotoRig, build_photo_rig, load_photo_rig, save_photo_rig
@@ -57,6 +62,14 @@ FACE_PAD = 0.35
 class LibraryError(Exception):
     """A request the library cannot do (an unknown name, a name taken); the message is
     for the user."""
+
+
+class FacesToChoose(SeveralFacesError):
+    """SeveralFacesError with the decoded picture, so a window can show the faces."""
+
+    def __init__(self, cause: SeveralFacesError, image: np.ndarray) -> None:
+        super().__init__(cause.message, cause.boxes)
+        self.image = image
 
 
 @dataclass(frozen=True)
@@ -141,11 +154,15 @@ class AvatarLibrary:
         self._lock = threading.RLock()
         self._stamp: tuple[int, int] | None = None
         self._avatars: tuple[Avatar, ...] = (BUNDLED,)
-        with self._lock:
+        try:
             if self.path.exists():
                 self._read()
             else:
                 self._adopt_folder()
+        except OSError as exc:
+            # The avatars are still listed; changes fail with the same reason.
+            self.problems.append(f"The avatar library {self.path} could not be written "
+                                 f"({exc.strerror or exc}): changes to it will not be kept.")
 
     # -- reading --------------------------------------------------------------------
 
@@ -251,11 +268,13 @@ class AvatarLibrary:
 
     def import_picture(self, picture: Path, face_index: int | None,
                        landmarker: Callable[[], FaceLandmarker], *, name: str | None = None,
-                       on_rig: Callable[[PhotoRig], None] = lambda rig: None) -> Imported:
+                       on_rig: Callable[[PhotoRig, bool], None] = lambda rig, reused: None
+                       ) -> Imported:
         """Make the face in `picture` an avatar and add it, or reuse the rig made before
-        from the same picture and face. `on_rig` gets the rig before it is saved (saving a
-        large picture takes a while: the window shows it first). Raises PortraitError
-        (SeveralFacesError where `face_index` must be given), LibraryError, OSError."""
+        from the same picture and face. `on_rig` gets the rig, and whether it is the one from
+        before, before it is saved (saving a large picture takes a while: the window
+        shows it first). Raises PortraitError
+        (FacesToChoose where `face_index` must be given), LibraryError, OSError."""
         picture = Path(picture)
         try:
             sha256 = picture_sha256(picture)
@@ -263,11 +282,14 @@ class AvatarLibrary:
             sha256 = None  # load_portrait says what is wrong with the file
         if sha256 is not None and (before := self.reusable(sha256, face_index)) is not None:
             rig = load_photo_rig(before.manifest)
-            on_rig(rig)
+            on_rig(rig, True)
             return Imported(before, rig, reused=True)
         image = load_portrait(picture)
         faces = landmarker().detect(image)
-        face = find_face(faces, picture.name, face_index)
+        try:
+            face = find_face(faces, picture.name, face_index)
+        except SeveralFacesError as exc:
+            raise FacesToChoose(exc, image) from None
         label = (name or picture.stem).strip()
         if not label or len(label) > MAX_NAME:
             raise LibraryError(f"An avatar's name must be 1 to {MAX_NAME} characters long.")
@@ -277,14 +299,13 @@ class AvatarLibrary:
             if label.casefold() in {a.name.casefold() for a in self._avatars}:
                 raise LibraryError(f"Another avatar is already called {label!r}.")
         rig = build_photo_rig(image, face.points, label, source=picture)
-        on_rig(rig)
+        on_rig(rig, False)
         manifest = save_photo_rig(rig, _free_folder(self.folder, picture.stem))
         avatar = Avatar(label, "photo", manifest, picture_sha256=sha256,
                         face=face_index or 0, faces=len(faces))
         with self._lock:
             self._read_if_changed()
             self._write(self._avatars + (avatar,))
-        self.save_thumbnail(avatar, rig)
         return Imported(avatar, rig, reused=False)
 
     # -- thumbnails -----------------------------------------------------------------
@@ -297,23 +318,20 @@ class AvatarLibrary:
             raise RigError(avatar.missing_message)
         path = self._thumbnail_path(avatar.manifest)
         if not path.exists():
-            self.save_thumbnail(avatar)
+            self._save_thumbnail(avatar, path)
         return path
 
-    def save_thumbnail(self, avatar: Avatar, rig=None) -> Path:
-        """Render the thumbnail (from `rig` where it is loaded already) and cache it."""
+    def _save_thumbnail(self, avatar: Avatar, path: Path) -> None:
         if avatar.kind == "photo":
-            picture = _face_crop(rig if rig is not None else load_photo_rig(avatar.manifest))
+            picture = _face_crop(load_photo_rig(avatar.manifest))
         else:
             picture = _sprite_picture(avatar.manifest)
-        path = self._thumbnail_path(avatar.manifest)
         for old in self._thumbnails_of(avatar.manifest):
             old.unlink(missing_ok=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         picture.save(tmp, format="PNG")
         tmp.replace(path)
-        return path
 
     def _thumbnail_path(self, manifest: Path) -> Path:
         # Named for the manifest's place and version: a rig changed on disk gets a new one.
@@ -353,7 +371,8 @@ class AvatarLibrary:
             name = _free_name(_rig_name(manifest) or manifest.parent.name,
                               {a.name.casefold() for a in avatars})
             avatars.append(Avatar(name, kind, manifest.absolute()))
-        self._write(tuple(avatars))
+        self._avatars = tuple(avatars)
+        self._write(self._avatars)
 
     def _read_if_changed(self) -> None:
         if self._file_stamp() != self._stamp:
