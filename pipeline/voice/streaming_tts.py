@@ -74,7 +74,7 @@ from pipeline.voice.viseme_track import fold_phonemes, word_timings
 from pipeline.voice.voice_files import (
     BUNDLED_VOICE,
     SPEAKER_INPUT,
-    VoiceFileError,
+    VoiceError,
     VoiceFiles,
     check_voice,
 )
@@ -357,8 +357,8 @@ class _StreamState:
 
 class StreamingTTS:
     """A piper voice (`voice`, the bundled one unless told) as a pull-based stream of
-    plans and audio chunks, one stream at a time. VoiceFileError when the voice's files
-    cannot be used; `speaker` picks the speaker of a multi-speaker voice (ValueError,
+    plans and audio chunks, one stream at a time. VoiceError when the voice's files
+    cannot be used; `speaker` picks the speaker of a multi-speaker voice (VoiceError,
     in words, for one it does not have) and is not used by a voice of one.
 
     `noise_scale`/`noise_w_scale` of 0 make the output deterministic; None keeps the
@@ -384,7 +384,7 @@ class StreamingTTS:
         self.voice = voice
         self.speakers = config.num_speakers
         if self.speakers > 1 and not 0 <= speaker < self.speakers:
-            raise ValueError(f"The voice {voice.name} has speakers 0 to {self.speakers - 1}: "
+            raise VoiceError(f"The voice {voice.name} has speakers 0 to {self.speakers - 1}: "
                              f"there is no speaker {speaker}.")
         self.speaker = speaker if self.speakers > 1 else 0
         # Fed to every engine of a multi-speaker voice; a voice of one has no such input.
@@ -846,7 +846,7 @@ def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
             try:
                 graph = extractor.extract_model([*inputs, *given], outputs)
             except ValueError:  # a tensor the split needs is not in this export's graph
-                raise VoiceFileError(
+                raise VoiceError(
                     f"{voice.model}: is a piper voice exported differently from the ones "
                     f"Lipsync Studio streams (its graph has no {', '.join(inputs + outputs)} "
                     "where the voice is split).") from None
@@ -856,7 +856,7 @@ def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
         projection = next((i for i in model.graph.initializer if i.name == _PRIOR_PROJECTION),
                           None)
         if projection is None:
-            raise VoiceFileError(f"{voice.model}: is not a piper VITS voice (it has no "
+            raise VoiceError(f"{voice.model}: is not a piper VITS voice (it has no "
                                  f"{_PRIOR_PROJECTION}).")
         # The duration predictor's noise is drawn by the stream, not in the graph
         # (static_graph.noise_as_input), so `seed` fixes it too and a CPU and a GPU run

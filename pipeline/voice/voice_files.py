@@ -27,8 +27,9 @@ SPEAKER_INPUT = "sid"
 READABLE = (PhonemeType.ESPEAK, PhonemeType.TEXT)
 
 
-class VoiceFileError(Exception):
-    """A voice file that cannot be used: the message names it and says what is wrong."""
+class VoiceError(Exception):
+    """A voice that cannot be used, in words for the user: a file's problem names the
+    file and says what is wrong with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,50 +66,60 @@ def _version(path: Path) -> tuple[int, int]:
 
 
 def read_config(path: str | Path) -> PiperConfig:
-    """The piper config at `path`; VoiceFileError if it is missing, not JSON, not a
+    """The piper config at `path`; VoiceError if it is missing, not JSON, not a
     piper config, or reads text in a way the app cannot."""
     path = Path(path)
     try:
         version = _version(path)
     except OSError as exc:
-        raise VoiceFileError(f"{path}: cannot be read ({exc.strerror}).") from None
-    return _config(path, version)
+        raise VoiceError(f"{path}: cannot be read ({exc.strerror}).") from None
+    return _config(path, version)[1]
+
+
+def config_quality(path: str | Path) -> str | None:
+    """The quality the config at `path` names (piper's x_low, low, medium, high), if any;
+    VoiceError as read_config."""
+    path = Path(path)
+    read_config(path)
+    quality = _config(path, _version(path))[0].get("audio", {}).get("quality")
+    return quality if isinstance(quality, str) else None
 
 
 @functools.lru_cache(maxsize=64)
-def _config(path: Path, version: tuple[int, int]) -> PiperConfig:
+def _config(path: Path, version: tuple[int, int]) -> tuple[dict, PiperConfig]:
+    """The config's JSON document and the piper config made of it."""
     try:
         data = json.loads(path.read_bytes())
     except OSError as exc:
-        raise VoiceFileError(f"{path}: cannot be read ({exc.strerror}).") from None
+        raise VoiceError(f"{path}: cannot be read ({exc.strerror}).") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise VoiceFileError(f"{path}: is not a voice config (not valid JSON: {exc}).") from None
+        raise VoiceError(f"{path}: is not a voice config (not valid JSON: {exc}).") from None
     if not isinstance(data, dict):
-        raise VoiceFileError(f"{path}: is not a piper voice config (it holds no settings).")
+        raise VoiceError(f"{path}: is not a piper voice config (it holds no settings).")
     try:
         config = PiperConfig.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
         missing = f"'{exc.args[0]}'" if isinstance(exc, KeyError) else str(exc)
-        raise VoiceFileError(f"{path}: is not a piper voice config ({missing} is missing or "
+        raise VoiceError(f"{path}: is not a piper voice config ({missing} is missing or "
                              "wrong).") from None
     if config.phoneme_type not in READABLE:
-        raise VoiceFileError(f"{path}: the voice reads text with piper's "
+        raise VoiceError(f"{path}: the voice reads text with piper's "
                              f"{config.phoneme_type.value} phonemizer, which is not installed "
                              "with Lipsync Studio (voices read by espeak-ng work).")
     if config.sample_rate <= 0 or config.num_speakers < 1:
-        raise VoiceFileError(f"{path}: is not a piper voice config (sample rate "
+        raise VoiceError(f"{path}: is not a piper voice config (sample rate "
                              f"{config.sample_rate}, {config.num_speakers} speakers).")
-    return config
+    return data, config
 
 
 def model_inputs(path: str | Path) -> tuple[str, ...]:
-    """The input names of the piper model at `path`; VoiceFileError if it is missing,
+    """The input names of the piper model at `path`; VoiceError if it is missing,
     not an ONNX model, or an ONNX model that is not a piper voice."""
     path = Path(path)
     try:
         version = _version(path)
     except OSError as exc:
-        raise VoiceFileError(f"{path}: cannot be read ({exc.strerror}).") from None
+        raise VoiceError(f"{path}: cannot be read ({exc.strerror}).") from None
     return _inputs(path, version)
 
 
@@ -118,13 +129,13 @@ def _inputs(path: Path, version: tuple[int, int]) -> tuple[str, ...]:
         # ~80 ms for a 63 MB medium voice here: the graph is parsed, nothing is run.
         model = onnx.load(str(path), load_external_data=False)
     except OSError as exc:
-        raise VoiceFileError(f"{path}: cannot be read ({exc.strerror}).") from None
+        raise VoiceError(f"{path}: cannot be read ({exc.strerror}).") from None
     except DecodeError:
-        raise VoiceFileError(f"{path}: is not an ONNX model, so not a piper voice.") from None
+        raise VoiceError(f"{path}: is not an ONNX model, so not a piper voice.") from None
     inputs = tuple(i.name for i in model.graph.input)
     if not set(PIPER_INPUTS) <= set(inputs):
         shown = ", ".join(inputs) or "none"
-        raise VoiceFileError(f"{path}: is an ONNX model but not a piper voice (its inputs are "
+        raise VoiceError(f"{path}: is an ONNX model but not a piper voice (its inputs are "
                              f"{shown}; a piper voice takes {', '.join(PIPER_INPUTS)}).")
     return inputs
 
@@ -132,14 +143,14 @@ def _inputs(path: Path, version: tuple[int, int]) -> tuple[str, ...]:
 def check_voice(files: VoiceFiles) -> PiperConfig:
     """The voice's config once both files are checked and agree with each other."""
     if not files.model.exists() and files.config.exists():
-        raise VoiceFileError(f"{files.config}: its model {files.model.name} is missing.")
+        raise VoiceError(f"{files.config}: its model {files.model.name} is missing.")
     if files.model.exists() and not files.config.exists():
-        raise VoiceFileError(f"{files.model}: its config {files.config.name} is missing "
+        raise VoiceError(f"{files.model}: its config {files.config.name} is missing "
                              "(a piper voice is the .onnx and the .onnx.json beside it).")
     config = read_config(files.config)
     speakers = SPEAKER_INPUT in model_inputs(files.model)
     if speakers != (config.num_speakers > 1):
-        raise VoiceFileError(
+        raise VoiceError(
             f"{files.model}: does not match its config: the model has "
             f"{'several speakers' if speakers else 'one speaker'}, the config says "
             f"{config.num_speakers}.")
