@@ -12,14 +12,14 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor
+from PySide6.QtCore import QByteArray, Qt, QTimer
+from PySide6.QtGui import QAction, QColor, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
     QHBoxLayout,
-    QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QProgressBar,
     QPushButton,
@@ -30,11 +30,12 @@ from PySide6.QtWidgets import (
 from app.messages import EVENT_SECONDS, Severity
 from app.outputs import Wants
 from app.settings import Settings, SettingsStore
-from app.studio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO, Studio
+from app.studio import Studio
 from app.ui.message_view import MessageArea, MessageHistory
 from app.ui.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
 from app.ui.queue_view import QueueView
 from app.ui.settings_panel import SettingsPanel
+from app.ui.status_label import StatusLabel
 from app.ui.status_line import status_line
 from app.ui.text_entry import TextEntry
 from render.outputs.avatar_view import AvatarView
@@ -45,11 +46,18 @@ log = logging.getLogger(__name__)
 STATUS_INTERVAL_MS = 500
 METER_INTERVAL_MS = 50
 METER_FLOOR_DB = -60
+# The widest text the meter shows, which it is never narrower than.
+METER_WIDEST = "mic -60 dBFS"
+# The window's size at first start (later starts take the size it had when closed),
+# made smaller where the screen is: the bottom rows must not fall off the screen.
+DEFAULT_SIZE = (720, 820)
+# The smallest avatar view: room for the controls at a narrow width (480 px) and a
+# short screen (720 px), the avatar still as tall as a hand.
+VIEW_MINIMUM = (160, 160)
+# Hide and show the controls (the avatar alone fills the window); Esc also shows them.
+CONTROLS_SHORTCUTS = [QKeySequence("Ctrl+Shift+H")]
+TITLE = "Lipsync Studio"
 PICTURE_FILTER = "Pictures ({})".format(" ".join("*" + suffix for suffix in PICTURE_SUFFIXES))
-STATUS_FIRST_AUDIO_NOTE = (
-    f"{HEARD_FIRST_AUDIO.capitalize()}: from Enter to the first sample at the sound card. "
-    f"{SYNTHESIS_FIRST_AUDIO.capitalize()}: from Enter to the first sound synthesized, the "
-    "figure that Settings shows for each latency mode.")
 # What the window's own messages are about (the studio's are in app.studio).
 PORTRAIT = "portrait"
 
@@ -67,7 +75,7 @@ class MainWindow(QMainWindow):
         (the command line's --output-window); `browser_port` serves the browser source
         there (--browser-source-port); `api_port` the API (--api-port)."""
         super().__init__()
-        self.setWindowTitle("Lipsync Studio")
+        self.setWindowTitle(TITLE)
         self.studio = Studio(store, settings, wants=Wants(output_window, browser_port),
                              api_port=api_port)
         self.studio.on_message = lambda _message: self._show_messages()
@@ -84,7 +92,7 @@ class MainWindow(QMainWindow):
         self.history_button.clicked.connect(self.open_history)
 
         self.view = AvatarView(fps=self.studio.frame_rate, clear_color=_colour(settings.background))
-        self.view.setMinimumSize(480, 480)
+        self.view.setMinimumSize(*VIEW_MINIMUM)
         self.text = TextEntry()
         self.text.setPlaceholderText("Type what the avatar should say, then press Enter "
                                      "(Up: lines said before)")
@@ -124,37 +132,57 @@ class MainWindow(QMainWindow):
         self.mic_level.setRange(METER_FLOOR_DB, 0)
         self.mic_level.setFormat("mic %v dBFS")
         self.mic_level.setTextVisible(True)
-        self.status = QLabel()
-        # Wrapped so changing figures never widen the window and shift the avatar.
-        self.status.setWordWrap(True)
-        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.status.setToolTip(STATUS_FIRST_AUDIO_NOTE)
-        # A fixed height: figures coming and going must never resize (and move) the
-        # avatar. The longest status (the mic's figures with an offset change) wraps to
-        # four lines in a window 640 px wide.
-        self.status.setFixedHeight(4 * self.fontMetrics().lineSpacing() + 4)
+        # Room for its text besides the style's frame and padding (the style's own hint,
+        # taken with the widest text the meter shows).
+        self.mic_level.setMinimumWidth(
+            self.mic_level.sizeHint().width()
+            + self.mic_level.fontMetrics().horizontalAdvance(METER_WIDEST)
+            - self.mic_level.fontMetrics().horizontalAdvance(self.mic_level.text()))
+        self.status = StatusLabel()
 
-        controls = QHBoxLayout()
-        controls.addWidget(self.text, 1)
-        controls.addWidget(self.speak_button)
-        controls.addWidget(self.stop_button)
-        controls.addWidget(self.settings_button)
-        controls.addWidget(self.import_button)
-        controls.addWidget(self.avatar_window_button)
-        controls.addWidget(self.mic_level)
-        layout = QVBoxLayout()
-        layout.addWidget(self.view, 1)
-        layout.addLayout(controls)
-        layout.addWidget(self.queue_view)
-        layout.addWidget(self.progress)
+        self.hide_controls_action = QAction("Hide controls", self)
+        self.hide_controls_action.setCheckable(True)
+        self.hide_controls_action.setShortcuts(CONTROLS_SHORTCUTS)
+        # On the window, not only in its menu: the shortcut must work with the menu hidden.
+        self.hide_controls_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        self.hide_controls_action.toggled.connect(self.set_controls_hidden)
+        self.addAction(self.hide_controls_action)
+        view_menu = self.menuBar().addMenu("&View")
+        view_menu.addAction(self.hide_controls_action)
+
+        # The text box has a row of its own but for Speak and Stop, so a sentence can be
+        # read while it is typed at any width; the rest go to a second row.
+        speech = QHBoxLayout()
+        speech.addWidget(self.text, 1)
+        speech.addWidget(self.speak_button)
+        speech.addWidget(self.stop_button)
+        tools = QHBoxLayout()
+        tools.addWidget(self.settings_button)
+        tools.addWidget(self.import_button)
+        tools.addWidget(self.avatar_window_button)
+        tools.addStretch(1)
+        tools.addWidget(self.mic_level)
         messages = QHBoxLayout()
         messages.addWidget(self.message_area, 1)
         messages.addWidget(self.history_button, 0, Qt.AlignmentFlag.AlignTop)
-        layout.addLayout(messages)
-        layout.addWidget(self.status)
+        below = QVBoxLayout()
+        below.setContentsMargins(0, 0, 0, 0)
+        below.addLayout(speech)
+        below.addLayout(tools)
+        below.addWidget(self.queue_view)
+        below.addWidget(self.progress)
+        below.addLayout(messages)
+        below.addWidget(self.status)
+        self.controls = QWidget()
+        self.controls.setLayout(below)
+        self._layout = QVBoxLayout()
+        self._layout.addWidget(self.view, 1)
+        self._layout.addWidget(self.controls)
         central = QWidget()
-        central.setLayout(layout)
+        central.setLayout(self._layout)
         self.setCentralWidget(central)
+        self._place(settings)
+        self.hide_controls_action.setChecked(settings.window_controls_hidden)
 
         self.studio.outputs.attach(self.view)
         self.studio.start()
@@ -310,6 +338,69 @@ class MainWindow(QMainWindow):
         if settings.background != old.background:
             self.view.set_clear_color(_colour(settings.background))
 
+    # -- the window itself -----------------------------------------------------------
+
+    def _place(self, settings: Settings) -> None:
+        """Where and how large the window was when it was last closed; at first start
+        DEFAULT_SIZE, within the screen."""
+        self._fitting = False
+        if settings.window_geometry and self.restoreGeometry(
+                QByteArray.fromBase64(settings.window_geometry.encode("ascii"))):
+            return
+        self.resize(*DEFAULT_SIZE)
+        self._fit_to_screen()
+        # A window manager's frame (title bar, borders) is known only once it has framed
+        # the window, at the first move after showing it: fitted again then.
+        self._fitting = True
+
+    def _fit_to_screen(self) -> None:
+        screen = self.screen().availableGeometry()
+        frame, inner = self.frameGeometry(), self.geometry()
+        self.resize(min(self.width(), screen.width() - (frame.width() - inner.width())),
+                    min(self.height(), screen.height() - (frame.height() - inner.height())))
+        frame = self.frameGeometry()
+        if not screen.contains(frame):
+            self.move(max(screen.left(), min(frame.left(), screen.right() - frame.width() + 1)),
+                      max(screen.top(), min(frame.top(), screen.bottom() - frame.height() + 1)))
+
+    def moveEvent(self, event) -> None:
+        super().moveEvent(event)
+        if self._fitting and self.frameGeometry().size() != self.size():
+            self._fitting = False
+            self._fit_to_screen()
+
+    def set_controls_hidden(self, hidden: bool) -> None:
+        """The avatar alone fills the window (kept in the settings); the shortcut, Esc, a
+        double click or the right-click menu bring the controls back."""
+        self.controls.setVisible(not hidden)
+        self.menuBar().setVisible(not hidden)
+        margin = 0 if hidden else self.style().pixelMetric(self.style().PixelMetric.PM_LayoutLeftMargin)
+        self._layout.setContentsMargins(margin, margin, margin, margin)
+        shortcut = CONTROLS_SHORTCUTS[0].toString(QKeySequence.SequenceFormat.NativeText)
+        self.setWindowTitle(f"{TITLE} — {shortcut} or Esc shows the controls" if hidden else TITLE)
+        if self.hide_controls_action.isChecked() != hidden:
+            self.hide_controls_action.setChecked(hidden)  # toggled again: comes back here
+            return
+        if self.settings.window_controls_hidden != hidden:
+            self.apply_settings(replace(self.settings, window_controls_hidden=hidden))
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() == Qt.Key.Key_Escape and self.controls.isHidden():
+            self.set_controls_hidden(False)
+            return
+        super().keyPressEvent(event)
+
+    def mouseDoubleClickEvent(self, event) -> None:
+        if self.controls.isHidden():
+            self.set_controls_hidden(False)
+            return
+        super().mouseDoubleClickEvent(event)
+
+    def contextMenuEvent(self, event) -> None:
+        menu = QMenu(self)
+        menu.addAction(self.hide_controls_action)
+        menu.exec(event.globalPos())
+
     # -- the avatar window ------------------------------------------------------------
 
     def _show_avatar_window_button(self) -> None:
@@ -395,6 +486,9 @@ class MainWindow(QMainWindow):
             stage.status_text() if stage is not None else None))
 
     def closeEvent(self, event) -> None:
+        geometry = bytes(self.saveGeometry().toBase64()).decode("ascii")
+        if geometry != self.settings.window_geometry:
+            self.apply_settings(replace(self.settings, window_geometry=geometry))
         self._status_timer.stop()
         self._meter_timer.stop()
         self.importer.close()
@@ -411,6 +505,5 @@ def run_app(argv: list[str] | None = None, *, output_window: bool | None = None,
     settings = store.load()
     window = MainWindow(store, settings, output_window=output_window, browser_port=browser_port,
                         api_port=api_port)
-    window.resize(720, 820)
     window.show()
     return app.exec()

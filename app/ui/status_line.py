@@ -3,7 +3,12 @@ pure, so its wording is tested without a window."""
 
 from __future__ import annotations
 
-from app.studio import HEARD_FIRST_AUDIO, FirstAudio
+from app.studio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO, FirstAudio
+
+STATUS_FIRST_AUDIO_NOTE = (
+    f"{HEARD_FIRST_AUDIO.capitalize()}: from Enter to the first sample at the sound card. "
+    f"{SYNTHESIS_FIRST_AUDIO.capitalize()}: from Enter to the first sound synthesized, the "
+    "figure that Settings shows for each latency mode.")
 
 
 def first_audio_text(first: FirstAudio | None) -> str:
