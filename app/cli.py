@@ -50,8 +50,12 @@ class CliError(Exception):
 
 
 WINDOWLESS = ("Without a command it opens the app's window. These open no window: say, "
-              "lipsync, render, obs setup, api token, and --headless (the app without its "
-              "window).")
+              "lipsync, render, voices, obs setup, api token, and --headless (the app without "
+              "its window).")
+VOICE_HELP = ("the voice: a name 'lipsync-studio voices' lists, or the path of a piper voice's "
+              ".onnx (its .onnx.json beside it); default: the settings' voice, else the bundled "
+              "one")
+SPEAKER_HELP = "the speaker of a multi-speaker voice, by number or name (default: the settings')"
 
 
 def version() -> str:
@@ -91,10 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command")
     say = commands.add_parser(
         "say", help="speak TEXT and write mouth cues, without a window",
-        description="Speak TEXT with the bundled voice. With --wav the speech is written "
-        "to a file instead of played; --cues writes Rhubarb-shaped mouth cues.",
+        description="Speak TEXT with the settings' voice, the bundled one unless changed, or "
+        "the one --voice names. With --wav the speech is written to a file instead of "
+        "played; --cues writes Rhubarb-shaped mouth cues.",
     )
     say.add_argument("text", help="what to say")
+    say.add_argument("--voice", help=VOICE_HELP)
+    say.add_argument("--speaker", help=SPEAKER_HELP)
     say.add_argument("--wav", type=Path, help="write the speech to this WAV file instead of playing it")
     say.add_argument("--cues", type=Path, help="write mouth cues (JSON) to this file")
     say.add_argument("--captions", type=Path, help=CAPTIONS_HELP)
@@ -130,6 +137,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="a face picture (PNG/JPG), a saved photo rig folder, or a sprite rig "
                         "(manifest.json or its folder); default: the avatar chosen in the "
                         "settings, else the bundled one")
+    render.add_argument("--face", type=int, metavar="N",
+                        help="with a picture of several faces, the face that talks, numbered from 0 "
+                        "left to right (without it such a picture is refused, listing the faces)")
+    render.add_argument("--voice", help=VOICE_HELP)
+    render.add_argument("--speaker", help=SPEAKER_HELP)
     render.add_argument("--out", type=Path, required=True, help="the .mp4 file to write")
     render.add_argument("--captions", type=Path, help=CAPTIONS_HELP + " (with TEXT)")
     render.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30)")
@@ -144,6 +156,13 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--mode", choices=MODE_NAMES, default=OFFLINE_MODE,
                         help="voice latency mode; offline nothing waits, so the default is premium "
                         "(whole-sentence prosody)")
+    voices = commands.add_parser(
+        "voices", help="list the voices: the bundled one and those in the voices folder",
+        description="The voices 'say --voice' and the app can use: the bundled one and every "
+        "piper voice (NAME.onnx with NAME.onnx.json) in the voices folder of the config "
+        "directory. Voices that cannot be used are named on stderr with what is wrong.",
+    )
+    voices.add_argument("--json", action="store_true", help="print them as JSON")
     obs_command.add_parser(commands)
     api_command.add_parser(commands)
     return parser
@@ -172,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             return _lipsync(args)
         if args.command == "render":
             return _export(args)
+        if args.command == "voices":
+            return _voices(args)
         if args.command == "obs":
             return obs_command.run(args)
         if args.command == "api":
@@ -239,6 +260,7 @@ def _export(args: argparse.Namespace) -> int:
     from pipeline.face.landmarks import PortraitError
     from pipeline.text.input import TextInputError
     from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
+    from pipeline.voice.voice_files import VoiceError
     from render.gl.offscreen import OffscreenError, offscreen_target
     from render.outputs.background import ColourError, parse_colour
     from render.outputs.video_export import (
@@ -253,8 +275,9 @@ def _export(args: argparse.Namespace) -> int:
         parse_size,
         speech_soundtrack,
     )
-    from render.rigs.loader import load_avatar_rig
+    from render.rigs.loader import is_picture, load_avatar_rig
     from render.rigs.manifest import RigError
+    from render.rigs.photo import import_portrait
 
     if (args.text is None) == (args.audio is None):
         return _fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")
@@ -267,6 +290,12 @@ def _export(args: argparse.Namespace) -> int:
             args.background = settings.background
     if not 0.5 <= args.rate <= 2.0:
         return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
+    if args.face is not None and not is_picture(args.avatar):
+        return _fail(f"--face picks a face in a picture (PNG/JPG); {args.avatar} is a rig")
+    if args.audio is not None and (args.voice is not None or args.speaker is not None):
+        return _fail("--voice and --speaker choose who speaks TEXT; a recording lip-synced "
+                     "with --audio has its own voice")
+    voice, speaker = _chosen_voice(args) if args.audio is None else (None, 0)
     try:
         # A video has no alpha: a colour's own alpha is applied over black.
         r, g, b, a = parse_colour(args.background)
@@ -289,7 +318,8 @@ def _export(args: argparse.Namespace) -> int:
         # EGL's GL, Qt's offscreen platform, which needs no display.
         QGuiApplication.instance() or QGuiApplication(
             ["lipsync-studio", *(["-platform", "offscreen"] if egl else [])])
-        rig = load_avatar_rig(args.avatar)
+        rig = (import_portrait(args.avatar, args.face)
+               if args.face is not None and args.avatar.exists() else load_avatar_rig(args.avatar))
         size = size or fit_size(rig.canvas_size, args.height)
         # The GL target before the speech: a machine that cannot draw is told so at once.
         with offscreen_target(*size) as target:
@@ -299,14 +329,15 @@ def _export(args: argparse.Namespace) -> int:
                 soundtrack = audio_file_soundtrack(args.audio)
             else:
                 print("synthesizing the speech ...", file=sys.stderr)
-                tts = StreamingTTS()
+                tts = StreamingTTS(voice=voice.files, speaker=speaker)
                 captions = _caption_track(tts, args.captions)
                 _, segments = _render(tts, args.text, LATENCY_MODES[args.mode], args.rate, captions)
                 soundtrack = speech_soundtrack(segments)
             settings = VideoSettings(args.fps, size, (r * a, g * a, b * a))
             result = export_video(args.out, rig, soundtrack, settings, target,
                                   ProgressLine(sys.stderr))
-    except (ExportError, RigError, PortraitError, OffscreenError, TextInputError) as exc:
+    except (ExportError, RigError, PortraitError, OffscreenError, TextInputError,
+            VoiceError) as exc:
         return _fail(str(exc))
     if args.captions is not None:
         _write_captions(args.captions, captions, captions_format, result.duration)
@@ -314,6 +345,51 @@ def _export(args: argparse.Namespace) -> int:
     print(f"wrote {result.path}: {result.duration:.2f} s, {result.frames} frames at "
           f"{result.fps:g} fps, {w}x{h}" + (f", wrote {args.captions}" if args.captions else ""))
     return 0
+
+
+def _voices(args: argparse.Namespace) -> int:
+    from app.voices import catalogue, voices_folder
+
+    found = catalogue()
+    for problem in found.problems.values():
+        print(f"note: not usable: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"folder": str(voices_folder()),
+                          "voices": [voice.as_json() for voice in found.voices]}, indent=2))
+        return 0
+    rows = [("NAME", "LANGUAGE", "QUALITY", "RATE", "SPEAKERS", "PATH")] + [
+        (voice.name, voice.language, voice.quality or "-", f"{voice.sample_rate} Hz",
+         str(max(1, len(voice.speakers))), str(voice.path)) for voice in found.voices]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
+    print(f"\nAdd a voice by copying its NAME.onnx and NAME.onnx.json into {voices_folder()}")
+    return 0
+
+
+def _chosen_voice(args: argparse.Namespace):
+    """(the Voice, its speaker id) asked for by --voice and --speaker, else the settings';
+    CliError for one that cannot be used, before any slow work."""
+    from app.voices import choose_voice
+    from pipeline.voice.voice_files import VoiceError
+
+    settings = _saved_settings() if args.voice is None or args.speaker is None else None
+    try:
+        voice = choose_voice(settings.voice if args.voice is None else args.voice)
+    except VoiceError as exc:
+        raise CliError(str(exc)) from None
+    if args.speaker is None:
+        # The settings' speaker belongs to the settings' voice.
+        return voice, settings.voice_speaker if args.voice is None and voice.speakers else 0
+    if not voice.speakers:
+        raise CliError(f"--speaker is for a voice of several speakers; {voice.name} has one")
+    if args.speaker.isdigit() and int(args.speaker) < len(voice.speakers):
+        return voice, int(args.speaker)
+    if args.speaker in voice.speakers:
+        return voice, voice.speakers.index(args.speaker)
+    listed = ", ".join(f"{number} {name}" for number, name in enumerate(voice.speakers))
+    raise CliError(f"--speaker {args.speaker}: {voice.name} has no such speaker; its speakers "
+                   f"are {listed}")
 
 
 def _saved_settings() -> Settings:
@@ -418,6 +494,7 @@ def _say(args: argparse.Namespace) -> int:
     from pipeline.text.input import TextInputError
     from pipeline.voice.cues import concat_tracks, cues_document
     from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
+    from pipeline.voice.voice_files import VoiceError
 
     if not 0.5 <= args.rate <= 2.0:
         return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
@@ -425,7 +502,11 @@ def _say(args: argparse.Namespace) -> int:
         if path is not None:
             _check_output(path)
     captions_format = _check_captions(args.captions)
-    tts = StreamingTTS(seed=args.seed)
+    voice, speaker = _chosen_voice(args)
+    try:
+        tts = StreamingTTS(seed=args.seed, voice=voice.files, speaker=speaker)
+    except VoiceError as exc:
+        return _fail(str(exc))
     tts.warm_up()
     captions = _caption_track(tts, args.captions)
     captions_origin = 0.0

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from app.settings import Settings
+from app.voices import choose_voice, speech_rate
 from pipeline.audio.devices import (
     STUCK_MESSAGE,
     AudioUnavailable,
@@ -182,16 +183,22 @@ class Engine:
     @staticmethod
     def load_voice(progress: Callable[[float], None] | None = None,
                    provider: str = "auto",
-                   cancel: threading.Event | None = None) -> StreamingTTS | None:
-        """Load and warm up the voice (every engine shape once, so the first request is
-        as fast as the rest) on the inference `provider` (Settings.inference_provider):
-        seconds of work, so call it off the UI thread. None, the voice closed, when
-        `cancel` was set before the warm-up ended.
+                   cancel: threading.Event | None = None,
+                   voice: str | None = None,
+                   speaker: int = 0) -> StreamingTTS | None:
+        """Load and warm up the voice `voice` (Settings.voice: None the bundled one, a
+        catalogue name or an .onnx path; app.voices.choose_voice) with its `speaker`
+        (Settings.voice_speaker, for a multi-speaker voice), every engine shape once so
+        the first request is as fast as the rest, on the inference `provider`
+        (Settings.inference_provider): seconds of work, so call it off the UI thread.
+        None, the voice closed, when `cancel` was set before the warm-up ended. VoiceError,
+        in words for the user, for a voice that cannot be used: nothing was loaded, and
+        the voice attached before stays.
 
         Synthesis runs at normal priority: streaming must keep ahead of playback, and a
         lowered priority (tried: nice 5 and 10) starved it into underruns on a busy
         machine, while the display copes with a late tick through its frame slots."""
-        tts = StreamingTTS(provider=provider)
+        tts = StreamingTTS(provider=provider, voice=choose_voice(voice).files, speaker=speaker)
         try:
             warm = tts.warm_up(progress, cancel)
         except BaseException:
@@ -240,7 +247,9 @@ class Engine:
         return measured
 
     def attach_voice(self, tts: StreamingTTS) -> None:
-        """Start speaking with a loaded voice (on the thread that owns the engine)."""
+        """Start speaking with a loaded voice (on the thread that owns the engine), at its
+        own rate where the settings give it one; what the voice before was saying stops.
+        The voice before is the caller's to close (StreamingTTS.close)."""
         self.tts = tts
         self._make_speaker()
         if self.mic_stage is not None:
@@ -270,7 +279,7 @@ class Engine:
             problems.append(self.start_audio())
         elif self.speaker is not None:
             self.speaker.volume = settings.volume
-            self.speaker.speech_rate = settings.speech_rate
+            self.speaker.speech_rate = self._speech_rate()
             self.speaker.mode = LATENCY_MODES[settings.latency_mode]
         return [p for p in problems if p]
 
@@ -318,9 +327,12 @@ class Engine:
         self.timeline.clear()
         self.speaker = Speaker(
             self.tts, self.timeline, self.output, self.clock, self.events.publish,
-            volume=self.settings.volume, speech_rate=self.settings.speech_rate,
+            volume=self.settings.volume, speech_rate=self._speech_rate(),
             mode=LATENCY_MODES[self.settings.latency_mode],
         )
+
+    def _speech_rate(self) -> float:
+        return speech_rate(self.settings, self.tts.voice.name)
 
     def _close_output(self) -> None:
         if self.output is not None:
