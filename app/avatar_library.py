@@ -200,13 +200,12 @@ class AvatarLibrary:
             return usable[0] if by > 0 else usable[-1]
         return usable[(usable.index(current) + by) % len(usable)]
 
-    def reusable(self, sha256: str, face_index: int | None) -> Avatar | None:
-        """The photo rig made before from the picture with this hash and this face
-        (`face_index` None: a picture that showed one face), if it is still there."""
+    def made_from(self, sha256: str, face_index: int | None) -> Avatar | None:
+        """The photo avatar made before from the picture with this hash and this face
+        (`face_index` None: a picture that showed one face), missing or not."""
         for avatar in self.avatars:
-            if avatar.picture_sha256 != sha256 or avatar.missing:
-                continue
-            if face_index is None and avatar.faces == 1 or face_index == avatar.face:
+            if avatar.picture_sha256 == sha256 and (
+                    face_index == avatar.face or face_index is None and avatar.faces == 1):
                 return avatar
         return None
 
@@ -230,17 +229,11 @@ class AvatarLibrary:
             return avatar
 
     def rename(self, avatar: Avatar, name: str) -> Avatar:
-        name = name.strip()
         if avatar.bundled:
             raise LibraryError(f"The {BUNDLED_NAME.lower()} keeps its name.")
-        if not name or len(name) > MAX_NAME:
-            raise LibraryError(f"An avatar's name must be 1 to {MAX_NAME} characters long.")
         with self._lock:
             self._read_if_changed()
-            taken = {a.name.casefold() for a in self._avatars if a.manifest != avatar.manifest}
-            if name.casefold() in taken:
-                raise LibraryError(f"Another avatar is already called {name!r}.")
-            return self._replace(avatar, name=name)
+            return self._replace(avatar, name=self._checked_name(name, avatar.manifest))
 
     def set_voice(self, avatar: Avatar, voice: str | None, speaker: int = 0) -> Avatar:
         """The voice this avatar speaks with from now on (None: the settings' voice)."""
@@ -271,16 +264,18 @@ class AvatarLibrary:
                        on_rig: Callable[[PhotoRig, bool], None] = lambda rig, reused: None
                        ) -> Imported:
         """Make the face in `picture` an avatar and add it, or reuse the rig made before
-        from the same picture and face. `on_rig` gets the rig, and whether it is the one from
-        before, before it is saved (saving a large picture takes a while: the window
-        shows it first). Raises PortraitError
-        (FacesToChoose where `face_index` must be given), LibraryError, OSError."""
+        from the same picture and face; one made before whose folder is gone is made again
+        in its entry (its name and voice kept). `on_rig` gets the rig, and whether it is
+        the one from before, before it is saved (saving a large picture takes a while: the
+        window shows it first). Raises PortraitError (FacesToChoose where `face_index`
+        must be given), LibraryError, OSError."""
         picture = Path(picture)
         try:
             sha256 = picture_sha256(picture)
         except OSError:
             sha256 = None  # load_portrait says what is wrong with the file
-        if sha256 is not None and (before := self.reusable(sha256, face_index)) is not None:
+        before = self.made_from(sha256, face_index) if sha256 else None
+        if before is not None and not before.missing:
             rig = load_photo_rig(before.manifest)
             on_rig(rig, True)
             return Imported(before, rig, reused=True)
@@ -290,23 +285,39 @@ class AvatarLibrary:
             face = find_face(faces, picture.name, face_index)
         except SeveralFacesError as exc:
             raise FacesToChoose(exc, image) from None
-        label = (name or picture.stem).strip()
-        if not label or len(label) > MAX_NAME:
-            raise LibraryError(f"An avatar's name must be 1 to {MAX_NAME} characters long.")
-        with self._lock:
-            self._read_if_changed()
-            label = self._free_name(label) if name is None else label
-            if label.casefold() in {a.name.casefold() for a in self._avatars}:
-                raise LibraryError(f"Another avatar is already called {label!r}.")
+        label = before.name if before is not None else self._new_name(name or picture.stem,
+                                                                      given=name is not None)
         rig = build_photo_rig(image, face.points, label, source=picture)
         on_rig(rig, False)
         manifest = save_photo_rig(rig, _free_folder(self.folder, picture.stem))
-        avatar = Avatar(label, "photo", manifest, picture_sha256=sha256,
-                        face=face_index or 0, faces=len(faces))
         with self._lock:
             self._read_if_changed()
-            self._write(self._avatars + (avatar,))
+            if before is not None:
+                avatar = self._replace(before, manifest=manifest)
+            else:
+                avatar = Avatar(label, "photo", manifest, picture_sha256=sha256,
+                                face=face_index or 0, faces=len(faces))
+                self._write(self._avatars + (avatar,))
         return Imported(avatar, rig, reused=False)
+
+    def _new_name(self, name: str, given: bool) -> str:
+        """`name` for a new avatar: a name given must be free; a picture's file name is
+        numbered where it is taken (room left for " 99")."""
+        with self._lock:
+            self._read_if_changed()
+            if given:
+                return self._checked_name(name)
+            return self._free_name(name.strip()[:MAX_NAME - 3] or "portrait")
+
+    def _checked_name(self, name: str, manifest: Path | None = None) -> str:
+        """`name` stripped; LibraryError where it is empty, too long, or another avatar's
+        than the one at `manifest`."""
+        name = name.strip()
+        if not name or len(name) > MAX_NAME:
+            raise LibraryError(f"An avatar's name must be 1 to {MAX_NAME} characters long.")
+        if name.casefold() in {a.name.casefold() for a in self._avatars if a.manifest != manifest}:
+            raise LibraryError(f"Another avatar is already called {name!r}.")
+        return name
 
     # -- thumbnails -----------------------------------------------------------------
 

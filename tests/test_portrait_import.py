@@ -112,6 +112,19 @@ def test_the_imported_avatar_loads_at_the_next_start_without_the_landmarker(
         again.close()
 
 
+def test_importing_the_same_picture_again_reuses_its_rig(window, pictures):
+    manifest = window.settings.avatar_manifest  # the first test's astronaut
+    avatars = window.importer.avatars_dir
+    rigs = sorted(p.parent.name for p in avatars.glob("*/manifest.json"))
+    window.import_portrait(pictures / "astronaut.png")
+    _wait_for_import(window)
+    assert window.importer.reused
+    assert window.settings.avatar_manifest == manifest
+    assert sorted(p.parent.name for p in avatars.glob("*/manifest.json")) == rigs == ["astronaut"]
+    names = [a.name for a in window.importer.library.avatars]
+    assert names.count("astronaut") == 1, names
+
+
 def test_several_faces_ask_which_one(window, pictures):
     window.import_portrait(pictures / "three.png")
     _wait_for_import(window)

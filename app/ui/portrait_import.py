@@ -4,7 +4,9 @@ Finding the face means loading MediaPipe's model and running it (a few tenths of
 second), so it happens on a worker thread and the avatar keeps animating meanwhile. The
 rig is saved in the settings folder (avatars/<name>/) with its landmarks, so the next
 start loads it directly, without MediaPipe. A picture with several faces asks which one
-to animate; every other failure is a message for the user.
+to animate; every other failure is a message for the user. Every import goes into the
+avatar library (app/avatar_library.py), which gives back the rig made before when the
+same picture and face come again.
 """
 
 from __future__ import annotations
@@ -25,15 +27,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from pipeline.face.landmarks import (
-    FaceLandmarker,
-    PortraitError,
-    SeveralFacesError,
-    find_face,
-    load_portrait,
-)
+from app.avatar_library import AvatarLibrary, FacesToChoose, LibraryError
+from pipeline.face.landmarks import FaceLandmarker, PortraitError
 from render.gl.sprite_renderer import letterbox_fit
-from render.rigs.photo import PhotoRig, build_photo_rig, save_photo_rig
+from render.rigs.manifest import RigError
+from render.rigs.photo import PhotoRig
 
 # How long the detected landmarks stay drawn over the new avatar.
 LANDMARKS_SHOWN_MS = 1500
@@ -41,7 +39,9 @@ THUMBNAIL_PX = 120
 
 
 class PortraitImporter(QObject):
-    """Imports one picture at a time; its signals arrive on the thread that owns it."""
+    """Imports one picture at a time into the library of `avatars_dir`; its signals
+    arrive on the thread that owns it. `reused` tells whether the last import found the
+    picture's rig from before (no face finding, nothing new saved)."""
 
     imported = Signal(object, float)  # PhotoRig, seconds from the request
     saved = Signal(object, str)  # PhotoRig, its manifest path
@@ -51,6 +51,8 @@ class PortraitImporter(QObject):
     def __init__(self, avatars_dir: Path, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.avatars_dir = avatars_dir
+        self.library = AvatarLibrary(avatars_dir)
+        self.reused = False
         self._busy = threading.Lock()
         # Kept between imports: the model loads once, ideally while the user is still
         # picking the file (prepare).
@@ -87,42 +89,32 @@ class PortraitImporter(QObject):
 
     def _run(self, path: Path, face_index: int | None) -> None:
         started = time.perf_counter()
-        image = None
-        try:
-            image = load_portrait(path)
-            face = find_face(self._model().detect(image), path.name, face_index)
-            rig = build_photo_rig(image, face.points, path.stem, source=path)
-            # On screen first: saving a large picture takes a while.
+
+        def show(rig: PhotoRig, reused: bool) -> None:
+            self.reused = reused
             self.imported.emit(rig, time.perf_counter() - started)
-            manifest = save_photo_rig(rig, _free_folder(self.avatars_dir, path.stem))
-        except SeveralFacesError as exc:
-            self.several_faces.emit(str(path), image, exc.boxes)
-        except PortraitError as exc:
+
+        try:
+            result = self.library.import_picture(path, face_index, self._model, on_rig=show)
+        except FacesToChoose as exc:
+            self.several_faces.emit(str(path), exc.image, exc.boxes)
+        except (PortraitError, RigError) as exc:
             self.failed.emit(exc.message)
+        except LibraryError as exc:
+            self.failed.emit(str(exc))
         except OSError as exc:
             self.failed.emit(f"The avatar is shown but could not be saved in "
                              f"{self.avatars_dir} ({exc.strerror or exc}); it will not be "
                              "there at the next start.")
         else:
-            self.saved.emit(rig, str(manifest))
+            self.saved.emit(result.rig, str(result.avatar.manifest))
         finally:
             self._busy.release()
 
 
-def _free_folder(parent: Path, stem: str) -> Path:
-    """parent/stem, or parent/stem-2, -3 … if taken: an import never overwrites a rig
-    that settings may point at."""
-    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in stem) or "portrait"
-    folder, n = parent / name, 1
-    while folder.exists():
-        n += 1
-        folder = parent / f"{name}-{n}"
-    return folder
-
-
 class FacePicker(QDialog):
     """Shows each face found, cropped from the picture; `chosen` carries the index of
-    the one clicked (faces are numbered left to right, as SeveralFacesError gives them)."""
+    the one clicked (faces are numbered left to right, as FacesToChoose gives them)."""
 
     chosen = Signal(int)
 
