@@ -91,17 +91,22 @@ def test_transparent_solid_and_chroma_backgrounds(avatar_window):
     window.set_background(Background(CHROMA, key))
     chroma = _pixels(window.grab_frame()).astype(np.int32)
     assert (chroma[..., 3] == 255).all()
-    # Background: exactly the key. Outline: the avatar over the key's complement
-    # (magenta), computed here from the transparent frame; 1/255 for the shader's rounding.
-    assert (chroma[alpha == 0][:, :3] == (0, 255, 0)).all()
-    complement = np.array([255, 0, 255])
-    expected = clear[..., :3] + ((255 - alpha[..., None]) * complement + 127) // 255
-    assert np.abs(chroma[edge][:, :3] - expected[edge]).max() <= 1
-    # Which is what keeps keying clean: no outline pixel is any closer to the key than
-    # the avatar's own opaque colours are.
-    def green_distance(rgb):
-        return np.linalg.norm(rgb - np.array([0, 255, 0]), axis=-1)
-    assert green_distance(chroma[edge][:, :3]).min() >= green_distance(chroma[alpha == 255][:, :3]).min() - 1
+    # Only two kinds of pixel, so that OBS's keyer has no blend to leave as a fringe: at
+    # least half covered, the avatar's own colour (un-premultiplied from the transparent
+    # frame; 1 level for the shader's rounding, 2 more for 8-bit alpha's at half
+    # coverage), else the key, except the filled key pixels (shaders/chroma.frag).
+    half = alpha >= 128
+    own = (clear[..., :3] * 255 + alpha[..., None] // 2) // np.maximum(alpha, 1)[..., None]
+    assert np.abs(chroma[half][:, :3] - own[half]).max() <= 3
+    keyed = ~half & (chroma[..., :3] == (0, 255, 0)).all(axis=-1)
+    filled = ~half & ~keyed
+    # A filled pixel is the colour of its covered neighbours, nothing of the key in it.
+    for y, x in zip(*np.nonzero(filled)):
+        around = own[max(0, y - 1):y + 2, max(0, x - 1):x + 2][half[max(0, y - 1):y + 2, max(0, x - 1):x + 2]]
+        assert ((around.min(axis=0) - 3 <= chroma[y, x, :3]) & (chroma[y, x, :3] <= around.max(axis=0) + 3)).all()
+    # Only gaps and notches are filled, not the whole outline: measured 162 of the 748
+    # partly covered pixels at 320x240, 6 of them wholly uncovered.
+    assert filled.sum() < edge.sum() / 2, f"{filled.sum()} of {edge.sum()} edge pixels filled"
 
 
 def test_borderless_and_always_on_top(avatar_window):

@@ -36,6 +36,14 @@ logging.getLogger("obsws_python").setLevel(logging.CRITICAL + 1)
 SOURCE_NAME = AVATAR_WINDOW_TITLE  # the source is named as the window it shows
 PROBE_NAME = "Lipsync Studio — window probe"
 CHROMA_FILTER_NAME = "Lipsync Studio chroma key"
+# A filter after the chroma key that changes nothing (Color Correction at its defaults):
+# OBS draws a source's last filter straight at the scene item's size, so a key that is
+# last samples the window between pixels wherever the item is scaled, and keys blends of
+# avatar and key colour, leaving green-tinted edges (20 pixels of the bundled avatar at
+# scale 0.5). Followed by this one, the key runs at the window's own size and OBS scales
+# what it keyed.
+KEY_AT_SOURCE_SIZE_NAME = "Lipsync Studio: key before scaling"
+KEY_AT_SOURCE_SIZE_KIND = "color_filter_v2"
 PASSWORD_HINT = "OBS shows it under Tools → WebSocket Server Settings → Show Connect Info"
 
 # obs-websocket 5 request status codes (RequestStatus in its protocol).
@@ -51,15 +59,14 @@ WINDOW_CAPTURE = {
     "linux": ("xcomposite_input", "capture_window", {"show_cursor": False}),
 }
 # The chroma key, tighter than OBS's defaults: the avatar's background is exactly the key
-# colour (drawn, not filmed) and its outline is blended over the key's complement
-# (render/gl/compositor.py). OBS's defaults, made for a filmed green screen (similarity
-# 400, smoothness 80, spill 100: 0.4, 0.08 and 0.1 in its CbCr distance), keyed out the
-# bundled avatar's teal jumper (its nearest colour to green, at 0.391) with the background:
-# 7458 of its pixels at 320x240, and desaturated what was left near it. The filter also
-# averages the distance over a pixel's neighbours, so a tighter key leaves a fringe of
-# key-coloured pixels along the outline: at 0.36 / 0.01, 82 of the 49172 background
-# pixels in OBS's screenshot (762 at 0.1), and 12 of the avatar's 27628 pixels changed
-# (tests/test_obs_setup.py, the real avatar window). Spill 1: colours stay as they are.
+# colour (drawn, not filmed) and every other pixel exactly an avatar colour
+# (shaders/chroma.frag). OBS's defaults, made for a filmed green screen (similarity 400,
+# smoothness 80, spill 100: 0.4, 0.08 and 0.1 in its CbCr distance), keyed out the bundled
+# avatar's teal jumper (its nearest colour to green, at 0.391) with the background: 7458
+# of its pixels at 320x240, and desaturated what was left near it. Spill 1: colours stay
+# as they are. The filter averages its distance over a pixel's 3x3 neighbours: the
+# compositor fills the key pixels that averaging would keep (tests/test_obs_setup.py, the
+# real avatar window: no fringe pixel, the whole background keyed out at 640x360).
 CHROMA_TUNING = {"similarity": 360, "smoothness": 10, "spill": 1}
 # Microphone inputs, when OBS has no global Mic/Aux device (GetSpecialInputs "mic1").
 MIC_KINDS = ("pulse_input_capture", "alsa_input_capture", "jack_output_capture",
@@ -475,17 +482,22 @@ class ObsLink:
                 "to key it out in OBS")
         return True
 
-    def _chroma(self, target: SetupTarget, say: Callable[[str], None]) -> None:
+    def _filter_exists(self, name: str) -> bool:
         try:
-            self._call("GetSourceFilter", {"sourceName": SOURCE_NAME, "filterName": CHROMA_FILTER_NAME})
-            exists = True
+            self._call("GetSourceFilter", {"sourceName": SOURCE_NAME, "filterName": name})
+            return True
         except ObsRequestError as exc:
             if exc.code != NOT_FOUND:
                 raise
-            exists = False
+            return False
+
+    def _chroma(self, target: SetupTarget, say: Callable[[str], None]) -> None:
+        exists = self._filter_exists(CHROMA_FILTER_NAME)
         if target.background != CHROMA:
+            for name in (CHROMA_FILTER_NAME, KEY_AT_SOURCE_SIZE_NAME):
+                if self._filter_exists(name):
+                    self._call("RemoveSourceFilter", {"sourceName": SOURCE_NAME, "filterName": name})
             if exists:
-                self._call("RemoveSourceFilter", {"sourceName": SOURCE_NAME, "filterName": CHROMA_FILTER_NAME})
                 say(f"removed the chroma key filter (the background is {target.background} now)")
             return
         red, green, blue, _ = (round(channel * 255) for channel in parse_colour(target.chroma_colour))
@@ -499,6 +511,16 @@ class ObsLink:
             self._call("CreateSourceFilter", {"sourceName": SOURCE_NAME, "filterName": CHROMA_FILTER_NAME,
                                               "filterKind": "chroma_key_filter_v2", "filterSettings": settings})
             say(f"added a chroma key filter (chroma_key_filter_v2): key colour {target.chroma_colour}")
+        if not self._filter_exists(KEY_AT_SOURCE_SIZE_NAME):
+            self._call("CreateSourceFilter", {"sourceName": SOURCE_NAME, "filterName": KEY_AT_SOURCE_SIZE_NAME,
+                                              "filterKind": KEY_AT_SOURCE_SIZE_KIND, "filterSettings": {}})
+        names = [f["filterName"] for f in self._call("GetSourceFilterList", {"sourceName": SOURCE_NAME})["filters"]]
+        after_key = names.index(CHROMA_FILTER_NAME) + 1
+        if names.index(KEY_AT_SOURCE_SIZE_NAME) != after_key:
+            # Filters the user added in between would be drawn at the scaled size instead.
+            self._call("SetSourceFilterIndex", {"sourceName": SOURCE_NAME, "filterName": KEY_AT_SOURCE_SIZE_NAME,
+                                                "filterIndex": after_key - (names.index(KEY_AT_SOURCE_SIZE_NAME)
+                                                                            < after_key)})
 
     def _mic_inputs(self) -> list[str]:
         """OBS's global microphones (Settings → Audio), else its audio input captures."""

@@ -1,8 +1,10 @@
-"""The chroma-key background: the avatar is drawn into a texture of our own, then put
-over the key colour by shaders/chroma.* (outline against the key's complement).
+"""The chroma-key background: the avatar is drawn into a texture of our own, then each
+pixel becomes exactly the key or exactly an avatar colour by shaders/chroma.* (no blend
+of the two for a keyer to leave as a fringe; the shader says why).
 
 Transparent and solid backgrounds need no second pass (the renderers clear to them), so
-only the chroma mode pays for one: a full-viewport quad, one texture read per pixel.
+only the chroma mode pays for one: a full-viewport quad, one texture read per pixel, and
+the eight neighbours' where the avatar covers less than half of it.
 """
 
 from __future__ import annotations

@@ -40,11 +40,6 @@ def parse_colour(text: str) -> tuple[float, float, float, float]:
     return tuple(channel / 255.0 for channel in rgba)  # type: ignore[return-value]
 
 
-def complement(rgb: tuple[float, float, float]) -> tuple[float, float, float]:
-    """The colour opposite on the wheel (magenta for green), same lightness range."""
-    return (1.0 - rgb[0], 1.0 - rgb[1], 1.0 - rgb[2])
-
-
 @dataclass(frozen=True)
 class Background:
     """An output's background. `colour` is the solid colour (SOLID) or the key colour
