@@ -21,7 +21,7 @@ from pipeline.voice.voice_files import BUNDLED_VOICE, read_config
 def load_voice_config(path: str | Path | None = None) -> PiperConfig:
     """A voice's config (None: the bundled voice's), read once per version of the file:
     every voice stream (the API makes one per request) reads the same, and parsing it
-    cost a request ~0.3 ms. VoiceFileError for a config that cannot be used."""
+    cost a request ~0.3 ms. VoiceError for a config that cannot be used."""
     return read_config(BUNDLED_VOICE.config if path is None else path)
 
 
