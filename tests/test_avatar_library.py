@@ -337,3 +337,107 @@ def test_the_commands_and_a_new_process_see_one_library(tmp_path, pictures):
     unknown = _avatars(config, "rename", "Eileen", "X")
     assert unknown.returncode == 1 and _errors(unknown) == [
         f"lipsync-studio: No avatar is called 'Eileen'; the library has '{BUNDLED_NAME}', 'Middle'."]
+
+
+# -- the library view, under Xvfb -----------------------------------------------------
+
+
+def _icon_pixels(item) -> np.ndarray:
+    from PySide6.QtGui import QImage
+
+    image = item.icon().pixmap(THUMBNAIL_PX, THUMBNAIL_PX).toImage().convertToFormat(
+        QImage.Format.Format_RGBA8888)
+    return np.frombuffer(image.constBits(), np.uint8).reshape(
+        image.height(), image.bytesPerLine() // 4, 4)[:, :image.width()]
+
+
+def _editor(view):
+    """The line editor the list opened on its item (no window manager gives focus here)."""
+    from PySide6.QtWidgets import QLineEdit
+
+    (editor,) = [e for e in view.list.findChildren(QLineEdit) if e.isVisible()]
+    return editor
+
+
+@pytest.mark.display
+def test_the_view_shows_marks_and_switches(qt_app, folder, pictures, landmarker, tmp_path):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from app.ui.library_view import FRAME_COLOUR, LibraryView
+
+    library = AvatarLibrary(folder)
+    photo = library.import_picture(pictures / "astronaut.png", None, landmarker).avatar
+    cat = library.adopt(_sprite_rig(tmp_path / "Cat"))
+    gone = library.adopt(_sprite_rig(tmp_path / "Gone"))
+    shutil.rmtree(gone.manifest.parent)
+    view = LibraryView(library, photo.setting)
+    chosen, told = [], []
+    view.chosen.connect(chosen.append)
+    view.told.connect(lambda text, severity: told.append(text))
+    view.resize(640, 420)
+    view.show()
+    QTest.qWaitForWindowExposed(view)
+
+    items = [view.list.item(row) for row in range(view.list.count())]
+    assert [item.text() for item in items] == [BUNDLED_NAME, "astronaut", "Cat", "Gone"]
+    assert [item.font().bold() for item in items] == [False, True, False, False]
+    # The one in use is framed: its icon's corner is the frame's colour, the others' not.
+    frame = (FRAME_COLOUR.red(), FRAME_COLOUR.green(), FRAME_COLOUR.blue())
+    corners = [tuple(_icon_pixels(item)[1, 1, :3]) for item in items]
+    assert corners[1] == frame and frame not in corners[:1] + corners[2:]
+    assert "Gone is missing: its folder" in items[3].toolTip()
+    assert items[3].foreground().color().getRgb()[:3] == (150, 150, 150)
+    assert view.list.currentItem() is items[1]
+    assert not view.delete_button.isEnabled() or view.selected == photo
+
+    # Use: double-click, or choose and press the button; a missing one is told, not used.
+    rect = view.list.visualItemRect(items[2])
+    # A double-click is a click and then a second press (Qt 6's mouseDClick sends only
+    # the second), as the X server delivers them.
+    QTest.mouseClick(view.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    QTest.mouseDClick(view.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert chosen == [cat]
+    view.list.setCurrentItem(items[3])
+    assert not view.use_button.isEnabled()
+    view.use(gone)
+    assert chosen == [cat] and told[-1] == gone.missing_message
+    QTest.mouseClick(view.bundled_button, Qt.MouseButton.LeftButton)
+    assert chosen[-1].bundled
+    view.list.setCurrentItem(items[0])
+    assert not view.rename_button.isEnabled() and not view.delete_button.isEnabled()
+
+    # Rename in place: F2's editor, typed keys, Enter.
+    view.start_rename(cat)
+    editor = _editor(view)
+    QTest.keyClick(editor, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClicks(editor, "Kitty")
+    QTest.keyClick(editor, Qt.Key.Key_Return)
+    qt_app.processEvents()
+    assert [a.name for a in library.avatars] == [BUNDLED_NAME, "astronaut", "Kitty", "Gone"]
+    assert view.list.item(2).text() == "Kitty"
+    view.start_rename(library.named("Kitty"))
+    editor = _editor(view)
+    QTest.keyClick(editor, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClicks(editor, "ASTRONAUT")
+    QTest.keyClick(editor, Qt.Key.Key_Return)
+    qt_app.processEvents()
+    assert told[-1] == "Kitty keeps its name: Another avatar is already called 'ASTRONAUT'."
+    assert view.list.item(2).text() == "Kitty"
+
+    # Deleting the avatar in use asks, then falls back to the bundled one, saying so.
+    view.list.setCurrentItem(view.item_of(photo))
+    QTest.mouseClick(view.delete_button, Qt.MouseButton.LeftButton)
+    assert view.confirm.isVisible() and "its folder is deleted too" in view.confirm.text()
+    view.confirm.button(view.confirm.StandardButton.No).click()
+    assert photo.manifest.is_file() and library.in_use(photo.setting) == photo
+    QTest.mouseClick(view.delete_button, Qt.MouseButton.LeftButton)
+    view.confirm.button(view.confirm.StandardButton.Yes).click()
+    assert not photo.manifest.parent.exists() and chosen[-1].bundled
+    assert told[-1] == (f"Deleted astronaut and its folder {photo.manifest.parent}. It was the "
+                        "avatar: the bundled avatar is shown now.")
+    view.set_in_use(None)
+    assert [view.list.item(r).text() for r in range(view.list.count())] == [
+        BUNDLED_NAME, "Kitty", "Gone"]
+    assert view.list.item(0).font().bold()
+    view.close()

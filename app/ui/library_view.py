@@ -1,0 +1,258 @@
+"""The avatar library on screen (app/avatar_library.py): a grid of thumbnails, the
+bundled avatar first and the one in use framed and in bold, with Use, Rename, Delete and
+"Bundled avatar" as buttons and in each thumbnail's context menu.
+
+The view changes the library itself (names, removals) but never the avatar shown: it
+emits `chosen` with the Avatar to switch to, and the window loads it (its rig, its
+voice). Whatever it has to say goes out through `told`, for the window's messages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QListView,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.avatar_library import THUMBNAIL_PX, Avatar, AvatarLibrary, LibraryError
+from app.messages import Severity
+from pipeline.face.landmarks import PortraitError
+from render.rigs.manifest import RigError
+
+# The frame around the avatar in use: wide enough to see at a glance in a grid of
+# thumbnails, inside the icon so the grid does not shift when the choice moves.
+FRAME_PX = 4
+FRAME_COLOUR = QColor(255, 190, 40)
+AVATAR = Qt.ItemDataRole.UserRole
+
+
+class LibraryView(QWidget):
+    """The library's avatars. `set_in_use` takes the settings' avatar_manifest (None: the
+    bundled one) and marks its entry; `refresh` re-reads the library (after an import)."""
+
+    chosen = Signal(object)  # the Avatar to show now (its setting and its voice)
+    told = Signal(str, object)  # a message for the user, its Severity
+
+    def __init__(self, library: AvatarLibrary, in_use: str | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.library = library
+        self.in_use = in_use
+        self.confirm: QMessageBox | None = None
+        self._icons: dict[str, QIcon] = {}
+        self.list = QListWidget()
+        self.list.setViewMode(QListView.ViewMode.IconMode)
+        self.list.setResizeMode(QListView.ResizeMode.Adjust)
+        self.list.setMovement(QListView.Movement.Static)
+        self.list.setIconSize(QSize(THUMBNAIL_PX, THUMBNAIL_PX))
+        self.list.setWordWrap(True)
+        self.list.setEditTriggers(QListWidget.EditTrigger.EditKeyPressed)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._context_menu)
+        self.list.itemActivated.connect(lambda item: self.use(item.data(AVATAR)))
+        self.list.itemChanged.connect(self._renamed)
+        self.list.currentItemChanged.connect(self._enable)
+
+        self.use_button = QPushButton("Use")
+        self.use_button.setToolTip("Make the chosen avatar the avatar (or double-click it)")
+        self.use_button.clicked.connect(lambda: self.use(self.selected))
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.setToolTip("Give the chosen avatar another name (or press F2)")
+        self.rename_button.clicked.connect(lambda: self.start_rename(self.selected))
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Take the chosen avatar out of the library")
+        self.delete_button.clicked.connect(lambda: self.ask_to_remove(self.selected))
+        self.bundled_button = QPushButton("Bundled avatar")
+        self.bundled_button.setToolTip("Go back to the avatar that comes with Lipsync Studio")
+        self.bundled_button.clicked.connect(lambda: self.use(self.library.avatars[0]))
+        buttons = QHBoxLayout()
+        for button in (self.use_button, self.rename_button, self.delete_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.bundled_button)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.list, 1)
+        layout.addLayout(buttons)
+        self._broken: dict[Path, str] = {}  # manifest → why its rig cannot be shown
+        self.refresh()
+
+    @property
+    def selected(self) -> Avatar | None:
+        item = self.list.currentItem()
+        return item.data(AVATAR) if item is not None else None
+
+    def item_of(self, avatar: Avatar) -> QListWidgetItem | None:
+        for row in range(self.list.count()):
+            if self.list.item(row).data(AVATAR).manifest == avatar.manifest:
+                return self.list.item(row)
+        return None
+
+    # -- what is shown --------------------------------------------------------------
+
+    def set_in_use(self, setting: str | None) -> None:
+        self.in_use = setting
+        self.refresh()
+
+    def refresh(self) -> None:
+        chosen = self.selected
+        current = self.library.in_use(self.in_use)
+        self.list.blockSignals(True)
+        self.list.clear()
+        for avatar in self.library.avatars:
+            item = QListWidgetItem(self._icon(avatar, avatar == current), avatar.name)
+            item.setData(AVATAR, avatar)
+            if not avatar.bundled:
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+            if avatar == current:
+                font = QFont(item.font())
+                font.setBold(True)
+                item.setFont(font)
+                item.setToolTip(f"{avatar.name}: the avatar now")
+            if avatar.missing:
+                item.setForeground(QColor(150, 150, 150))
+                item.setToolTip(avatar.missing_message)
+            elif avatar.manifest in self._broken:
+                item.setToolTip(self._broken[avatar.manifest])
+            self.list.addItem(item)
+        self.list.blockSignals(False)
+        keep = (self.item_of(chosen) if chosen is not None else None) or (
+            self.item_of(current) if current is not None else None) or self.list.item(0)
+        self.list.setCurrentItem(keep)
+        self._enable()
+
+    def _icon(self, avatar: Avatar, in_use: bool) -> QIcon:
+        try:
+            path = str(self.library.thumbnail(avatar))
+        except (RigError, PortraitError, OSError) as exc:
+            if not avatar.missing:
+                why = f"{avatar.name} cannot be shown: {_reason(exc)}"
+                if self._broken.get(avatar.manifest) != why:  # once, not at every refresh
+                    self.told.emit(why, Severity.WARNING)
+                self._broken[avatar.manifest] = why
+            return QIcon(_framed(_placeholder(), in_use))
+        self._broken.pop(avatar.manifest, None)
+        key = f"{path}|{in_use}"
+        if key not in self._icons:
+            self._icons[key] = QIcon(_framed(QPixmap(path), in_use))
+        return self._icons[key]
+
+    def _enable(self, *_) -> None:
+        avatar = self.selected
+        self.use_button.setEnabled(avatar is not None and not avatar.missing)
+        self.rename_button.setEnabled(avatar is not None and not avatar.bundled)
+        self.delete_button.setEnabled(avatar is not None and not avatar.bundled)
+
+    # -- what the user does ---------------------------------------------------------
+
+    def use(self, avatar: Avatar | None) -> None:
+        if avatar is None:
+            return
+        if avatar.missing:
+            self.told.emit(avatar.missing_message, Severity.WARNING)
+            return
+        self.chosen.emit(avatar)
+
+    def start_rename(self, avatar: Avatar | None) -> None:
+        item = self.item_of(avatar) if avatar is not None and not avatar.bundled else None
+        if item is not None:
+            self.list.setCurrentItem(item)
+            self.list.editItem(item)
+
+    def _renamed(self, item: QListWidgetItem) -> None:
+        avatar = item.data(AVATAR)
+        if item.text() == avatar.name:
+            return
+        try:
+            self.library.rename(avatar, item.text())
+        except (LibraryError, OSError) as exc:
+            self.told.emit(f"{avatar.name} keeps its name: {_reason(exc)}", Severity.WARNING)
+        self.refresh()
+
+    def ask_to_remove(self, avatar: Avatar | None) -> None:
+        """Asks first (window-modal, so the avatar keeps talking meanwhile): a photo
+        avatar's folder is deleted with it."""
+        if avatar is None or avatar.bundled:
+            return
+        what = ("its folder is deleted too; importing the picture again makes it anew"
+                if avatar.kind == "photo" else "its rig's files are left where they are")
+        self.confirm = QMessageBox(QMessageBox.Icon.Question, "Delete avatar",
+                                   f"Delete {avatar.name} from the library? ({what}.)",
+                                   QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                   self)
+        self.confirm.setDefaultButton(QMessageBox.StandardButton.No)
+        self.confirm.accepted.connect(lambda: self.remove(avatar))  # Yes: the accepting button
+        self.confirm.open()
+
+    def remove(self, avatar: Avatar) -> None:
+        in_use = self.library.in_use(self.in_use) == avatar
+        try:
+            removed = self.library.remove(avatar)
+        except (LibraryError, OSError) as exc:
+            self.told.emit(f"{avatar.name} was not deleted: {_reason(exc)}", Severity.WARNING)
+            self.refresh()
+            return
+        if in_use:
+            self.told.emit(f"{removed.message} It was the avatar: the bundled avatar is shown "
+                           "now.", Severity.INFO)
+            self.chosen.emit(self.library.avatars[0])
+        else:
+            self.told.emit(removed.message, Severity.INFO)
+        self.refresh()
+
+    def _context_menu(self, where) -> None:
+        item = self.list.itemAt(where)
+        if item is None:
+            return
+        self.list.setCurrentItem(item)
+        avatar = item.data(AVATAR)
+        menu = QMenu(self)
+        menu.addAction("Use", lambda: self.use(avatar)).setEnabled(not avatar.missing)
+        if not avatar.bundled:
+            menu.addAction("Rename", lambda: self.start_rename(avatar))
+            menu.addAction("Delete…", lambda: self.ask_to_remove(avatar))
+        menu.addSeparator()
+        menu.addAction("Bundled avatar", lambda: self.use(self.library.avatars[0]))
+        menu.popup(self.list.viewport().mapToGlobal(where))
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        return f"{exc.filename or 'the library'} could not be written ({exc.strerror or exc})."
+    return getattr(exc, "message", None) or str(exc)
+
+
+def _placeholder() -> QPixmap:
+    """A question mark where a thumbnail cannot be made (a missing or broken rig)."""
+    pixmap = QPixmap(THUMBNAIL_PX, THUMBNAIL_PX)
+    pixmap.fill(QColor(60, 60, 60))
+    painter = QPainter(pixmap)
+    font = painter.font()
+    font.setPixelSize(THUMBNAIL_PX // 2)
+    painter.setFont(font)
+    painter.setPen(QColor(170, 170, 170))
+    painter.drawText(pixmap.rect(), Qt.AlignmentFlag.AlignCenter, "?")
+    painter.end()
+    return pixmap
+
+
+def _framed(pixmap: QPixmap, in_use: bool) -> QPixmap:
+    if not in_use:
+        return pixmap
+    framed = QPixmap(pixmap)
+    painter = QPainter(framed)
+    painter.setPen(QPen(FRAME_COLOUR, FRAME_PX))
+    painter.drawRect(framed.rect().adjusted(FRAME_PX // 2, FRAME_PX // 2,
+                                            -FRAME_PX // 2, -FRAME_PX // 2))
+    painter.end()
+    return framed
