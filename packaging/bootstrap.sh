@@ -78,13 +78,19 @@ fi
 # Hash-checking mode also refuses any dependency the lock does not pin. (No `pip check`
 # after it: mediapipe 0.10.30's wheel file names py3-none but its metadata says cp39, so
 # pip check calls it unsupported on 3.12+, where it imports and runs.)
-"$venv/bin/python" -m pip install -q --require-hashes -r "$lock"
+# entry NAME LOCK: NAME's pin and hashes; all_but NAME LOCK: every other entry.
+entry() { awk -v pin="$1==" 'index($0, pin) == 1 {p = 1; print; next} p && /^ / {print; next} {p = 0}' "$2"; }
+all_but() { awk -v pin="$1==" 'index($0, pin) == 1 {p = 1; next} p && /^ / {next} {p = 0; print}' "$2"; }
+# pynput's metadata asks for evdev on Linux, which the locks leave out (pyproject.toml's
+# [tool.uv] says why): pynput goes in on its own, without its dependencies, which the rest
+# of the lock holds (python-xlib, six).
+"$venv/bin/python" -m pip install -q --require-hashes -r <(all_but pynput "$lock")
+"$venv/bin/python" -m pip install -q --require-hashes --no-deps -r <(entry pynput "$lock")
 if [ -n "$gpu" ]; then
   # piper-tts needs onnxruntime, and onnxruntime and onnxruntime-gpu install the same
   # package folder: the GPU build's files must be the ones left, whole.
   "$venv/bin/python" -m pip uninstall -q -y onnxruntime onnxruntime-gpu
-  "$venv/bin/python" -m pip install -q --require-hashes --no-deps \
-    -r <(awk '/^onnxruntime-gpu==/{p=1} p&&!/^ /&&!/^onnxruntime-gpu==/{p=0} p' "$gpu")
+  "$venv/bin/python" -m pip install -q --require-hashes --no-deps -r <(entry onnxruntime-gpu "$gpu")
 fi
 # The build backend comes from the lock too, so nothing unpinned is fetched to build us.
 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
