@@ -1,11 +1,11 @@
 """The whole avatar at one instant: what travels through the frame slots to every output.
 
 One typed record for every source of motion: the voice and the microphone set the mouth,
-idle motion sets blinks and breathing, and a face tracker or the API (later) set eyes,
-brows, head and expressions the same way. Rigs draw what they support of it — the sprite
-and photo rigs the mouth, the eyelids (as closed as the more closed eye) and breathing,
-through the presenter's AvatarFrame; the rest is carried, so an output or app that can
-show it (VMC, VTube Studio) gets it frame-exact.
+idle motion sets blinks and breathing, the avatar's motion (render/timing/avatar_motion.py)
+its bounce, squash, tilt, shake and sway, the expression fader (pipeline/core/expressions.py)
+its expression weights, and a face tracker or the API (later) eyes, brows and head the same
+way. Rigs draw what they support of it through the presenter's AvatarFrame; the rest is
+carried, so an output or app that can show it (VMC, VTube Studio) gets it frame-exact.
 
 The record is a fixed float64 vector with named fields, so it is preallocated once and
 copied in place: a slot holds a row of a 2-D array, and writing or reading a frame copies
@@ -24,10 +24,13 @@ EXPRESSIONS = ("happy", "angry", "sad", "relaxed", "surprised")
 # Field → index in the vector. Units: visemes are indices into OVR_VISEMES (stored exactly
 # as floats), mix and openness 0..1 (MouthPose's meaning), blinks 0 open .. 1 shut, brows
 # -1 lowered .. 1 raised, head angles in radians (yaw left-positive, pitch up-positive,
-# roll counter-clockwise-positive), offset in canvas units (x right, y up), breath -1..1.
+# roll counter-clockwise-positive, about the bottom centre of the canvas on a sprite rig),
+# offset in canvas units (x a fraction of the canvas's width, right; y of its height, up),
+# breath -1..1, squash a fraction (0 none, 0.05: 5 % shorter and 5 % wider, pivot at the
+# bottom centre; negative stretches).
 FIELDS = ("viseme_a", "viseme_b", "mix", "openness", "blink_left", "blink_right",
           "brow_left", "brow_right", "yaw", "pitch", "roll", "offset_x", "offset_y",
-          "breath", *(f"expression_{name}" for name in EXPRESSIONS))
+          "breath", "squash", *(f"expression_{name}" for name in EXPRESSIONS))
 INDEX = {name: i for i, name in enumerate(FIELDS)}
 SIZE = len(FIELDS)
 _EXPRESSIONS = slice(INDEX[f"expression_{EXPRESSIONS[0]}"], SIZE)
@@ -81,6 +84,22 @@ class AvatarState:
         self.values[INDEX["breath"]] = value
 
     @property
+    def openness(self) -> float:
+        return float(self.values[INDEX["openness"]])
+
+    def set_placement(self, offset_x: float, offset_y: float, roll: float, squash: float) -> None:
+        """The whole avatar's move: offset, roll (radians) and squash (FIELDS' units)."""
+        v = self.values
+        v[INDEX["offset_x"]], v[INDEX["offset_y"]] = offset_x, offset_y
+        v[INDEX["roll"]], v[INDEX["squash"]] = roll, squash
+
+    def placement(self) -> tuple[float, float, float, float]:
+        """(offset_x, offset_y, roll, squash), as set_placement takes them."""
+        v = self.values
+        return (float(v[INDEX["offset_x"]]), float(v[INDEX["offset_y"]]),
+                float(v[INDEX["roll"]]), float(v[INDEX["squash"]]))
+
+    @property
     def expressions(self) -> np.ndarray:
         """The expression weights in EXPRESSIONS order (a view: writable)."""
         return self.values[_EXPRESSIONS]
@@ -101,3 +120,16 @@ def blend_into(out: AvatarState, a: AvatarState, b: AvatarState, t: float) -> No
         v[0] = va[1] if va[2] >= 0.5 else va[0]
         v[1] = vb[1] if vb[2] >= 0.5 else vb[0]
         v[2] = t
+
+
+def still_state(pose: MouthPose, blink: float, breath: float,
+                out: AvatarState | None = None) -> AvatarState:
+    """A neutral, unmoved avatar at this mouth, blink (both eyes) and breathing phase,
+    in `out` (cleared first) or a new state: what a renderer draws for callers that give
+    it only those three."""
+    state = AvatarState() if out is None else out
+    state.clear()
+    state.set_mouth(pose)
+    state.set_blink(blink)
+    state.breath = breath
+    return state

@@ -1,8 +1,9 @@
 """Keeps the frame slots filled ahead of the display, on a thread of its own.
 
 Each frame is a whole AvatarState: the mouth from the pose source, and the rest (blinks,
-breathing; later a tracker's head and brows) from the motion filled in at the frame's own
-media time, so every part of the avatar is as frame-exact as the mouth.
+breathing, the avatar's bounce, tilt, sway and expression; later a tracker's head and
+brows) from the motion filled in at the frame's own media time after the mouth, from the
+same state, so every part of the avatar is as frame-exact as the mouth.
 
 The display never waits for this thread: it takes whatever its slot holds at its tick.
 So the producer's job is to be ahead, and when it cannot be (a slow pose source) to
@@ -16,7 +17,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from pipeline.core.avatar_state import AvatarState
 from pipeline.core.frames import MouthPose
@@ -59,7 +60,7 @@ class FrameProducer:
         poll_interval: float = 0.004,
         degraded_source: PoseSource | None = None,
         degraded_hold: float = 1.0,
-        source_version: Callable[[], int] | None = None,
+        source_version: Callable[[], Hashable] | None = None,
         motion: Motion | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

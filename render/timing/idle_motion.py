@@ -35,7 +35,7 @@ BREATH_OFFSET = 0.004
 _MASK = (1 << 64) - 1
 
 
-def _hash01(seed: int, n: int, salt: int) -> float:
+def hash01(seed: int, n: int, salt: int) -> float:
     """Uniform in [0, 1) from (seed, n, salt): splitmix64 finaliser."""
     z = (seed * 0x9E3779B97F4A7C15 + n * 0xBF58476D1CE4E5B9 + salt * 0x94D049BB133111EB) & _MASK
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
@@ -46,15 +46,15 @@ def _hash01(seed: int, n: int, salt: int) -> float:
 
 def blink_start(i: int, seed: int = 0) -> float:
     """Start time of the i-th blink (the first of a double blink)."""
-    return i * BLINK_MEAN_INTERVAL + (2.0 * _hash01(seed, i, 1) - 1.0) * BLINK_JITTER
+    return i * BLINK_MEAN_INTERVAL + (2.0 * hash01(seed, i, 1) - 1.0) * BLINK_JITTER
 
 
 def double_blink_gap(i: int, seed: int = 0) -> float | None:
     """Delay from blink i to its second blink, or None when blink i is single."""
-    if _hash01(seed, i, 2) >= DOUBLE_BLINK_CHANCE:
+    if hash01(seed, i, 2) >= DOUBLE_BLINK_CHANCE:
         return None
     lo, hi = DOUBLE_BLINK_GAP
-    return lo + (hi - lo) * _hash01(seed, i, 3)
+    return lo + (hi - lo) * hash01(seed, i, 3)
 
 
 def _lid(dt: float) -> float:
@@ -86,7 +86,7 @@ def blink(t: float, seed: int = 0) -> float:
 def breathing(t: float, seed: int = 0) -> float:
     """Breathing phase at t in [-1, 1] (+1 full inhale). The rate wanders slowly around
     0.25 Hz so it never looks like a metronome."""
-    phase0 = 2.0 * math.pi * _hash01(seed, 0, 4)
+    phase0 = 2.0 * math.pi * hash01(seed, 0, 4)
     wander = 0.6 * math.sin(2.0 * math.pi * 0.031 * t + phase0)
     return math.sin(2.0 * math.pi * BREATH_RATE_HZ * t + wander + phase0)
 

@@ -25,6 +25,7 @@ import numpy as np
 from pipeline.core.avatar_state import AvatarState, blend_into
 from pipeline.core.frames import MouthPose
 from render.timing import idle_motion
+from render.timing.avatar_motion import AvatarMotion
 from render.timing.display_clock import VSYNC, DisplayClock
 from render.timing.frame_producer import FrameProducer, MediaClock, PoseSource
 from render.timing.frame_slots import FrameSlots
@@ -110,6 +111,7 @@ class Presenter:
         self._degraded = False
         self._blinking = True
         self._breathing = True
+        self.avatar_motion: AvatarMotion | None = None
         self._log = np.zeros(log_rows, dtype=LOG_DTYPE)
         self._log_count = 0
         self._tick_times = np.zeros(120, dtype=np.float64)
@@ -131,8 +133,15 @@ class Presenter:
         if self._media_time_at is None:
             return
         self.slots.align(self._media_time_at(self.clock.next_presentation()))
+        source_version = source_version or (lambda: 0)
+
+        def version() -> tuple[int, int]:
+            # A new expression or strength makes the frames made ahead stale too.
+            motion = self.avatar_motion
+            return source_version(), (0 if motion is None else motion.version)
+
         self.producer = FrameProducer(self.slots, pose_source, self._media_time_at,
-                                      lookahead=self.lookahead, source_version=source_version,
+                                      lookahead=self.lookahead, source_version=version,
                                       motion=self._motion, clock=self.now)
         if start:
             self.producer.start()
@@ -143,9 +152,18 @@ class Presenter:
         self._blinking = blinking
         self._breathing = breathing
 
+    def set_avatar_motion(self, motion: AvatarMotion | None) -> None:
+        """Draw motion and expressions from `motion` (shared by every presenter; None:
+        none, the avatar still but for blinks and breathing). Its times are media times:
+        an idle presenter, which has no media clock, reads it at monotonic time."""
+        self.avatar_motion = motion
+
     def _motion(self, state: AvatarState, t: float) -> None:
         idle_motion.apply(state, t, self.seed, blinking=self._blinking,
                           breathing_on=self._breathing)
+        motion = self.avatar_motion
+        if motion is not None:
+            motion.apply(state, t)
 
     @property
     def degraded(self) -> bool:
