@@ -2,23 +2,37 @@
 // GL's blending, computed per output pixel (render/gpu/cuda_sprite_renderer.py).
 //
 // For each pixel centre the vertex shader's placement is inverted (letterbox fit, then
-// breathing), giving canvas coordinates p (0..1, y down) which are also the texture
-// coordinates. Each layer covers its rect (x0, y0, x1, y1); inside it, its two
-// premultiplied RGBA8 images are sampled bilinearly with clamped edges (GL_LINEAR,
-// CLAMP_TO_EDGE), cross-faded by the layer's mix, scaled by the opacity, and blended
-// ONE, ONE_MINUS_SRC_ALPHA over what is below. As in an RGBA8 framebuffer, the result
-// is rounded to 8 bits after the clear and after each layer.
+// the avatar's placement — bounce, squash, tilt, shake, sway: a 2x3 affine map given
+// inverted — then breathing), giving canvas coordinates p (0..1, y down) which are also
+// the texture coordinates. Each layer covers its rect (x0, y0, x1, y1); inside it, its
+// four premultiplied RGBA8 images are sampled bilinearly with clamped edges (GL_LINEAR,
+// CLAMP_TO_EDGE) and mixed as sprite.frag mixes them (mix(mix(a, b, inner),
+// mix(c, d, inner), outer), the second pair only where outer > 0), scaled by the
+// layer's alpha, and blended ONE, ONE_MINUS_SRC_ALPHA over what is below. As in an
+// RGBA8 framebuffer, the result is rounded to 8 bits after the clear and after each
+// layer. The layers are GLRenderer's, in its order (SpriteLayout.layers).
 //
 // Rows are written bottom first, as GL's framebuffer holds them, so the texture is
 // blitted into a GL framebuffer as is.
 
+// Base, eyes, the overlays of the two expressions a fade shows (render/rigs/sprite.py
+// MAX_OVERLAYS each), mouth.
+#define MAX_LAYERS 11
+
+struct Layer {
+    const uchar4* images[4];
+    float rect[4];  // x0, y0, x1, y1 (canvas units)
+    float inner, outer, alpha, unused;
+};
+
 struct Params {
     unsigned long long out;  // cudaSurfaceObject_t of the frame's RGBA8 texture
-    const uchar4* layers[5];  // base, eyes open, eyes closed, mouth a, mouth b
     int width, height, canvas_w, canvas_h;
-    float blink, mouth_mix, opacity, fit_x, fit_y, offset_y, scale_y, unused;
+    int layer_count, unused;
+    float fit_x, fit_y, offset_y, scale_y;
+    float unplace[6];  // the placement's inverse: rows of a 2x3 affine map
     float clear[4];  // premultiplied
-    float rects[12];  // base, eyes, mouth: x0, y0, x1, y1
+    Layer layers[MAX_LAYERS];
 };
 
 __device__ float4 texel(const uchar4* image, int w, int h, int x, int y) {
@@ -49,16 +63,22 @@ __device__ float unorm8(float v) {
     return rintf(fminf(fmaxf(v, 0.0f), 1.0f) * 255.0f) / 255.0f;
 }
 
-__device__ void blend(float4& dst, const Params& p, int layer, const uchar4* a,
-                      const uchar4* b, float mix, float u, float v) {
-    const float* r = p.rects + 4 * layer;
+__device__ float4 mix4(float4 a, float4 b, float t) {
+    return make_float4(a.x + (b.x - a.x) * t, a.y + (b.y - a.y) * t, a.z + (b.z - a.z) * t,
+                       a.w + (b.w - a.w) * t);
+}
+
+__device__ void blend(float4& dst, const Params& p, const Layer& layer, float u, float v) {
+    const float* r = layer.rect;
     if (u < r[0] || u >= r[2] || v < r[1] || v >= r[3]) return;
-    float4 sa = bilinear(a, p.canvas_w, p.canvas_h, u, v);
-    float4 sb = bilinear(b, p.canvas_w, p.canvas_h, u, v);
-    float4 s = make_float4((sa.x + (sb.x - sa.x) * mix) * p.opacity,
-                           (sa.y + (sb.y - sa.y) * mix) * p.opacity,
-                           (sa.z + (sb.z - sa.z) * mix) * p.opacity,
-                           (sa.w + (sb.w - sa.w) * mix) * p.opacity);
+    float4 c = mix4(bilinear(layer.images[0], p.canvas_w, p.canvas_h, u, v),
+                    bilinear(layer.images[1], p.canvas_w, p.canvas_h, u, v), layer.inner);
+    if (layer.outer > 0.0f) {
+        float4 other = mix4(bilinear(layer.images[2], p.canvas_w, p.canvas_h, u, v),
+                            bilinear(layer.images[3], p.canvas_w, p.canvas_h, u, v), layer.inner);
+        c = mix4(c, other, layer.outer);
+    }
+    float4 s = make_float4(c.x * layer.alpha, c.y * layer.alpha, c.z * layer.alpha, c.w * layer.alpha);
     float keep = 1.0f - s.w;
     dst = make_float4(unorm8(s.x + dst.x * keep), unorm8(s.y + dst.y * keep),
                       unorm8(s.z + dst.z * keep), unorm8(s.w + dst.w * keep));
@@ -70,14 +90,15 @@ extern "C" __global__ void sprite_frame(const Params p) {
     if (col >= p.width || row >= p.height) return;
     float ndc_x = 2.0f * (col + 0.5f) / p.width - 1.0f;
     float ndc_y = 1.0f - 2.0f * (row + 0.5f) / p.height;
-    float u = (ndc_x / p.fit_x + 1.0f) * 0.5f;
-    float y = (1.0f - ndc_y / p.fit_y) * 0.5f;
+    float px = (ndc_x / p.fit_x + 1.0f) * 0.5f;
+    float py = (1.0f - ndc_y / p.fit_y) * 0.5f;
+    const float* m = p.unplace;
+    float u = m[0] * px + m[1] * py + m[2];
+    float y = m[3] * px + m[4] * py + m[5];
     float v = 1.0f - (1.0f - y - p.offset_y) / p.scale_y;
     float4 dst = make_float4(unorm8(p.clear[0]), unorm8(p.clear[1]), unorm8(p.clear[2]),
                              unorm8(p.clear[3]));
-    blend(dst, p, 0, p.layers[0], p.layers[0], 0.0f, u, v);
-    blend(dst, p, 1, p.layers[1], p.layers[2], p.blink, u, v);
-    blend(dst, p, 2, p.layers[3], p.layers[4], p.mouth_mix, u, v);
+    for (int i = 0; i < p.layer_count && i < MAX_LAYERS; i++) blend(dst, p, p.layers[i], u, v);
     uchar4 out = make_uchar4((unsigned char)rintf(dst.x * 255.0f), (unsigned char)rintf(dst.y * 255.0f),
                              (unsigned char)rintf(dst.z * 255.0f), (unsigned char)rintf(dst.w * 255.0f));
     surf2Dwrite(out, p.out, col * 4, p.height - 1 - row);

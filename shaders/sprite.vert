@@ -11,6 +11,11 @@ uniform vec4 u_rect;
 // Breathing: the figure stretches upward from its bottom edge and rises a little.
 uniform float u_offset_y;
 uniform float u_scale_y;
+// The whole avatar's placement (bounce, squash, tilt, shake, sway: the rows of a 2x3
+// affine map of canvas points, render/gl/sprite_renderer.py placement_matrix). Applied
+// after breathing; the identity leaves every vertex exactly where it was.
+uniform vec3 u_place_x;
+uniform vec3 u_place_y;
 // Letterboxing: fraction of the viewport the canvas covers on each axis, so the
 // canvas keeps its aspect ratio in any widget size.
 uniform vec2 u_fit;
@@ -20,6 +25,8 @@ out vec2 v_uv;
 void main() {
     vec2 p = mix(u_rect.xy, u_rect.zw, a_pos);
     v_uv = p;
-    float y = 1.0 - (1.0 - p.y) * u_scale_y - u_offset_y;
-    gl_Position = vec4((p.x * 2.0 - 1.0) * u_fit.x, (1.0 - 2.0 * y) * u_fit.y, 0.0, 1.0);
+    vec3 breathed = vec3(p.x, 1.0 - (1.0 - p.y) * u_scale_y - u_offset_y, 1.0);
+    float x = dot(u_place_x, breathed);
+    float y = dot(u_place_y, breathed);
+    gl_Position = vec4((x * 2.0 - 1.0) * u_fit.x, (1.0 - 2.0 * y) * u_fit.y, 0.0, 1.0);
 }

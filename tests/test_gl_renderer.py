@@ -27,6 +27,7 @@ class SyntheticRig:
     eyes_closed: np.ndarray = field(default=None)
     mouths: dict = field(default_factory=dict)
     viseme_to_mouth: dict = field(default_factory=dict)
+    expressions: dict = field(default_factory=dict)
 
 
 def layer(box=None, rgba=(0, 0, 0, 0)) -> np.ndarray:
@@ -97,13 +98,16 @@ def test_mouth_region_follows_the_pose_and_nothing_else_moves(renderer):
     assert open_[85, 65].tolist() == [20, 0, 0, 255]
 
 
-def test_mix_cross_fades_two_drawings(renderer):
-    half = render(renderer, pose("aa", "ou", 0.5))
-    # "open" under "round" at their overlap: half of each colour.
-    r, g, b, a = half[90, 80].astype(int)
-    assert abs(r - 30) <= 2 and abs(b - 30) <= 2 and a == 255
-    # Where only "open" is drawn, its half-transparent self lies over the base.
-    assert abs(int(half[85, 65, 0]) - (20 + 230) // 2) <= 2
+def test_a_mid_blend_frame_shows_one_mouth_drawing_whole(renderer):
+    """Ghosting: a cross-fade put a half-transparent open mouth over the closed line.
+    Every blend shows exactly one drawing, the dominant one, switching at mix 0.5."""
+    shut, wide = render(renderer, pose("sil")), render(renderer, pose("aa"))
+    for mix in (0.1, 0.3, 0.49):
+        assert np.array_equal(render(renderer, pose("sil", "aa", mix)), shut), mix
+    for mix in (0.5, 0.7, 0.95):
+        assert np.array_equal(render(renderer, pose("sil", "aa", mix)), wide), mix
+    # Before, mix 0.5 drew the open mouth at half alpha over the base: (20 + 230) / 2.
+    assert render(renderer, pose("sil", "aa", 0.5))[85, 65].tolist() == [20, 0, 0, 255]
 
 
 def test_unmapped_viseme_shows_the_rest_mouth(renderer):

@@ -1,5 +1,13 @@
-"""Composites an avatar rig with OpenGL: base, then eyes, then mouth, each a textured
-canvas-sized quad with a two-texture cross-fade (shaders/sprite.*).
+"""Composites an avatar rig with OpenGL: base, then eyes, then the expression's overlays,
+then the mouth, each a textured canvas-sized quad (shaders/sprite.*), the whole avatar
+placed by the state's offset, roll and squash about the canvas's bottom centre.
+
+An expression fade draws each layer as a cross-fade of two drawings (the fader never
+weighs more than two expressions); the eyes also cross-fade open and shut, so the eyes
+layer mixes four textures. The mouth is never cross-faded: a mid-blend frame shows the
+dominant drawing (the one MouthPose.dominant names), since a half-transparent open mouth
+over the closed one is two mouths at once (ghosting); drawings switch at the blend's
+midpoint, as cartoon mouths and PNGtubers switch.
 
 Every GL object is made once (program, quad, one texture per rig image); a draw only
 binds textures and sets a few uniforms. All methods need the caller's GL context to be
@@ -9,19 +17,30 @@ current (QOpenGLWidget makes it so around initializeGL/paintGL).
 from __future__ import annotations
 
 import ctypes
+import math
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 from OpenGL import GL
 
+from pipeline.core.avatar_state import AvatarState, still_state
+from pipeline.core.expressions import NEUTRAL, expression_pair
 from pipeline.core.frames import MouthPose
 from pipeline.core.resources import SHADERS_DIR
 from pipeline.core.visemes import OVR_VISEMES
 from render.timing.idle_motion import breath_transform
 
+_SAMPLERS = ("u_tex_a", "u_tex_b", "u_tex_c", "u_tex_d")
+
 
 class ShaderError(RuntimeError):
     """A shader failed to compile or link; the message carries the GLSL log."""
+
+
+class Expression(Protocol):
+    swaps: dict[str, np.ndarray]  # "base", "eyes_open" or "eyes_closed" → its drawing
+    overlays: tuple[np.ndarray, ...]
 
 
 class Rig(Protocol):
@@ -31,6 +50,37 @@ class Rig(Protocol):
     eyes_closed: np.ndarray
     mouths: dict[str, np.ndarray]
     viseme_to_mouth: dict[str, str]
+    expressions: dict[str, Expression]
+
+
+SWAPPABLE = ("base", "eyes_open", "eyes_closed")
+IDENTITY = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+
+
+def placement_matrix(placement: tuple[float, float, float, float],
+                     canvas_size: tuple[int, int]) -> np.ndarray:
+    """The 2×3 affine map of canvas points (x right, y down, 0..1) for AvatarState's
+    (offset_x, offset_y, roll, squash): squash and roll about the canvas's bottom centre
+    in square pixels, then the offset. No placement is exactly IDENTITY, so a still
+    avatar draws exactly as it did before it could move."""
+    offset_x, offset_y, roll, squash = placement
+    if not (offset_x or offset_y or roll or squash):
+        return IDENTITY
+    w, h = canvas_size
+    c, s = math.cos(roll), math.sin(roll)
+    to_pixels = np.array([[w, 0.0, -0.5 * w], [0.0, -h, h], [0.0, 0.0, 1.0]])  # y up
+    move = np.array([[c * (1.0 + squash), -s * (1.0 - squash), offset_x * w],
+                     [s * (1.0 + squash), c * (1.0 - squash), offset_y * h],
+                     [0.0, 0.0, 1.0]])
+    return (np.linalg.inv(to_pixels) @ move @ to_pixels)[:2]
+
+
+def inverse_placement(matrix: np.ndarray) -> np.ndarray:
+    """The 2×3 map undoing `matrix` (IDENTITY for IDENTITY, exactly)."""
+    if matrix is IDENTITY:
+        return IDENTITY
+    full = np.vstack([matrix, [0.0, 0.0, 1.0]])
+    return np.linalg.inv(full)[:2]
 
 
 def premultiplied(image: np.ndarray) -> np.ndarray:
@@ -74,12 +124,20 @@ def upload_texture(image: np.ndarray) -> int:
 
 
 def rig_images(rig: Rig) -> dict[str, np.ndarray]:
-    """The rig's images by name ("base", "eyes_open", "eyes_closed", "mouth:NAME"), checked:
+    """The rig's images by name ("base", "eyes_open", "eyes_closed", "mouth:NAME", and of
+    each expression "EXPRESSION:LAYER" for a swap, "EXPRESSION:overlayN"), checked:
     ValueError unless each is uint8 RGBA at the canvas size and every viseme's drawing
     exists."""
     w, h = rig.canvas_size
     images = {"base": rig.base, "eyes_open": rig.eyes_open, "eyes_closed": rig.eyes_closed}
     images.update({f"mouth:{name}": img for name, img in rig.mouths.items()})
+    for expression, layers in rig.expressions.items():
+        unknown = set(layers.swaps) - set(SWAPPABLE)
+        if unknown:
+            raise ValueError(f"expression {expression!r} swaps {sorted(unknown)}; "
+                             f"only {', '.join(SWAPPABLE)} can be swapped")
+        images.update({f"{expression}:{name}": img for name, img in layers.swaps.items()})
+        images.update({f"{expression}:overlay{i}": img for i, img in enumerate(layers.overlays)})
     for name, img in images.items():
         if img.dtype != np.uint8 or img.shape != (h, w, 4):
             raise ValueError(f"rig image {name!r} is {img.dtype} {img.shape}; "
@@ -90,6 +148,86 @@ def rig_images(rig: Rig) -> dict[str, np.ndarray]:
     if not rig.mouths:
         raise ValueError("the rig has no mouth drawings")
     return images
+
+
+@dataclass(frozen=True)
+class ExpressionImages:
+    """The names (rig_images' keys) of what one expression draws: its base and eyes (its
+    own where it swaps them, else neutral's) and its overlays."""
+
+    base: str
+    eyes_open: str
+    eyes_closed: str
+    overlays: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LayerDraw:
+    """One layer of a frame: four images (rig_images' names) mixed as
+    mix(mix(a, b, inner), mix(c, d, inner), outer), times `alpha`, over `rect`."""
+
+    rect: tuple[float, float, float, float]
+    images: tuple[str, str, str, str]
+    inner: float
+    outer: float
+    alpha: float
+
+
+@dataclass(frozen=True)
+class SpriteLayout:
+    """How a rig's frames are made of its images, whoever draws them (GL or CUDA):
+    each expression's images, the image each viseme shows, each layer's rectangle."""
+
+    expressions: dict[str, ExpressionImages]
+    viseme_images: tuple[str, ...]
+    base_rect: tuple[float, float, float, float]
+    eyes_rect: tuple[float, float, float, float]
+    mouth_rect: tuple[float, float, float, float]
+    overlay_rects: dict[str, tuple[float, float, float, float]]
+
+    def layers(self, state: AvatarState, opacity: float = 1.0) -> list[LayerDraw]:
+        """The frame of `state`, bottom layer first: base, eyes, the overlays of the two
+        expressions it shows, mouth (its dominant drawing alone)."""
+        a, b, s = expression_pair(state.expressions)
+        ea = self.expressions.get(a, self.expressions[NEUTRAL])
+        eb = self.expressions.get(b, self.expressions[NEUTRAL])
+        blink = state.eyes_closed
+        base_fade = s if ea.base != eb.base else 0.0
+        eyes_fade = s if (ea.eyes_open, ea.eyes_closed) != (eb.eyes_open, eb.eyes_closed) else 0.0
+        draws = [
+            LayerDraw(self.base_rect, (ea.base, ea.base, eb.base, eb.base), 0.0, base_fade, opacity),
+            LayerDraw(self.eyes_rect, (ea.eyes_open, ea.eyes_closed, eb.eyes_open, eb.eyes_closed),
+                      blink, eyes_fade, opacity),
+        ]
+        for expression, weight in ((ea, 1.0 - s), (eb, s)) if ea is not eb else ((ea, 1.0),):
+            if weight > 0.0:
+                draws.extend(LayerDraw(self.overlay_rects[o], (o, o, o, o), 0.0, 0.0, opacity * weight)
+                             for o in expression.overlays)
+        mouth = self.viseme_images[state.mouth_pose().dominant]
+        draws.append(LayerDraw(self.mouth_rect, (mouth, mouth, mouth, mouth), 0.0, 0.0, opacity))
+        return draws
+
+
+def sprite_layout(rig: Rig) -> SpriteLayout:
+    """The rig's layout; the rig's images are checked first (rig_images)."""
+    images = rig_images(rig)
+    expressions = {NEUTRAL: ExpressionImages("base", "eyes_open", "eyes_closed", ())}
+    for name, layers in rig.expressions.items():
+        own = {layer: f"{name}:{layer}" if layer in layers.swaps else layer for layer in SWAPPABLE}
+        expressions[name] = ExpressionImages(
+            own["base"], own["eyes_open"], own["eyes_closed"],
+            tuple(f"{name}:overlay{i}" for i in range(len(layers.overlays))))
+    # A viseme the rig does not draw shows the rest mouth (or any mouth at all).
+    rest = rig.viseme_to_mouth.get("sil", next(iter(rig.mouths)))
+    return SpriteLayout(
+        expressions=expressions,
+        viseme_images=tuple(f"mouth:{rig.viseme_to_mouth.get(v, rest)}" for v in OVR_VISEMES),
+        base_rect=coverage_rect(*(images[e.base] for e in expressions.values())),
+        eyes_rect=coverage_rect(*(images[n] for e in expressions.values()
+                                  for n in (e.eyes_open, e.eyes_closed))),
+        mouth_rect=coverage_rect(*rig.mouths.values()),
+        overlay_rects={o: coverage_rect(images[o]) for e in expressions.values() for o in e.overlays},
+    )
 
 
 def letterbox_fit(canvas_size: tuple[int, int], viewport: tuple[int, int]) -> tuple[float, float]:
@@ -165,7 +303,7 @@ def build_program(vertex_path, fragment_path) -> int:
 
 
 class GLRenderer:
-    """Draws a rig at a mouth pose, blink weight and breathing phase.
+    """Draws a rig at an avatar state: mouth, blink, breathing, expression, placement.
 
     `clear_color` is straight RGBA in 0..1; alpha 0 gives a transparent background
     for compositors (OBS) that read the alpha channel.
@@ -179,10 +317,9 @@ class GLRenderer:
         self._vao = 0
         self._vbo = 0
         self._uniforms: dict[str, int] = {}
-        self._textures: list[int] = []
-        self._base = self._eyes_open = self._eyes_closed = 0
-        self._viseme_tex: list[int] = []
-        self._base_rect = self._eyes_rect = self._mouth_rect = (0.0, 0.0, 0.0, 0.0)
+        self._textures: dict[str, int] = {}
+        self._layout: SpriteLayout | None = None
+        self._state = AvatarState()  # draw()'s scratch
         self.canvas_size = (0, 0)
         self.viewport = (1, 1)
         self._fit = (1.0, 1.0)
@@ -192,32 +329,22 @@ class GLRenderer:
         self.program = build_program(self.shaders_dir / "sprite.vert",
                                      self.shaders_dir / "sprite.frag")
         self._uniforms = {name: GL.glGetUniformLocation(self.program, name) for name in
-                          ("u_offset_y", "u_scale_y", "u_fit", "u_rect", "u_tex_a",
-                           "u_tex_b", "u_mix", "u_alpha")}
+                          ("u_offset_y", "u_scale_y", "u_fit", "u_rect", "u_place_x",
+                           "u_place_y", *_SAMPLERS, "u_mix", "u_alpha")}
         self._vao, self._vbo = unit_quad()
         GL.glUseProgram(self.program)
-        GL.glUniform1i(self._uniforms["u_tex_a"], 0)
-        GL.glUniform1i(self._uniforms["u_tex_b"], 1)
+        for unit, sampler in enumerate(_SAMPLERS):
+            GL.glUniform1i(self._uniforms[sampler], unit)
         GL.glUseProgram(0)
 
     def set_rig(self, rig: Rig) -> None:
         """Upload the rig's images as textures (replacing any previous rig's)."""
-        w, h = rig.canvas_size
+        layout = sprite_layout(rig)
         images = rig_images(rig)
         self._delete_textures()
-        textures = {name: upload_texture(img) for name, img in images.items()}
-        self._textures = list(textures.values())
-        self._base = textures["base"]
-        self._eyes_open = textures["eyes_open"]
-        self._eyes_closed = textures["eyes_closed"]
-        # A viseme the rig does not draw shows the rest mouth (or any mouth at all).
-        rest = rig.viseme_to_mouth.get("sil", next(iter(rig.mouths)))
-        self._viseme_tex = [textures[f"mouth:{rig.viseme_to_mouth.get(v, rest)}"]
-                            for v in OVR_VISEMES]
-        self._base_rect = coverage_rect(rig.base)
-        self._eyes_rect = coverage_rect(rig.eyes_open, rig.eyes_closed)
-        self._mouth_rect = coverage_rect(*rig.mouths.values())
-        self.canvas_size = (w, h)
+        self._textures = {name: upload_texture(img) for name, img in images.items()}
+        self._layout = layout
+        self.canvas_size = rig.canvas_size
         self._update_fit()
 
     def resize(self, width: int, height: int) -> None:
@@ -229,16 +356,21 @@ class GLRenderer:
         self._fit = letterbox_fit(self.canvas_size, self.viewport)
 
     def draw(self, pose: MouthPose, blink: float, breath: float, opacity: float = 1.0) -> None:
-        """Clear and composite base → eyes → mouth into the bound framebuffer.
+        """draw_state for a neutral, unmoved avatar at this mouth, blink and breath."""
+        self.draw_state(still_state(pose, blink, breath, self._state), opacity)
+
+    def draw_state(self, state: AvatarState, opacity: float = 1.0) -> None:
+        """Clear and composite the avatar at `state` into the bound framebuffer.
         `opacity` fades the whole avatar (all layers alike)."""
         r, g, b, a = self.clear_color
         GL.glViewport(0, 0, self.viewport[0], self.viewport[1])
         GL.glClearColor(r * a, g * a, b * a, a)
         GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-        if not self._viseme_tex:
+        if self._layout is None:
             return
         u = self._uniforms
-        offset_y, scale_y = breath_transform(breath)
+        offset_y, scale_y = breath_transform(state.breath)
+        place = placement_matrix(state.placement(), self.canvas_size)
         GL.glDisable(GL.GL_DEPTH_TEST)
         GL.glEnable(GL.GL_BLEND)
         GL.glBlendFunc(GL.GL_ONE, GL.GL_ONE_MINUS_SRC_ALPHA)
@@ -247,23 +379,19 @@ class GLRenderer:
         GL.glUniform2f(u["u_fit"], self._fit[0], self._fit[1])
         GL.glUniform1f(u["u_offset_y"], offset_y)
         GL.glUniform1f(u["u_scale_y"], scale_y)
-        GL.glUniform1f(u["u_alpha"], opacity)
-        self._layer(self._base_rect, self._base, self._base, 0.0)
-        self._layer(self._eyes_rect, self._eyes_open, self._eyes_closed, blink)
-        self._layer(self._mouth_rect, self._viseme_tex[pose.viseme_a],
-                    self._viseme_tex[pose.viseme_b], pose.mix)
+        GL.glUniform3f(u["u_place_x"], *place[0])
+        GL.glUniform3f(u["u_place_y"], *place[1])
+        textures = self._textures
+        for layer in self._layout.layers(state, opacity):
+            GL.glUniform4f(u["u_rect"], *layer.rect)
+            for unit, name in enumerate(layer.images):
+                GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
+                GL.glBindTexture(GL.GL_TEXTURE_2D, textures[name])
+            GL.glUniform2f(u["u_mix"], layer.inner, layer.outer)
+            GL.glUniform1f(u["u_alpha"], layer.alpha)
+            GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
         GL.glBindVertexArray(0)
         GL.glUseProgram(0)
-
-    def _layer(self, rect: tuple[float, float, float, float], tex_a: int, tex_b: int,
-               mix: float) -> None:
-        GL.glUniform4f(self._uniforms["u_rect"], rect[0], rect[1], rect[2], rect[3])
-        GL.glActiveTexture(GL.GL_TEXTURE0)
-        GL.glBindTexture(GL.GL_TEXTURE_2D, tex_a)
-        GL.glActiveTexture(GL.GL_TEXTURE1)
-        GL.glBindTexture(GL.GL_TEXTURE_2D, tex_b)
-        GL.glUniform1f(self._uniforms["u_mix"], mix)
-        GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
 
     def read_pixels(self) -> np.ndarray:
         """The bound framebuffer as HxWx4 uint8 RGBA (premultiplied), top row first."""
@@ -271,9 +399,9 @@ class GLRenderer:
 
     def _delete_textures(self) -> None:
         if self._textures:
-            GL.glDeleteTextures(len(self._textures), self._textures)
-        self._textures = []
-        self._viseme_tex = []
+            GL.glDeleteTextures(len(self._textures), list(self._textures.values()))
+        self._textures = {}
+        self._layout = None
 
     def release(self) -> None:
         """Delete every GL object this renderer made (context must be current)."""

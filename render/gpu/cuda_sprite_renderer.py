@@ -4,8 +4,9 @@ GLRenderer (same methods, same pixels within 2/255), so the presenter cannot tel
 who made a frame.
 
 The kernel (shaders/sprite.cu, compiled once with NVRTC) computes the whole frame —
-base, eyes cross-fade, mouth cross-fade, GL's blending and 8-bit rounding — from the
-rig's premultiplied images, uploaded to device memory once per rig. It writes the
+the layers GLRenderer draws (sprite_renderer.SpriteLayout: base, eyes, expression
+overlays, mouth, with the expression fade and the blink), the avatar's placement, GL's
+blending and 8-bit rounding — from the rig's premultiplied images, uploaded to device memory once per rig. It writes the
 frame into a GL texture registered with cudaGraphicsGLRegisterImage once, mapped and
 unmapped around each frame on a non-blocking stream of the renderer's own; unmapping
 orders the kernel before GL's next use of the texture, so the render thread never
@@ -22,16 +23,19 @@ from dataclasses import dataclass
 import numpy as np
 from OpenGL import GL
 
+from pipeline.core.avatar_state import AvatarState, still_state
 from pipeline.core.frames import MouthPose
 from pipeline.core.resources import SHADERS_DIR
-from pipeline.core.visemes import OVR_VISEMES
 from render.gl.sprite_renderer import (
     Rig,
-    coverage_rect,
+    SpriteLayout,
+    inverse_placement,
     letterbox_fit,
+    placement_matrix,
     premultiplied,
     read_framebuffer,
     rig_images,
+    sprite_layout,
 )
 from render.gpu.interop import CudaError, Kernels, RegisteredTexture, cuda_unavailable, free, upload
 from render.timing.idle_motion import breath_transform
@@ -39,43 +43,66 @@ from render.timing.idle_motion import breath_transform
 __all__ = ["CudaError", "CudaSpriteRenderer", "cuda_unavailable"]
 
 BLOCK = (16, 16)
+MAX_LAYERS = 11  # shaders/sprite.cu's
+LAYER = np.dtype([("images", np.uint64, 4), ("rect", np.float32, 4), ("inner", np.float32),
+                  ("outer", np.float32), ("alpha", np.float32), ("unused", np.float32)])
+# shaders/sprite.cu's Params, field for field.
+PARAMS = np.dtype([("out", np.uint64), ("width", np.int32), ("height", np.int32),
+                   ("canvas_w", np.int32), ("canvas_h", np.int32), ("layer_count", np.int32),
+                   ("unused", np.int32), ("fit", np.float32, 2), ("offset_y", np.float32),
+                   ("scale_y", np.float32), ("unplace", np.float32, 6), ("clear", np.float32, 4),
+                   ("layers", LAYER, MAX_LAYERS)])
 
 
 @dataclass(frozen=True)
 class SpriteLayers:
-    """What the kernel takes of a rig: its images (premultiplied), by name; the name of
-    the image each viseme shows, by viseme index; each layer's coverage rectangle."""
+    """What the kernel takes of a rig: its images (premultiplied), by name, and how its
+    frames are made of them (the GL renderer's layout)."""
 
     images: dict[str, np.ndarray]
-    viseme_images: tuple[str, ...]
-    rects: np.ndarray  # base, eyes, mouth: x0, y0, x1, y1 (canvas units)
+    layout: SpriteLayout
 
 
 def sprite_layers(rig: Rig) -> SpriteLayers:
     """The rig's layers, checked (rig_images): ValueError for a rig that cannot be drawn."""
     images = {name: np.ascontiguousarray(premultiplied(img)) for name, img in rig_images(rig).items()}
-    rest = rig.viseme_to_mouth.get("sil", next(iter(rig.mouths)))
-    return SpriteLayers(
-        images, tuple(f"mouth:{rig.viseme_to_mouth.get(v, rest)}" for v in OVR_VISEMES),
-        np.array([*coverage_rect(rig.base), *coverage_rect(rig.eyes_open, rig.eyes_closed),
-                  *coverage_rect(*rig.mouths.values())], np.float32))
+    return SpriteLayers(images, sprite_layout(rig))
+
+
+def state_params(surface: int, pointers: dict[str, int], layers: SpriteLayers,
+                 viewport: tuple[int, int], canvas_size: tuple[int, int], fit: tuple[float, float],
+                 clear_color: tuple[float, float, float, float], state: AvatarState,
+                 opacity: float) -> np.ndarray:
+    """The kernel's Params (PARAMS, as bytes) for the frame of `state`. `pointers` are
+    where each of `layers`' images lies, by name."""
+    draws = layers.layout.layers(state, opacity)
+    if len(draws) > MAX_LAYERS:
+        raise ValueError(f"a frame of {len(draws)} layers; the kernel draws {MAX_LAYERS}")
+    p = np.zeros((), PARAMS)
+    offset_y, scale_y = breath_transform(state.breath)
+    r, g, b, a = clear_color
+    p["out"] = surface
+    p["width"], p["height"] = viewport
+    p["canvas_w"], p["canvas_h"] = canvas_size
+    p["layer_count"] = len(draws)
+    p["fit"] = fit
+    p["offset_y"], p["scale_y"] = offset_y, scale_y
+    p["unplace"] = inverse_placement(placement_matrix(state.placement(), canvas_size)).ravel()
+    p["clear"] = (r * a, g * a, b * a, a)
+    for record, draw in zip(p["layers"], draws):
+        record["images"] = [pointers[name] for name in draw.images]
+        record["rect"] = draw.rect
+        record["inner"], record["outer"], record["alpha"] = draw.inner, draw.outer, draw.alpha
+    return np.frombuffer(p.tobytes(), np.uint8).copy()
 
 
 def frame_params(surface: int, pointers: dict[str, int], layers: SpriteLayers,
                  viewport: tuple[int, int], canvas_size: tuple[int, int], fit: tuple[float, float],
                  clear_color: tuple[float, float, float, float], pose: MouthPose, blink: float,
                  breath: float, opacity: float) -> np.ndarray:
-    """shaders/sprite.cu's Params, byte for byte: 6 pointers, 4 ints, 24 floats.
-    `pointers` are where each of `layers`' images lies, by name."""
-    offset_y, scale_y = breath_transform(breath)
-    r, g, b, a = clear_color
-    images = np.array([surface, pointers["base"], pointers["eyes_open"], pointers["eyes_closed"],
-                       pointers[layers.viseme_images[pose.viseme_a]],
-                       pointers[layers.viseme_images[pose.viseme_b]]], np.uint64)
-    sizes = np.array([*viewport, *canvas_size], np.int32)
-    floats = np.array([blink, pose.mix, opacity, *fit, offset_y, scale_y, 0.0,
-                       r * a, g * a, b * a, a, *layers.rects], np.float32)
-    return np.frombuffer(images.tobytes() + sizes.tobytes() + floats.tobytes(), np.uint8).copy()
+    """state_params for a neutral, unmoved avatar at this mouth, blink and breath."""
+    return state_params(surface, pointers, layers, viewport, canvas_size, fit, clear_color,
+                        still_state(pose, blink, breath), opacity)
 
 
 class CudaSpriteRenderer:
@@ -131,8 +158,12 @@ class CudaSpriteRenderer:
         self._frame = RegisteredTexture(self._texture, write_discard=True)
 
     def draw(self, pose: MouthPose, blink: float, breath: float, opacity: float = 1.0) -> None:
+        """draw_state for a neutral, unmoved avatar at this mouth, blink and breath."""
+        self.draw_state(still_state(pose, blink, breath), opacity)
+
+    def draw_state(self, state: AvatarState, opacity: float = 1.0) -> None:
         """Make the frame with CUDA into the frame texture, then blit it into the bound
-        framebuffer (GLRenderer.draw's contract)."""
+        framebuffer (GLRenderer.draw_state's contract)."""
         if self._frame is None:
             self.resize(*self.viewport)
         if self._layers is None:
@@ -143,8 +174,8 @@ class CudaSpriteRenderer:
             return
         w, h = self.viewport
         with self._frame.surface(self._kernels.stream) as surface:
-            params = frame_params(surface, self._images, self._layers, self.viewport, self.canvas_size,
-                                  self._fit, self.clear_color, pose, blink, breath, opacity)
+            params = state_params(surface, self._images, self._layers, self.viewport,
+                                  self.canvas_size, self._fit, self.clear_color, state, opacity)
             self._kernels.launch("sprite_frame", ((w + BLOCK[0] - 1) // BLOCK[0], (h + BLOCK[1] - 1) // BLOCK[1]),
                                  BLOCK, params)
         target = GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING)

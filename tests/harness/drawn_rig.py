@@ -37,7 +37,8 @@ def _over(*layers: np.ndarray) -> np.ndarray:
 
 
 def drawn_rig(size: int = 256) -> SimpleNamespace:
-    """A face, two eyes (open, closed) and five mouths shared out over the 15 visemes."""
+    """A face, two eyes (open, closed), five mouths shared out over the 15 visemes, and
+    two expressions: happy (its own open eyes and a blush overlay) and sad (a tear)."""
     base = _over(_ellipse(size, 0.5, 0.55, 0.38, 0.42, (230, 190, 150)),
                  _ellipse(size, 0.5, 0.2, 0.4, 0.15, (90, 60, 40)))
     eyes_open = _over(_ellipse(size, 0.36, 0.45, 0.06, 0.05, (250, 250, 250)),
@@ -47,6 +48,13 @@ def drawn_rig(size: int = 256) -> SimpleNamespace:
     mouths = {f"m{i}": _ellipse(size, 0.5, 0.72, 0.05 + 0.03 * i, 0.01 + 0.02 * i,
                                 (150 + 20 * i, 40, 60)) for i in range(5)}
     viseme_to_mouth = {v: f"m{i % 5}" for i, v in enumerate(OVR_VISEMES)}
+    happy = SimpleNamespace(
+        swaps={"eyes_open": _over(_ellipse(size, 0.36, 0.44, 0.065, 0.025, (60, 40, 30)),
+                                  _ellipse(size, 0.64, 0.44, 0.065, 0.025, (60, 40, 30)))},
+        overlays=(_over(_ellipse(size, 0.3, 0.6, 0.06, 0.03, (255, 110, 140)),
+                        _ellipse(size, 0.7, 0.6, 0.06, 0.03, (255, 110, 140))),))
+    sad = SimpleNamespace(swaps={}, overlays=(_ellipse(size, 0.34, 0.55, 0.015, 0.03, (140, 200, 255)),))
     return SimpleNamespace(name="drawn", canvas_size=(size, size), base=base,
                            eyes_open=eyes_open, eyes_closed=eyes_closed, mouths=mouths,
-                           viseme_to_mouth=viseme_to_mouth)
+                           viseme_to_mouth=viseme_to_mouth,
+                           expressions={"happy": happy, "sad": sad})
