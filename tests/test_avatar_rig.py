@@ -106,6 +106,26 @@ def test_mouths_share_one_place_on_the_face(rig):
     assert max(cy) - min(cy) < 8
 
 
+def test_the_default_rig_has_four_expressions_drawn_as_layers(rig):
+    assert list(rig.expressions) == ["happy", "angry", "sad", "surprised"]
+    for name, expression in rig.expressions.items():
+        # Each gives the eyes (and brows, drawn with them) a look of its own.
+        assert set(expression.swaps) == {"eyes_open", "eyes_closed"}, name
+        for layer, image in expression.swaps.items():
+            assert image.shape == (512, 512, 4) and image[..., 3].any(), (name, layer)
+            assert not np.array_equal(image, getattr(rig, layer)), (name, layer)
+        for overlay in expression.overlays:
+            assert overlay.shape == (512, 512, 4) and overlay[..., 3].any(), name
+    assert [len(e.overlays) for e in rig.expressions.values()] == [1, 1, 1, 0]
+
+
+def test_a_rig_without_expressions_loads_with_none(tmp_path):
+    folder = _copy_default(tmp_path)
+    manifest = _manifest(folder)
+    del manifest["expressions"]
+    assert load_rig(_write(folder, manifest)).expressions == {}
+
+
 def test_eyes_open_and_closed_differ(rig):
     assert (rig.eyes_open[..., 3] > 0).sum() > 3 * (rig.eyes_closed[..., 3] > 0).sum()
 
@@ -231,6 +251,22 @@ def test_manifest_not_an_object(tmp_path):
         (lambda m: m["visemes"].update(ou="kiss"), "'kiss'"),
         (lambda m: m["mouths"].update(rest=""), 'mouths "rest"'),
         (lambda m: m.update(author=42), '"author"'),
+        (lambda m: m.update(expressions=[]), '"expressions" must be an object'),
+        (lambda m: m["expressions"].update(smug={"overlays": ["blush_happy.svg"]}),
+         "unknown expression(s) 'smug'; the expressions are happy, angry, sad, relaxed, surprised"),
+        (lambda m: m["expressions"].update(relaxed={}), 'expression "relaxed" swaps no layer'),
+        (lambda m: m["expressions"].update(relaxed={"swap": {"mouth": "mouth_open.svg"}}),
+         "swaps 'mouth', which is not a layer; it can swap base, eyes_open, eyes_closed"),
+        (lambda m: m["expressions"].update(relaxed={"overlay": ["blush_happy.svg"]}),
+         "unknown key(s) 'overlay'"),
+        (lambda m: m["expressions"].update(relaxed={"overlays": "blush_happy.svg"}),
+         '"overlays" must be a list of image files'),
+        (lambda m: m["expressions"].update(relaxed={"overlays": ["blush_happy.svg"] * 5}),
+         "has 5 overlays; at most 4"),
+        (lambda m: m["expressions"]["happy"].update(overlays=["blush.svg"]),
+         'expression happy overlays "1" (blush.svg): file not found'),
+        (lambda m: m.update(expresions={}), "allowed keys are format, version, name, canvas, "
+                                            "layers, mouths, visemes, license, author, expressions"),
     ],
 )
 def test_malformed_manifest_is_named(tmp_path, edit, expected):

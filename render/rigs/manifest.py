@@ -14,15 +14,17 @@ class RigError(Exception):
 
 
 def check_manifest_header(where: str, manifest: dict, fmt: str, version: int,
-                          required: tuple[str, ...], optional: tuple[str, ...]) -> str:
+                          required: tuple[str, ...], optional: tuple[str, ...],
+                          optional_other: tuple[str, ...] = ()) -> str:
     """What every rig manifest shares: its keys, "format", "version", "name" and optional
-    texts. Returns the name; RigError says what is wrong."""
+    texts (`optional`; `optional_other` are optional keys of other kinds, which the rig's
+    loader checks). Returns the name; RigError says what is wrong."""
     missing = [k for k in required if k not in manifest]
     if missing:
         raise RigError(f"{where}: missing key(s) {', '.join(map(repr, missing))}.")
-    unknown = sorted(set(manifest) - set(required) - set(optional))
+    unknown = sorted(set(manifest) - set(required) - set(optional) - set(optional_other))
     if unknown:
-        allowed = ", ".join(required + optional)
+        allowed = ", ".join(required + optional + optional_other)
         raise RigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys are {allowed}.")
     if manifest["format"] != fmt:
         raise RigError(f'{where}: "format" is {manifest["format"]!r}, expected {fmt!r}.')

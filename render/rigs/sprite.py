@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from PySide6.QtCore import QByteArray, QCoreApplication, QRectF, Qt
 from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
+from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.visemes import OVR_VISEMES
 from render.rigs.manifest import RigError, check_manifest_header
 
@@ -30,9 +31,24 @@ VERSION = 1
 LAYER_KEYS: tuple[str, ...] = ("base", "eyes_open", "eyes_closed")
 REQUIRED_KEYS: tuple[str, ...] = ("format", "version", "name", "canvas", "layers", "mouths", "visemes")
 OPTIONAL_KEYS: tuple[str, ...] = ("license", "author")
+# "expressions" is optional and an object, not a text: checked apart from the header's texts.
+EXPRESSIONS_KEY = "expressions"
+EXPRESSION_KEYS: tuple[str, ...] = ("swap", "overlays")
+# The CUDA kernel's parameter record holds a fixed number of layers (shaders/sprite.cu
+# MAX_LAYERS = 3 + 2 expressions' overlays during a fade).
+MAX_OVERLAYS = 4
 # Larger canvases would need gigabytes once every mouth is rasterised.
 MAX_CANVAS = 4096
 _SVG_TEXT_TAGS = frozenset({"text", "tspan", "textPath", "textArea", "flowRoot"})
+
+
+@dataclass(frozen=True)
+class SpriteExpression:
+    """One expression: the layers it swaps (a LAYER_KEYS name → its image) and the
+    overlays it adds above the eyes, below the mouth; images as SpriteRig's."""
+
+    swaps: dict[str, np.ndarray]
+    overlays: tuple[np.ndarray, ...]
 
 
 @dataclass
@@ -48,6 +64,8 @@ class SpriteRig:
     mouths: dict[str, np.ndarray]
     viseme_to_mouth: dict[str, str]
     source: Path
+    # By name, in EXPRESSIONS' order; neutral is the layers themselves.
+    expressions: dict[str, SpriteExpression] = field(default_factory=dict)
 
 
 def load_rig(manifest_path: str | Path, size: int | None = None) -> SpriteRig:
@@ -62,13 +80,15 @@ def load_rig(manifest_path: str | Path, size: int | None = None) -> SpriteRig:
     manifest = _read_manifest(path)
     where = f"Avatar rig {path}"
 
-    name = check_manifest_header(where, manifest, FORMAT, VERSION, REQUIRED_KEYS, OPTIONAL_KEYS)
+    name = check_manifest_header(where, manifest, FORMAT, VERSION, REQUIRED_KEYS, OPTIONAL_KEYS,
+                                 (EXPRESSIONS_KEY,))
     canvas = _check_canvas(where, manifest["canvas"])
     layers = _check_file_table(where, "layers", manifest["layers"], required=LAYER_KEYS)
     mouths = _check_file_table(where, "mouths", manifest["mouths"], required=())
     if not mouths:
         raise RigError(f'{where}: "mouths" is empty; a rig needs at least one mouth drawing.')
     visemes = _check_visemes(where, manifest["visemes"], mouths)
+    expressions = _check_expressions(where, manifest.get(EXPRESSIONS_KEY, {}))
 
     if size is None:
         out_size = canvas
@@ -93,6 +113,12 @@ def load_rig(manifest_path: str | Path, size: int | None = None) -> SpriteRig:
         mouths={m: image("mouths", m, rel) for m, rel in mouths.items()},
         viseme_to_mouth={v: visemes[v] for v in OVR_VISEMES},
         source=path.resolve(),
+        expressions={
+            e: SpriteExpression(
+                swaps={k: image(f"expression {e} swap", k, rel) for k, rel in spec["swap"].items()},
+                overlays=tuple(image(f"expression {e} overlays", str(i + 1), rel)
+                               for i, rel in enumerate(spec["overlays"])))
+            for e, spec in expressions.items()},
     )
 
 
@@ -162,6 +188,44 @@ def _check_visemes(where: str, value, mouths: dict[str, str]) -> dict[str, str]:
             defined = ", ".join(map(repr, mouths))
             raise RigError(f'{where}: viseme "{viseme}" uses mouth {mouth!r}, which is not defined in "mouths" ({defined}).')
     return value
+
+
+def _check_expressions(where: str, value) -> dict[str, dict]:
+    """The manifest's expressions, in EXPRESSIONS' order, each with both keys filled."""
+    if not isinstance(value, dict):
+        raise RigError(f'{where}: "expressions" must be an object of expression name → '
+                       f"its layers, not {type(value).__name__}.")
+    unknown = [e for e in value if e not in EXPRESSIONS]
+    if unknown:
+        raise RigError(f'{where}: "expressions" has unknown expression(s) {", ".join(map(repr, unknown))}; '
+                       f"the expressions are {', '.join(EXPRESSIONS)} (neutral is the layers themselves).")
+    checked = {}
+    for name in (e for e in EXPRESSIONS if e in value):
+        spec = value[name]
+        if not isinstance(spec, dict):
+            raise RigError(f'{where}: expression "{name}" must be an object with "swap" and/or '
+                           f'"overlays", not {type(spec).__name__}.')
+        wrong = sorted(set(spec) - set(EXPRESSION_KEYS))
+        if wrong:
+            raise RigError(f'{where}: expression "{name}" has unknown key(s) {", ".join(map(repr, wrong))}; '
+                           f'expected "swap" and/or "overlays".')
+        swap = _check_file_table(where, f"expressions → {name} → swap", spec.get("swap", {}), required=())
+        layers = sorted(set(swap) - set(LAYER_KEYS))
+        if layers:
+            raise RigError(f'{where}: expression "{name}" swaps {", ".join(map(repr, layers))}, which '
+                           f"is not a layer; it can swap {', '.join(LAYER_KEYS)}.")
+        overlays = spec.get("overlays", [])
+        if not isinstance(overlays, list) or not all(isinstance(o, str) and o.strip() for o in overlays):
+            raise RigError(f'{where}: expression "{name}" "overlays" must be a list of image files, '
+                           f"not {overlays!r}.")
+        if len(overlays) > MAX_OVERLAYS:
+            raise RigError(f'{where}: expression "{name}" has {len(overlays)} overlays; at most '
+                           f"{MAX_OVERLAYS} (merge some into one image).")
+        if not swap and not overlays:
+            raise RigError(f'{where}: expression "{name}" swaps no layer and adds no overlay, so it '
+                           "would look neutral; give it a \"swap\" or \"overlays\".")
+        checked[name] = {"swap": swap, "overlays": overlays}
+    return checked
 
 
 def _resolve_inside(where: str, rig_dir: Path, table: str, key: str, rel: str) -> Path:
