@@ -82,6 +82,8 @@ class MainWindow(QMainWindow):
         self.studio.voice_progress.connect(self._on_voice_progress)
         self.studio.voice_ready.connect(lambda: self._set_ready(True))
         self.studio.outputs_changed.connect(self._show_avatar_window_button)
+        # The studio changes settings itself too (the avatar window closed by hand).
+        self.studio.outputs_changed.connect(self._show_settings)
         self.studio.token_requested.connect(self._ask_for_token)
         self.token_requests: dict[str, QMessageBox] = {}
         self._messages_shown = -1  # the board's version on screen
@@ -105,6 +107,7 @@ class MainWindow(QMainWindow):
         self.queue_view = QueueView(self.studio.queue)
         self.studio.queue.changed = self.queue_view.refresh
         self.settings_button = QPushButton("Settings…")
+        self.settings_panel: SettingsPanel | None = None
         self.settings_button.clicked.connect(self.open_settings)
         self.import_button = QPushButton("Import portrait…")
         self.import_button.setToolTip("Make any face picture (PNG or JPEG) the avatar; "
@@ -249,10 +252,14 @@ class MainWindow(QMainWindow):
 
     def _on_voice_progress(self, fraction: float) -> None:
         self.progress.setValue(round(fraction * 100))
+        if self.settings_panel is not None:
+            self.settings_panel.show_voice_progress(fraction)
 
     def _set_ready(self, ready: bool) -> None:
         self.progress.setVisible(not ready)
         self.speak_button.setEnabled(ready)
+        if ready and self.settings_panel is not None:
+            self.settings_panel.show_voice_progress(None)
 
     # -- portraits ------------------------------------------------------------------
 
@@ -288,6 +295,7 @@ class MainWindow(QMainWindow):
         # Straight into the settings (not through apply_settings): the rig is on screen.
         self.studio.settings = replace(self.settings, avatar_manifest=manifest)
         self.studio.save_settings()
+        self._show_settings()
         log.info("photo avatar %s saved as %s", rig.name, manifest)
 
     def dragEnterEvent(self, event) -> None:
@@ -327,16 +335,32 @@ class MainWindow(QMainWindow):
     def stop(self) -> None:
         self.studio.stop()
 
-    def open_settings(self) -> None:
-        panel = SettingsPanel(self.settings, self.studio.mode_first_audio_ms, self)
-        if panel.exec():
-            self.apply_settings(panel.result_settings())
+    def open_settings(self) -> SettingsPanel:
+        """The settings panel, beside the window (not modal): each edit applies as it is
+        made, through apply_settings."""
+        if self.settings_panel is None:
+            self.settings_panel = SettingsPanel(lambda: self.settings,
+                                                self.studio.mode_first_audio_ms, self,
+                                                shown_fps=self.studio.frame_rate)
+            self.settings_panel.changed.connect(self.apply_settings)
+        self.settings_panel.show_settings(self.settings)
+        self.settings_panel.show()
+        self.settings_panel.raise_()
+        self.settings_panel.activateWindow()
+        return self.settings_panel
 
     def apply_settings(self, settings: Settings) -> None:
+        """The one way settings change while the app runs (the panel's edits, the
+        window's own buttons): the studio takes them, and the panel shows them."""
         old = self.settings
         self.studio.apply(settings)
         if settings.background != old.background:
             self.view.set_clear_color(_colour(settings.background))
+        self._show_settings()
+
+    def _show_settings(self) -> None:
+        if self.settings_panel is not None:
+            self.settings_panel.show_settings(self.settings)
 
     # -- the window itself -----------------------------------------------------------
 
@@ -489,6 +513,8 @@ class MainWindow(QMainWindow):
         geometry = bytes(self.saveGeometry().toBase64()).decode("ascii")
         if geometry != self.settings.window_geometry:
             self.apply_settings(replace(self.settings, window_geometry=geometry))
+        if self.settings_panel is not None:
+            self.settings_panel.close()
         self._status_timer.stop()
         self._meter_timer.stop()
         self.importer.close()

@@ -1,10 +1,21 @@
-"""The settings panel: every knob of the Settings model, validated by the model itself."""
+"""The settings panel: every knob of the Settings model, applied as it is edited.
+
+Not modal: the window, Stop, speaking and the hotkeys go on while it is open. Each
+complete edit (app/ui/setting_fields.py) is checked by the model and, when taken,
+handed on as whole new Settings (`changed`); a refused field is marked, named as the user
+sees it, and not applied, while every other field goes on applying. Restore defaults
+puts the panel's fields back to the model's defaults; Close (or Esc) closes it.
+
+Other parts of the app put their own widgets in it with `add_section`: the voices in
+"Voice", the avatar library in "Avatar", the hotkey editor in "Hotkeys".
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -15,10 +26,13 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -27,37 +41,25 @@ from PySide6.QtWidgets import (
 
 from app.settings import Settings, validate
 from app.studio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO
+from app.ui import frame_rate_hints, latency_choices
 from app.ui.obs_setup_box import ObsSetupBox
+from app.ui.setting_fields import INVALID_STYLE, SettingField, bind, device_box
 from pipeline.audio.devices import Kind, list_devices, list_devices_now
-from pipeline.lipsync.model import MIC_TRADES
-from pipeline.voice.streaming_tts import LATENCY_MODES
 from render.outputs.background import CHROMA, SOLID, TRANSPARENT, ColourError, parse_colour
 
-SYSTEM_DEFAULT = "System default"
-BUNDLED_AVATAR = ""
 FIRST_AUDIO_NOTE = (
-    f"{SYNTHESIS_FIRST_AUDIO.capitalize()}: from the request to the first sound synthesized, "
-    "measured for each mode on this computer at start-up. Sound is heard later, after the "
-    "start-up buffer and the audio output's latency: the status line's "
+    f"The figures are {SYNTHESIS_FIRST_AUDIO}: from the request to the first sound "
+    "synthesized, measured for each mode on this computer at start-up. Sound is heard "
+    "later, after the start-up buffer and the audio output's latency: the status line's "
     f"{HEARD_FIRST_AUDIO}, from Enter to the first sample at the sound card.")
-
-
-def mode_text(name: str) -> str:
-    """What a latency mode trades, for the voice and for the microphone."""
-    return f"{LATENCY_MODES[name].description} {MIC_TRADES[name]}"
-
-
-def _device_box(devices: list[str], chosen: str | None) -> QComboBox:
-    """A device picker; a saved device that is not plugged in now stays listed and
-    selected, so opening the panel never changes the choice silently."""
-    box = QComboBox()
-    box.addItem(SYSTEM_DEFAULT)
-    box.addItems(devices)
-    if chosen:
-        if box.findText(chosen) < 0:
-            box.addItem(chosen)
-        box.setCurrentText(chosen)
-    return box
+# The sections other parts of the app fill (add_section); the first two are tabs here.
+VOICE, AVATAR, HOTKEYS = "Voice", "Avatar", "Hotkeys"
+# Fields whose change reopens a device or loads something: the panel says what it is
+# doing while it happens.
+SLOW = {"audio_output_device": "Opening the audio output…",
+        "mic_enabled": "Opening the microphone…", "mic_device": "Opening the microphone…",
+        "mic_lipsync": "Loading the microphone's lip sync…",
+        "avatar_manifest": "Loading the avatar…"}
 
 
 def _fresh(kind: Kind) -> list[str]:
@@ -66,382 +68,411 @@ def _fresh(kind: Kind) -> list[str]:
 
 
 class SettingsPanel(QDialog):
-    """Edits a copy of Settings; `result_settings()` is only valid after accept()."""
+    """Shows `current()`'s settings; `changed(settings)` with new whole settings on each
+    edit the model takes. `show_settings` shows settings changed elsewhere.
+    `shown_fps`: the rate the avatar is drawn at now, for the frame-rate hints.
 
-    def __init__(self, settings: Settings, mode_first_audio_ms: dict[str, float] | None = None,
-                 parent: QWidget | None = None) -> None:
+    Invariant: every field not marked invalid shows the value in effect (the last one
+    handed on, or shown)."""
+
+    changed = Signal(object)
+
+    def __init__(self, current: Callable[[], Settings],
+                 mode_first_audio_ms: dict[str, float] | None = None,
+                 parent: QWidget | None = None, *, shown_fps: int | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Lipsync Studio settings")
-        self._settings = settings
-        tabs = QTabWidget()
-        general = QWidget()
-        form = QFormLayout(general)
-        tabs.addTab(general, "General")
-
-        self.mode = QComboBox()
-        measured = mode_first_audio_ms or {}
-        for name in LATENCY_MODES:
-            figure = (f"{SYNTHESIS_FIRST_AUDIO} {measured[name]:.0f} ms here" if name in measured
-                      else "not measured yet")
-            self.mode.addItem(f"{name} ({figure})", name)
-            self.mode.setItemData(self.mode.count() - 1, mode_text(name), Qt.ItemDataRole.ToolTipRole)
-        self.mode.setCurrentIndex(self.mode.findData(settings.latency_mode))
-        self.mode_description = QLabel(mode_text(settings.latency_mode))
-        self.mode_description.setWordWrap(True)
-        self.mode.currentIndexChanged.connect(
-            lambda _: self.mode_description.setText(mode_text(self.mode.currentData())))
-        form.addRow("Latency mode", self.mode)
-        self.speech_queue = QComboBox()
-        self.speech_queue.addItem("Interrupt: a new line cuts what is being said", "interrupt")
-        self.speech_queue.addItem("Queue: new lines wait their turn (chat, donations)", "queue")
-        self.speech_queue.setCurrentIndex(self.speech_queue.findData(settings.speech_queue))
-        form.addRow("New lines", self.speech_queue)
-        form.addRow("", self.mode_description)
-        self.first_audio_note = QLabel(FIRST_AUDIO_NOTE)
-        self.first_audio_note.setWordWrap(True)
-        form.addRow("", self.first_audio_note)
-
-        # Both pickers list devices as a newly initialised PortAudio does, so that one
-        # plugged in since the app started can be chosen (the engine then re-initialises
-        # its own PortAudio to open it).
-        self.output = _device_box(_fresh("output"), settings.audio_output_device)
-        form.addRow("Audio output", self.output)
-
-        self.mic_enabled = QCheckBox("Mouth follows the microphone")
-        self.mic_enabled.setChecked(settings.mic_enabled)
-        form.addRow("Microphone", self.mic_enabled)
-        self.mic = _device_box(_fresh("input"), settings.mic_device)
-        form.addRow("Microphone device", self.mic)
-        self.mic_gain = QDoubleSpinBox(minimum=-20.0, maximum=30.0, singleStep=1.0, decimals=1, suffix=" dB")
-        self.mic_gain.setValue(settings.mic_gain_db)
-        form.addRow("Input gain", self.mic_gain)
-        self.mic_gate = QDoubleSpinBox(minimum=-90.0, maximum=0.0, singleStep=1.0, decimals=1, suffix=" dBFS")
-        self.mic_gate.setValue(settings.mic_gate_db)
-        form.addRow("Noise gate", self.mic_gate)
-        self.mic_lipsync = QComboBox()
-        self.mic_lipsync.addItem("Lip-shape model (15 mouth shapes)", "model")
-        self.mic_lipsync.addItem("Volume gate (open / closed)", "volume")
-        self.mic_lipsync.setCurrentIndex(self.mic_lipsync.findData(settings.mic_lipsync))
-        form.addRow("Mic lip sync", self.mic_lipsync)
-
-        self.avatar = QLineEdit(settings.avatar_manifest or BUNDLED_AVATAR)
-        self.avatar.setPlaceholderText("bundled avatar")
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(self._browse_avatar)
-        row = QHBoxLayout()
-        row.addWidget(self.avatar)
-        row.addWidget(browse)
-        form.addRow("Avatar manifest", row)
-
-        self.rate = QDoubleSpinBox(minimum=0.5, maximum=2.0, singleStep=0.05, decimals=2)
-        self.rate.setValue(settings.speech_rate)
-        form.addRow("Speaking rate", self.rate)
-        self.volume = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, decimals=2)
-        self.volume.setValue(settings.volume)
-        form.addRow("Volume", self.volume)
-        self.fps = QSpinBox(minimum=24, maximum=144)
-        self.fps.setValue(settings.target_fps)
-        form.addRow("Frame rate (fps)", self.fps)
-        self.software_gl_fps = QSpinBox(minimum=24, maximum=144)
-        self.software_gl_fps.setValue(settings.software_gl_fps)
-        self.software_gl_fps.setToolTip(
-            "Without a GPU driver OpenGL draws on the CPU, which the voice and the microphone "
-            "need too: there the frame rate is at most this. Both take effect at restart.")
-        form.addRow("Frame rate with software OpenGL", self.software_gl_fps)
-        self.blinking = QCheckBox("Blink")
-        self.blinking.setChecked(settings.blinking)
-        self.breathing = QCheckBox("Breathe")
-        self.breathing.setChecked(settings.breathing)
-        idle = QHBoxLayout()
-        idle.addWidget(self.blinking)
-        idle.addWidget(self.breathing)
-        form.addRow("Idle motion", idle)
-        self.background = QLineEdit(settings.background)
-        form.addRow("Background colour", _with_picker(self.background))
-        self.inference = QComboBox()
-        for name, label in (("auto", "Fastest available (GPU where there is one)"), ("cpu", "CPU"),
-                            ("cuda", "NVIDIA GPU (CUDA)"), ("tensorrt", "NVIDIA GPU (TensorRT)")):
-            self.inference.addItem(label, name)
-        self.inference.setCurrentIndex(self.inference.findData(settings.inference_provider))
-        self.inference.setToolTip("Where the voice runs; takes effect at restart. Without the "
-                                  "chosen one the voice runs on the next one down, and says why.")
-        form.addRow("Voice inference", self.inference)
-
-        outputs = QWidget()
-        tabs.addTab(outputs, "Outputs (OBS)")
-        self._build_outputs(QFormLayout(outputs), settings)
-        api = QWidget()
-        tabs.addTab(api, "API and avatar apps")
-        self._build_api(QFormLayout(api), settings)
+        self.setModal(False)
+        self.setStyleSheet(INVALID_STYLE)
+        self._current = current
+        self._shown_fps = shown_fps
+        self.fields: dict[str, SettingField] = {}
+        self.tabs = QTabWidget()
+        self.sections: dict[str, QVBoxLayout] = {}
+        self._build_voice(self._tab(VOICE), mode_first_audio_ms or {})
+        self._build_mic(self._tab("Microphone"))
+        self._build_avatar(self._tab(AVATAR))
+        self._build_outputs(self._tab("Outputs (OBS)"))
+        self._build_api(self._tab("API and avatar apps"))
 
         self.error = QLabel()
         self.error.setStyleSheet("color: #c0392b")
         self.error.setWordWrap(True)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        buttons.accepted.connect(self._accept)
-        buttons.rejected.connect(self.reject)
+        self.error.setTextFormat(Qt.TextFormat.PlainText)
+        self.busy = QLabel()
+        self.voice_progress = QProgressBar()
+        self.voice_progress.setRange(0, 100)
+        self.voice_progress.setFormat("Loading the voice… %p%")
+        self.voice_progress.hide()
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.RestoreDefaults
+                                   | QDialogButtonBox.StandardButton.Close)
+        buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults).clicked.connect(
+            self.restore_defaults)
+        buttons.rejected.connect(self.close)
         layout = QVBoxLayout(self)
-        layout.addWidget(tabs)
+        layout.addWidget(self.tabs)
         layout.addWidget(self.error)
+        layout.addWidget(self.busy)
+        layout.addWidget(self.voice_progress)
         layout.addWidget(buttons)
-        self._result = settings
+        self.show_settings(current())
 
-    def _build_outputs(self, form: QFormLayout, settings: Settings) -> None:
+    # -- building -------------------------------------------------------------------
+
+    def _tab(self, title: str) -> QFormLayout:
+        """A tab that scrolls rather than cut anything off, with a place at its top for
+        a section from elsewhere (add_section) and a form below it."""
+        page = QWidget()
+        column = QVBoxLayout(page)
+        self.sections[title] = QVBoxLayout()
+        column.addLayout(self.sections[title])
+        form = QFormLayout()
+        # Rows wrap under their labels where the panel is narrow: no text is cut.
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        column.addLayout(form)
+        column.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(page)
+        self.tabs.addTab(scroll, title)
+        return form
+
+    def add_section(self, title: str, widget: QWidget) -> None:
+        """Put `widget` at the top of tab `title` (VOICE, AVATAR), or in a tab of its own
+        (HOTKEYS, or any other title)."""
+        if title not in self.sections:
+            self._tab(title)
+        self.sections[title].addWidget(widget)
+
+    def _field(self, name: str, label: str, widget: QWidget, **options) -> QWidget:
+        self.fields[name] = bind(name, label, widget, self._edited, **options)
+        return widget
+
+    def _build_voice(self, form: QFormLayout, measured: dict[str, float]) -> None:
+        self.mode = QComboBox()
+        for label, name, details in latency_choices.choices(measured):
+            self.mode.addItem(label, name)
+            self.mode.setItemData(self.mode.count() - 1, details, Qt.ItemDataRole.ToolTipRole)
+        form.addRow("Latency mode", self._field("latency_mode", "Latency mode", self.mode))
+        self.mode_description = _note("")
+        self.mode.currentIndexChanged.connect(self._describe_mode)
+        form.addRow(self.mode_description)
+        self.first_audio_note = _note(FIRST_AUDIO_NOTE)
+        form.addRow(self.first_audio_note)
+        self.speech_queue = QComboBox()
+        self.speech_queue.addItem("Interrupt: a new line cuts what is being said", "interrupt")
+        self.speech_queue.addItem("Queue: new lines wait their turn (chat, donations)", "queue")
+        form.addRow("New lines", self._field("speech_queue", "New lines", self.speech_queue))
+        self.rate = QDoubleSpinBox(minimum=0.5, maximum=2.0, singleStep=0.05, decimals=2)
+        form.addRow("Speaking rate", self._field("speech_rate", "Speaking rate", self.rate))
+        self.volume = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, decimals=2)
+        form.addRow("Volume", self._field("volume", "Volume", self.volume))
+        # Both pickers list devices as a newly initialised PortAudio does, so that one
+        # plugged in since the app started can be chosen (the engine then re-initialises
+        # its own PortAudio to open it).
+        self.output = device_box(_fresh("output"), self._current().audio_output_device)
+        form.addRow("Audio output", self._field("audio_output_device", "Audio output",
+                                                self.output, device=True))
+        self.inference = QComboBox()
+        for name, label in (("auto", "Fastest available (GPU where there is one)"), ("cpu", "CPU"),
+                            ("cuda", "NVIDIA GPU (CUDA)"), ("tensorrt", "NVIDIA GPU (TensorRT)")):
+            self.inference.addItem(label, name)
+        self.inference.setToolTip("Without the chosen one the voice runs on the next one down, "
+                                  "and says why.")
+        form.addRow("Voice inference", self._field("inference_provider", "Voice inference",
+                                                   self.inference))
+        form.addRow(_note(f"Where the voice runs. {frame_rate_hints.RESTART}"))
+
+    def _build_mic(self, form: QFormLayout) -> None:
+        self.mic_enabled = QCheckBox("Mouth follows the microphone")
+        form.addRow("Microphone", self._field("mic_enabled", "Microphone", self.mic_enabled))
+        self.mic = device_box(_fresh("input"), self._current().mic_device)
+        form.addRow("Microphone device", self._field("mic_device", "Microphone device", self.mic,
+                                                     device=True))
+        self.mic_gain = QDoubleSpinBox(minimum=-20.0, maximum=30.0, singleStep=1.0, decimals=1,
+                                       suffix=" dB")
+        form.addRow("Input gain", self._field("mic_gain_db", "Input gain", self.mic_gain))
+        self.mic_gate = QDoubleSpinBox(minimum=-90.0, maximum=0.0, singleStep=1.0, decimals=1,
+                                       suffix=" dBFS")
+        form.addRow("Noise gate", self._field("mic_gate_db", "Noise gate", self.mic_gate))
+        self.mic_lipsync = QComboBox()
+        self.mic_lipsync.addItem("Lip-shape model (15 mouth shapes)", "model")
+        self.mic_lipsync.addItem("Volume gate (open / closed)", "volume")
+        form.addRow("Mic lip sync", self._field("mic_lipsync", "Mic lip sync", self.mic_lipsync))
+
+    def _build_avatar(self, form: QFormLayout) -> None:
+        self.avatar = QLineEdit()
+        self.avatar.setPlaceholderText("bundled avatar")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse_avatar)
+        form.addRow("Avatar manifest", _row(self._field("avatar_manifest", "Avatar manifest",
+                                                        self.avatar, optional_text=True), browse))
+        self.blinking = QCheckBox("Blink")
+        self.breathing = QCheckBox("Breathe")
+        form.addRow("Idle motion", _row(self._field("blinking", "Blink", self.blinking),
+                                        self._field("breathing", "Breathe", self.breathing)))
+        self.background = QLineEdit()
+        form.addRow("Background colour", _with_picker(
+            self._field("background", "Background colour", self.background)))
+        self.fps = QSpinBox(minimum=24, maximum=144, suffix=" fps")
+        self.fps_hint = _note("")
+        form.addRow("Frame rate", self._field("target_fps", "Frame rate", self.fps))
+        form.addRow(self.fps_hint)
+        self.software_gl_fps = QSpinBox(minimum=24, maximum=144, suffix=" fps")
+        self.software_gl_fps_hint = _note("")
+        form.addRow("Frame rate with software OpenGL", self._field(
+            "software_gl_fps", "Frame rate with software OpenGL", self.software_gl_fps))
+        form.addRow(self.software_gl_fps_hint)
+
+    def _build_outputs(self, form: QFormLayout) -> None:
         """The avatar window, browser source, virtual camera, captions and OBS."""
         self.output_window = QCheckBox("Show the avatar-only window (for OBS window capture)")
-        self.output_window.setChecked(settings.output_window)
-        form.addRow("Avatar window", self.output_window)
+        form.addRow("Avatar window", self._field("output_window", "Avatar window",
+                                                 self.output_window))
         self.output_size = QComboBox()
         self.output_size.setEditable(True)
         self.output_size.addItems(["720p", "1080p"])
-        self.output_size.setCurrentText(settings.output_size)
         self.output_size.setToolTip("720p, 1080p or any WIDTHxHEIGHT, e.g. 800x800")
-        form.addRow("Window size", self.output_size)
+        form.addRow("Avatar window size", self._field("output_size", "Avatar window size",
+                                               self.output_size))
         self.output_borderless = QCheckBox("Borderless")
-        self.output_borderless.setChecked(settings.output_borderless)
         self.output_on_top = QCheckBox("Always on top")
-        self.output_on_top.setChecked(settings.output_on_top)
-        flags = QHBoxLayout()
-        flags.addWidget(self.output_borderless)
-        flags.addWidget(self.output_on_top)
-        form.addRow("", flags)
+        form.addRow("", _row(self._field("output_borderless", "Borderless", self.output_borderless),
+                             self._field("output_on_top", "Always on top", self.output_on_top)))
         self.output_background = QComboBox()
         for mode, label in ((TRANSPARENT, "Transparent (alpha)"), (SOLID, "Solid colour"),
                             (CHROMA, "Chroma key")):
             self.output_background.addItem(label, mode)
-        self.output_background.setCurrentIndex(self.output_background.findData(settings.output_background))
-        form.addRow("Background", self.output_background)
-        self.output_colour = QLineEdit(settings.output_colour)
-        form.addRow("Solid colour", _with_picker(self.output_colour))
-        self.chroma_colour = QLineEdit(settings.chroma_colour)
-        form.addRow("Chroma key colour", _with_picker(self.chroma_colour))
+        form.addRow("Output background", self._field("output_background", "Output background",
+                                                     self.output_background))
+        self.output_colour = QLineEdit()
+        form.addRow("Output background colour", _with_picker(
+            self._field("output_colour", "Output background colour", self.output_colour)))
+        self.chroma_colour = QLineEdit()
+        form.addRow("Chroma key colour", _with_picker(
+            self._field("chroma_colour", "Chroma key colour", self.chroma_colour)))
 
         self.browser_source = QCheckBox("Serve the avatar as a web page (OBS browser source)")
-        self.browser_source.setChecked(settings.browser_source)
-        form.addRow("Browser source", self.browser_source)
+        form.addRow("Browser source", self._field("browser_source", "Browser source",
+                                                  self.browser_source))
         self.browser_source_port = QSpinBox(minimum=1024, maximum=65535)
-        self.browser_source_port.setValue(settings.browser_source_port)
-        form.addRow("Page port (127.0.0.1)", self.browser_source_port)
+        form.addRow("Page port (127.0.0.1)", self._field(
+            "browser_source_port", "Page port", self.browser_source_port))
 
         self.virtual_camera = QCheckBox("Send the avatar to a virtual camera")
-        self.virtual_camera.setChecked(settings.virtual_camera)
-        form.addRow("Virtual camera", self.virtual_camera)
+        form.addRow("Virtual camera", self._field("virtual_camera", "Virtual camera",
+                                                  self.virtual_camera))
         self.virtual_camera_size = QComboBox()
-        self.virtual_camera_size.addItems(["720p", "1080p"])
-        self.virtual_camera_size.setCurrentText(settings.virtual_camera_size)
+        for size in ("720p", "1080p"):
+            self.virtual_camera_size.addItem(size, size)
         self.virtual_camera_fps = QComboBox()
         self.virtual_camera_fps.addItem("30 fps", 30)
         self.virtual_camera_fps.addItem("60 fps", 60)
-        self.virtual_camera_fps.setCurrentIndex(self.virtual_camera_fps.findData(settings.virtual_camera_fps))
-        camera = QHBoxLayout()
-        camera.addWidget(self.virtual_camera_size)
-        camera.addWidget(self.virtual_camera_fps)
-        form.addRow("Camera format", camera)
+        form.addRow("Camera format", _row(
+            self._field("virtual_camera_size", "Camera size", self.virtual_camera_size),
+            self._field("virtual_camera_fps", "Camera frame rate", self.virtual_camera_fps)))
 
         self.captions_lead = QDoubleSpinBox(minimum=0.0, maximum=2000.0, singleStep=10.0,
                                             decimals=0, suffix=" ms")
-        self.captions_lead.setValue(settings.captions_lead_ms)
         self.captions_lead.setToolTip("Captions show each word this long before it is heard.")
-        form.addRow("Captions lead", self.captions_lead)
+        form.addRow("Captions lead", self._field("captions_lead_ms", "Captions lead",
+                                                 self.captions_lead))
         self.captions_in_window = QCheckBox("In the avatar window and the page")
-        self.captions_in_window.setChecked(settings.captions_in_window)
         self.captions_to_obs = QCheckBox("Into an OBS text source")
-        self.captions_to_obs.setChecked(settings.captions_to_obs)
-        captions = QHBoxLayout()
-        captions.addWidget(self.captions_in_window)
-        captions.addWidget(self.captions_to_obs)
-        form.addRow("Captions", captions)
+        form.addRow("Captions", _row(
+            self._field("captions_in_window", "Captions in the avatar window",
+                        self.captions_in_window),
+            self._field("captions_to_obs", "Captions into OBS", self.captions_to_obs)))
 
-        self.obs_host = QLineEdit(settings.obs_host)
+        self.obs_host = QLineEdit()
         self.obs_port = QSpinBox(minimum=1, maximum=65535)
-        self.obs_port.setValue(settings.obs_port)
-        obs = QHBoxLayout()
-        obs.addWidget(self.obs_host, 1)
-        obs.addWidget(self.obs_port)
-        form.addRow("OBS websocket", obs)
-        self.obs_scene = QLineEdit(settings.obs_scene or "")
+        form.addRow("OBS websocket", _row(self._field("obs_host", "OBS websocket address",
+                                                      self.obs_host),
+                                          self._field("obs_port", "OBS websocket port",
+                                                      self.obs_port)))
+        self.obs_scene = QLineEdit()
         self.obs_scene.setPlaceholderText("OBS's current scene")
-        form.addRow("OBS scene", self.obs_scene)
-        self.obs_captions_source = QLineEdit(settings.obs_captions_source)
-        form.addRow("OBS captions source", self.obs_captions_source)
-        self.obs_fps = QSpinBox(minimum=10, maximum=240)
-        self.obs_fps.setValue(settings.obs_fps)
-        self.obs_fps.setSuffix(" fps")
+        form.addRow("OBS scene", self._field("obs_scene", "OBS scene", self.obs_scene,
+                                             optional_text=True))
+        self.obs_captions_source = QLineEdit()
+        form.addRow("OBS captions source", self._field(
+            "obs_captions_source", "OBS captions source", self.obs_captions_source))
+        self.obs_fps = QSpinBox(minimum=10, maximum=240, suffix=" fps")
         self.obs_fps.setToolTip("OBS's video frame rate (Settings → Video): the avatar window shows "
                                 "each mouth half an OBS frame early, which is when OBS's capture "
                                 "takes it on average")
-        form.addRow("OBS frame rate", self.obs_fps)
+        form.addRow("OBS frame rate", self._field("obs_fps", "OBS frame rate", self.obs_fps))
         self.obs_live_updates = QCheckBox("Keep OBS's mic sync offset at the measured delay")
-        self.obs_live_updates.setChecked(settings.obs_live_updates)
-        form.addRow("", self.obs_live_updates)
+        form.addRow("", self._field("obs_live_updates", "Keep OBS's mic sync offset",
+                                    self.obs_live_updates))
         self.obs_setup = ObsSetupBox(self._checked_settings)
         self.obs_setup.finished.connect(self._obs_added)
         form.addRow("OBS", self.obs_setup)
 
-    def _build_api(self, form: QFormLayout, settings: Settings) -> None:
+    def _build_api(self, form: QFormLayout) -> None:
         """The API for bots and tools (docs/api.md), and our lip sync sent to VTube
         Studio and to VMC apps (VSeeFace, Warudo, VNyan)."""
         self.api_enabled = QCheckBox("Let bots and tools drive the app (HTTP and WebSocket)")
-        self.api_enabled.setChecked(settings.api_enabled)
-        form.addRow("API", self.api_enabled)
+        form.addRow("API", self._field("api_enabled", "API", self.api_enabled))
         self.api_port = QSpinBox(minimum=1024, maximum=65535)
-        self.api_port.setValue(settings.api_port)
-        form.addRow("API port", self.api_port)
-        self.api_bind_address = QLineEdit(settings.api_bind_address)
+        form.addRow("API port", self._field("api_port", "API port", self.api_port))
+        self.api_bind_address = QLineEdit()
         self.api_bind_address.setToolTip("127.0.0.1: this computer only. Another address (e.g. "
                                           "0.0.0.0) also needs the box below.")
-        form.addRow("Listen on", self.api_bind_address)
+        form.addRow("Listen on", self._field("api_bind_address", "Listen on",
+                                             self.api_bind_address))
         self.api_allow_network = QCheckBox("Let other computers reach the API (each still "
                                            "needs a token)")
-        self.api_allow_network.setChecked(settings.api_allow_network)
-        form.addRow("", self.api_allow_network)
-        self.api_allowed_origins = QLineEdit(settings.api_allowed_origins)
+        form.addRow("", self._field("api_allow_network", "Let other computers reach the API",
+                                    self.api_allow_network))
+        self.api_allowed_origins = QLineEdit()
         self.api_allowed_origins.setPlaceholderText("none: pages of other sites are refused")
         self.api_allowed_origins.setToolTip("Web pages allowed to use the API from a browser, "
                                             "e.g. https://example.com, separated by spaces")
-        form.addRow("Allowed page origins", self.api_allowed_origins)
-        self.api_max_message_bytes = QSpinBox(minimum=1024, maximum=16 * 2**20, singleStep=1024)
-        self.api_max_message_bytes.setValue(settings.api_max_message_bytes)
-        self.api_max_message_bytes.setSuffix(" bytes")
-        form.addRow("Largest message", self.api_max_message_bytes)
-        self.api_messages_per_second = QSpinBox(minimum=1, maximum=10_000)
-        self.api_messages_per_second.setValue(settings.api_messages_per_second)
-        self.api_messages_per_second.setSuffix(" a second")
-        form.addRow("Messages per connection", self.api_messages_per_second)
+        form.addRow("Allowed page origins", self._field(
+            "api_allowed_origins", "Allowed page origins", self.api_allowed_origins))
+        self.api_max_message_bytes = QSpinBox(minimum=1024, maximum=16 * 2**20, singleStep=1024,
+                                              suffix=" bytes")
+        form.addRow("Largest message", self._field(
+            "api_max_message_bytes", "Largest message", self.api_max_message_bytes))
+        self.api_messages_per_second = QSpinBox(minimum=1, maximum=10_000, suffix=" a second")
+        form.addRow("Messages per connection", self._field(
+            "api_messages_per_second", "Messages per connection", self.api_messages_per_second))
         self.api_max_streams = QSpinBox(minimum=1, maximum=1024)
-        self.api_max_streams.setValue(settings.api_max_streams)
-        form.addRow("Speech streams at once", self.api_max_streams)
+        form.addRow("Speech streams at once", self._field(
+            "api_max_streams", "Speech streams at once", self.api_max_streams))
 
         self.vtube_studio = QCheckBox("Move a VTube Studio model's mouth (its plugin API)")
-        self.vtube_studio.setChecked(settings.vtube_studio)
-        form.addRow("VTube Studio", self.vtube_studio)
-        self.vtube_studio_host = QLineEdit(settings.vtube_studio_host)
+        form.addRow("VTube Studio", self._field("vtube_studio", "VTube Studio", self.vtube_studio))
+        self.vtube_studio_host = QLineEdit()
         self.vtube_studio_port = QSpinBox(minimum=1, maximum=65535)
-        self.vtube_studio_port.setValue(settings.vtube_studio_port)
-        self.vtube_studio_offset = _offset_box(settings.vtube_studio_offset_ms)
-        form.addRow("VTube Studio address", _row(self.vtube_studio_host, self.vtube_studio_port))
-        form.addRow("VTube Studio shows late by", self.vtube_studio_offset)
+        form.addRow("VTube Studio address", _row(
+            self._field("vtube_studio_host", "VTube Studio address", self.vtube_studio_host),
+            self._field("vtube_studio_port", "VTube Studio port", self.vtube_studio_port)))
+        self.vtube_studio_offset = _offset_box()
+        form.addRow("VTube Studio shows late by", self._field(
+            "vtube_studio_offset_ms", "VTube Studio shows late by", self.vtube_studio_offset))
         self.vmc = QCheckBox("Send VMC blend shapes (VSeeFace, Warudo, VNyan)")
-        self.vmc.setChecked(settings.vmc)
-        form.addRow("VMC", self.vmc)
-        self.vmc_host = QLineEdit(settings.vmc_host)
+        form.addRow("VMC", self._field("vmc", "VMC", self.vmc))
+        self.vmc_host = QLineEdit()
         self.vmc_port = QSpinBox(minimum=1, maximum=65535)
-        self.vmc_port.setValue(settings.vmc_port)
-        form.addRow("VMC address", _row(self.vmc_host, self.vmc_port))
+        form.addRow("VMC address", _row(self._field("vmc_host", "VMC address", self.vmc_host),
+                                        self._field("vmc_port", "VMC port", self.vmc_port)))
         self.vmc_blendshapes = QComboBox()
         self.vmc_blendshapes.addItem("VRM 0.x: A I U E O", "vrm0")
         self.vmc_blendshapes.addItem("VRM 1.0: aa ih ou ee oh", "vrm1")
-        self.vmc_blendshapes.setCurrentIndex(self.vmc_blendshapes.findData(settings.vmc_blendshapes))
-        form.addRow("VMC blend shapes", self.vmc_blendshapes)
-        self.vmc_offset = _offset_box(settings.vmc_offset_ms)
-        form.addRow("The VMC app shows late by", self.vmc_offset)
+        form.addRow("VMC blend shapes", self._field("vmc_blendshapes", "VMC blend shapes",
+                                                    self.vmc_blendshapes))
+        self.vmc_offset = _offset_box()
+        form.addRow("The VMC app shows late by", self._field(
+            "vmc_offset_ms", "The VMC app shows late by", self.vmc_offset))
 
-    def _browse_avatar(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Avatar manifest", "", "Rig manifest (*.json)")
-        if path:
-            self.avatar.setText(path)
+    # -- showing --------------------------------------------------------------------
 
-    def _raw(self) -> dict:
-        output = self.output.currentText()
-        return {
-            **asdict(self._settings),
-            "audio_output_device": None if output == SYSTEM_DEFAULT else output,
-            "latency_mode": self.mode.currentData(),
-            "speech_queue": self.speech_queue.currentData(),
-            "mic_enabled": self.mic_enabled.isChecked(),
-            "mic_device": None if self.mic.currentText() == SYSTEM_DEFAULT else self.mic.currentText(),
-            "mic_gain_db": self.mic_gain.value(),
-            "mic_gate_db": self.mic_gate.value(),
-            "mic_lipsync": self.mic_lipsync.currentData(),
-            "avatar_manifest": self.avatar.text().strip() or None,
-            "speech_rate": self.rate.value(),
-            "volume": self.volume.value(),
-            "target_fps": self.fps.value(),
-            "software_gl_fps": self.software_gl_fps.value(),
-            "blinking": self.blinking.isChecked(),
-            "breathing": self.breathing.isChecked(),
-            "background": self.background.text().strip(),
-            "inference_provider": self.inference.currentData(),
-            "output_window": self.output_window.isChecked(),
-            "output_size": self.output_size.currentText().strip(),
-            "output_borderless": self.output_borderless.isChecked(),
-            "output_on_top": self.output_on_top.isChecked(),
-            "output_background": self.output_background.currentData(),
-            "output_colour": self.output_colour.text().strip(),
-            "chroma_colour": self.chroma_colour.text().strip(),
-            "browser_source": self.browser_source.isChecked(),
-            "browser_source_port": self.browser_source_port.value(),
-            "virtual_camera": self.virtual_camera.isChecked(),
-            "virtual_camera_size": self.virtual_camera_size.currentText(),
-            "virtual_camera_fps": self.virtual_camera_fps.currentData(),
-            "captions_lead_ms": self.captions_lead.value(),
-            "captions_in_window": self.captions_in_window.isChecked(),
-            "captions_to_obs": self.captions_to_obs.isChecked(),
-            "obs_host": self.obs_host.text().strip(),
-            "obs_port": self.obs_port.value(),
-            "obs_scene": self.obs_scene.text().strip() or None,
-            "obs_captions_source": self.obs_captions_source.text().strip(),
-            "obs_live_updates": self.obs_live_updates.isChecked(),
-            "obs_fps": self.obs_fps.value(),
-            "api_enabled": self.api_enabled.isChecked(),
-            "api_port": self.api_port.value(),
-            "api_bind_address": self.api_bind_address.text().strip(),
-            "api_allow_network": self.api_allow_network.isChecked(),
-            "api_allowed_origins": self.api_allowed_origins.text().strip(),
-            "api_max_message_bytes": self.api_max_message_bytes.value(),
-            "api_messages_per_second": self.api_messages_per_second.value(),
-            "api_max_streams": self.api_max_streams.value(),
-            "vtube_studio": self.vtube_studio.isChecked(),
-            "vtube_studio_host": self.vtube_studio_host.text().strip(),
-            "vtube_studio_port": self.vtube_studio_port.value(),
-            "vtube_studio_offset_ms": self.vtube_studio_offset.value(),
-            "vmc": self.vmc.isChecked(),
-            "vmc_host": self.vmc_host.text().strip(),
-            "vmc_port": self.vmc_port.value(),
-            "vmc_blendshapes": self.vmc_blendshapes.currentData(),
-            "vmc_offset_ms": self.vmc_offset.value(),
-        }
+    def show_settings(self, settings: Settings) -> None:
+        """Show `settings` in every field but those refused now (the user is at them)."""
+        for name, field in self.fields.items():
+            if not field.widget.property("invalid"):
+                field.show(getattr(settings, name))
+        self._describe_mode()
+        self._show_frame_rate_hints()
+
+    def _describe_mode(self) -> None:
+        self.mode_description.setText(latency_choices.EXPLANATIONS[self.mode.currentData()])
+
+    def _show_frame_rate_hints(self) -> None:
+        beside_fps, beside_software = frame_rate_hints.hints(
+            self.fps.value(), self.software_gl_fps.value(), self._shown_fps)
+        self.fps_hint.setText(beside_fps)
+        self.software_gl_fps_hint.setText(beside_software)
+
+    def show_voice_progress(self, fraction: float | None) -> None:
+        """A voice loading, `fraction` done; None when it is ready."""
+        self.voice_progress.setVisible(fraction is not None)
+        if fraction is not None:
+            self.voice_progress.setValue(round(fraction * 100))
+
+    # -- editing --------------------------------------------------------------------
+
+    def _problems(self) -> list[str]:
+        return [text for text in (field.problem() for field in self.fields.values()) if text]
+
+    def _edited(self, name: str) -> None:
+        """One field's edit is complete: the model's word, then the new settings on."""
+        self._take({name: self.fields[name].read()})
+
+    def _take(self, values: dict) -> None:
+        problems = self._problems()
+        self.error.setText("\n".join(problems))
+        refused = {name for name, field in self.fields.items() if field.widget.property("invalid")}
+        values = {name: value for name, value in values.items() if name not in refused}
+        current = self._current()
+        settings, _ = validate({**asdict(current), **values})
+        self._show_frame_rate_hints()
+        if settings == current:
+            return
+        slow = [SLOW[name] for name in values if name in SLOW
+                and getattr(settings, name) != getattr(current, name)]
+        if slow:
+            # Painted before the change runs, which may take a moment (a device opening).
+            self.busy.setText(slow[0])
+            self.busy.repaint()
+        self.changed.emit(settings)
+        self.busy.setText("")
+
+    def restore_defaults(self) -> None:
+        """Every field of the panel back to the model's default, applied at once."""
+        defaults = Settings()
+        for name, field in self.fields.items():
+            field.show(getattr(defaults, name))
+        self._take({name: getattr(defaults, name) for name in self.fields})
 
     def _checked_settings(self) -> Settings | None:
-        """The fields as settings, or None with the problems shown."""
-        settings, problems = validate(self._raw())
+        """The settings in effect, or None with the refused fields said."""
+        problems = self._problems()
         self.error.setText("\n".join(problems))
-        return None if problems else settings
+        return None if problems else self._current()
 
     def _obs_added(self, succeeded: bool, _text: str) -> None:
         # Added: from now on the app keeps OBS's mic offset in step (unless unticked).
         if succeeded:
             self.obs_live_updates.setChecked(True)
 
-    def _accept(self) -> None:
-        settings, problems = validate(self._raw())
-        if problems:
-            self.error.setText("\n".join(problems))
-            return
-        self._result = settings
-        self.accept()
-
-    def result_settings(self) -> Settings:
-        return self._result
+    def _browse_avatar(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Avatar manifest", "", "Rig manifest (*.json)")
+        if path:
+            self.avatar.setText(path)
+            self._edited("avatar_manifest")
 
 
-def _offset_box(value_ms: float) -> QDoubleSpinBox:
+def _note(text: str) -> QLabel:
+    """An explanation under a field, wrapped to the panel's width."""
+    label = QLabel(text)
+    label.setWordWrap(True)
+    label.setStyleSheet("color: palette(placeholder-text)")
+    return label
+
+
+def _offset_box() -> QDoubleSpinBox:
     box = QDoubleSpinBox(minimum=-500.0, maximum=1000.0, singleStep=5.0, decimals=0, suffix=" ms")
-    box.setValue(value_ms)
     box.setToolTip("How long the other app takes to show a mouth it got, which this app cannot "
                    "measure: mouths are sent that much earlier. Raise it if that app's mouth "
                    "moves after the sound, lower it if before.")
     return box
 
 
-def _row(*widgets: QWidget) -> QHBoxLayout:
-    row = QHBoxLayout()
+def _row(*widgets: QWidget) -> QWidget:
+    row = QWidget()
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(0, 0, 0, 0)
     for i, widget in enumerate(widgets):
-        row.addWidget(widget, 1 if i == 0 else 0)
+        layout.addWidget(widget, 1 if i == 0 else 0)
     return row
 
 
-def _with_picker(field: QLineEdit) -> QHBoxLayout:
+def _with_picker(field: QLineEdit) -> QWidget:
     """A colour field with a button that opens the system colour picker on its colour."""
     button = QPushButton("Pick…")
 
@@ -456,9 +487,7 @@ def _with_picker(field: QLineEdit) -> QHBoxLayout:
         if colour.isValid():
             text = colour.name(QColor.NameFormat.HexRgb)
             field.setText(text if colour.alpha() == 255 else f"{text}{colour.alpha():02x}")
+            field.editingFinished.emit()
 
     button.clicked.connect(pick)
-    row = QHBoxLayout()
-    row.addWidget(field, 1)
-    row.addWidget(button)
-    return row
+    return _row(field, button)
