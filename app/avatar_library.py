@@ -52,6 +52,7 @@ LIBRARY_VERSION = 1
 THUMBNAILS = ".thumbnails"
 THUMBNAIL_PX = 128
 BUNDLED_NAME = "Bundled avatar"
+SETTINGS_VOICE = "the settings' voice"  # what an avatar of no voice of its own speaks with
 KINDS = {PHOTO_FORMAT: "photo", SPRITE_FORMAT: "sprite"}
 MAX_NAME = 64
 # A face fills about half its thumbnail: the box of its landmarks padded by this much of
@@ -97,6 +98,12 @@ class Avatar:
     def setting(self) -> str | None:
         """What the settings' avatar_manifest holds while this avatar is in use."""
         return None if self.bundled else str(self.manifest)
+
+    @property
+    def voice_label(self) -> str:
+        if self.voice is None:
+            return SETTINGS_VOICE
+        return self.voice + (f" (speaker {self.voice_speaker})" if self.voice_speaker else "")
 
     @property
     def missing_message(self) -> str:
@@ -240,6 +247,12 @@ class AvatarLibrary:
         with self._lock:
             return self._replace(avatar, voice=voice, voice_speaker=speaker)
 
+    def deletes_files(self, avatar: Avatar) -> bool:
+        """Whether removing `avatar` deletes its folder: a photo rig the import made in
+        the library's folder."""
+        folder = avatar.manifest.parent
+        return avatar.kind == "photo" and folder.parent == self.folder and folder.is_dir()
+
     def remove(self, avatar: Avatar) -> Removed:
         """Take `avatar` out of the library. A photo rig in the library's folder is
         deleted with it (the import made it, and can make it again from the picture); a
@@ -249,11 +262,9 @@ class AvatarLibrary:
         with self._lock:
             self._read_if_changed()
             self._find(avatar)
-            folder = avatar.manifest.parent
-            owned = (avatar.kind == "photo" and folder.parent == self.folder
-                     and folder.is_dir())
+            owned = self.deletes_files(avatar)
             if owned:
-                shutil.rmtree(folder)
+                shutil.rmtree(avatar.manifest.parent)
             self._write(tuple(a for a in self._avatars if a.manifest != avatar.manifest))
             for old in self._thumbnails_of(avatar.manifest):
                 old.unlink(missing_ok=True)

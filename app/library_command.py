@@ -1,4 +1,5 @@
-"""`lipsync-studio avatars list|import|use|rename|remove`: the avatar library from a terminal.
+"""`lipsync-studio avatars list|import|use|rename|remove|voice`: the avatar library from a
+terminal.
 
 The same library the window shows (app/avatar_library.py). Each command prints what it
 did, a line each; an error is one line (or a line and the faces to choose from) on
@@ -42,6 +43,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "remove", help="take NAME out of the library (an imported photo avatar's folder is "
         "deleted; a sprite rig's files are left)")
     remove.add_argument("name")
+    voice = commands.add_parser(
+        "voice", help="the voice NAME speaks with (a character keeps its voice)",
+        description="Give the avatar NAME a voice of its own ('lipsync-studio voices' lists "
+        "them); without VOICE it speaks with the voice chosen in the settings.")
+    voice.add_argument("name")
+    voice.add_argument("voice", nargs="?", help="a voice's name or the path of its .onnx")
+    voice.add_argument("--speaker", type=int, default=0, metavar="N",
+                       help="which speaker of a multi-speaker voice (numbered from 0)")
     return avatars
 
 
@@ -50,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from app.avatar_library import AvatarLibrary, LibraryError
     from app.settings import SettingsStore, config_dir
     from pipeline.face.landmarks import PortraitError, SeveralFacesError
+    from pipeline.voice.voice_files import VoiceError
     from render.rigs.manifest import RigError
 
     library = AvatarLibrary(config_dir() / "avatars")
@@ -66,15 +76,17 @@ def run(args: argparse.Namespace) -> int:
         elif args.avatars_command == "rename":
             renamed = library.rename(library.named(args.old), args.new)
             print(f"{args.old.strip()} is called {renamed.name} now.")
-        else:
+        elif args.avatars_command == "remove":
             _remove(library, store, args.name)
+        else:
+            _voice(library, args)
     except SeveralFacesError as exc:
         lines = [f"  --face {n}: the face at x {x0:.0f}-{x1:.0f}, y {y0:.0f}-{y1:.0f} px"
                  for n, (x0, y0, x1, y1) in enumerate(exc.boxes)]
         return _fail("\n".join([f"{exc.message} Choose it with --face N:", *lines]))
     except (PortraitError, RigError) as exc:
         return _fail(exc.message)
-    except LibraryError as exc:
+    except (LibraryError, VoiceError) as exc:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"{exc.filename or library.path} could not be written: {exc.strerror or exc}")
@@ -84,13 +96,11 @@ def run(args: argparse.Namespace) -> int:
 def _list(library, setting: str | None) -> None:
     current = library.in_use(setting)
     for avatar in library.avatars:
-        voice = avatar.voice if avatar.voice is not None else "the settings' voice"
-        if avatar.voice is not None and avatar.voice_speaker:
-            voice += f" (speaker {avatar.voice_speaker})"
         state = "in use" if avatar == current else ""
         if avatar.missing:
             state = "MISSING: " + avatar.missing_message
-        print("\t".join((avatar.name, avatar.kind, str(avatar.manifest), voice, state)).rstrip())
+        print("\t".join((avatar.name, avatar.kind, str(avatar.manifest), avatar.voice_label,
+                         state)).rstrip())
     if current is None and setting:
         print(f"(in use: {setting}, which is not in the library)")
 
@@ -140,6 +150,28 @@ def _remove(library, store, name: str) -> None:
     if in_use:
         store.save(replace(settings, avatar_manifest=None))
         print(f"{avatar.name} was the avatar: the bundled avatar is the avatar now.")
+
+
+def _voice(library, args: argparse.Namespace) -> None:
+    from app.avatar_library import LibraryError
+    from app.voices import catalogue, choose_voice
+
+    avatar = library.named(args.name)
+    voice = None
+    if args.voice is not None:
+        chosen = choose_voice(args.voice)  # VoiceError names a voice not installed
+        speakers = max(1, len(chosen.speakers))
+        if not 0 <= args.speaker < speakers:
+            raise LibraryError(f"{chosen.name} has {speakers} speaker{'s' if speakers > 1 else ''}: "
+                               f"--speaker takes 0 to {speakers - 1}.")
+        # Kept by name where the catalogue has it, so it follows the voices folder.
+        installed = catalogue().named(chosen.name)
+        voice = chosen.name if installed is not None and installed.path == chosen.path \
+            else str(chosen.path.absolute())
+    elif args.speaker:
+        raise LibraryError("--speaker goes with a VOICE.")
+    changed = library.set_voice(avatar, voice, args.speaker)
+    print(f"{changed.name} speaks with {changed.voice_label} now.")
 
 
 def _quoted(name: str) -> str:

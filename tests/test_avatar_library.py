@@ -26,6 +26,7 @@ from app.avatar_library import (
 )
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.face.landmarks import FaceLandmarker
+from pipeline.voice.voice_files import BUNDLED_VOICE
 from render.rigs.manifest import RigError
 from render.rigs.photo import build_photo_rig, save_photo_rig
 
@@ -322,6 +323,16 @@ def test_the_commands_and_a_new_process_see_one_library(tmp_path, pictures):
     assert settings["avatar_manifest"] == str(eileen.manifest)
     assert "de_DE-thorsten-medium" in _avatars(config, "list").stdout
 
+    voiced = _avatars(config, "voice", "Middle", BUNDLED_VOICE.name)
+    assert voiced.returncode == 0 and voiced.stdout == f"Middle speaks with {BUNDLED_VOICE.name} now.\n"
+    assert AvatarLibrary(config / "avatars").named("Middle").voice == BUNDLED_VOICE.name
+    unknown_voice = _avatars(config, "voice", "Middle", "nosuch")
+    assert unknown_voice.returncode == 1
+    assert _errors(unknown_voice)[0].startswith("lipsync-studio: No voice named 'nosuch'. Installed: ")
+    no_speaker = _avatars(config, "voice", "Middle", BUNDLED_VOICE.name, "--speaker", "3")
+    assert _errors(no_speaker) == [f"lipsync-studio: {BUNDLED_VOICE.name} has 1 speaker: "
+                                   "--speaker takes 0 to 0."]
+
     shutil.rmtree(library.named("Middle").manifest.parent)
     missing = [line for line in _avatars(config, "list").stdout.splitlines() if "Middle" in line]
     assert len(missing) == 1 and "MISSING: Middle is missing: its folder" in missing[0]
@@ -424,6 +435,18 @@ def test_the_view_shows_marks_and_switches(qt_app, folder, pictures, landmarker,
     qt_app.processEvents()
     assert told[-1] == "Kitty keeps its name: Another avatar is already called 'ASTRONAUT'."
     assert view.list.item(2).text() == "Kitty"
+
+    # A voice of its own, from the context menu's Voice list of the installed voices.
+    voiced = []
+    view.voice_changed.connect(voiced.append)
+    view.list.customContextMenuRequested.emit(view.list.visualItemRect(view.list.item(2)).center())
+    (voices,) = [a.menu() for a in view.menu.actions() if a.text() == "Voice"]
+    assert [a.text() for a in voices.actions() if a.isChecked()] == ["The settings' voice"]
+    (bundled_voice,) = [a for a in voices.actions() if a.text() == BUNDLED_VOICE.name]
+    bundled_voice.trigger()
+    assert library.named("Kitty").voice == BUNDLED_VOICE.name
+    assert voiced == [library.named("Kitty")] and told[-1] == f"Kitty speaks with {BUNDLED_VOICE.name} now."
+    view.menu.close()
 
     # Deleting the avatar in use asks, then falls back to the bundled one, saying so.
     view.list.setCurrentItem(view.item_of(photo))

@@ -2,9 +2,11 @@
 bundled avatar first and the one in use framed and in bold, with Use, Rename, Delete and
 "Bundled avatar" as buttons and in each thumbnail's context menu.
 
-The view changes the library itself (names, removals) but never the avatar shown: it
-emits `chosen` with the Avatar to switch to, and the window loads it (its rig, its
-voice). Whatever it has to say goes out through `told`, for the window's messages.
+The view changes the library itself (names, voices, removals) but never the avatar
+shown: it emits `chosen` with the Avatar to switch to, and the window loads it (its rig,
+its voice), and `voice_changed` when an avatar's voice is chosen (the window reloads the
+voice where that avatar is in use). What it has to say goes out through `told`, for the
+window's messages.
 """
 
 from __future__ import annotations
@@ -25,8 +27,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.avatar_library import THUMBNAIL_PX, Avatar, AvatarLibrary, LibraryError
+from app.avatar_library import (
+    SETTINGS_VOICE,
+    THUMBNAIL_PX,
+    Avatar,
+    AvatarLibrary,
+    LibraryError,
+)
 from app.messages import Severity
+from app.voices import catalogue
 from pipeline.face.landmarks import PortraitError
 from render.rigs.manifest import RigError
 
@@ -42,6 +51,7 @@ class LibraryView(QWidget):
     bundled one) and marks its entry; `refresh` re-reads the library (after an import)."""
 
     chosen = Signal(object)  # the Avatar to show now (its setting and its voice)
+    voice_changed = Signal(object)  # the Avatar, with its new voice and speaker
     told = Signal(str, object)  # a message for the user, its Severity
 
     def __init__(self, library: AvatarLibrary, in_use: str | None = None,
@@ -50,6 +60,7 @@ class LibraryView(QWidget):
         self.library = library
         self.in_use = in_use
         self.confirm: QMessageBox | None = None
+        self.menu: QMenu | None = None
         self._icons: dict[str, QIcon] = {}
         self.list = QListWidget()
         self.list.setViewMode(QListView.ViewMode.IconMode)
@@ -114,11 +125,13 @@ class LibraryView(QWidget):
             item.setData(AVATAR, avatar)
             if not avatar.bundled:
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+            item.setToolTip(f"{avatar.name}, speaking with {avatar.voice_label}")
             if avatar == current:
                 font = QFont(item.font())
                 font.setBold(True)
                 item.setFont(font)
-                item.setToolTip(f"{avatar.name}: the avatar now")
+                item.setToolTip(f"{avatar.name}: the avatar now, speaking with "
+                                f"{avatar.voice_label}")
             if avatar.missing:
                 item.setForeground(QColor(150, 150, 150))
                 item.setToolTip(avatar.missing_message)
@@ -185,7 +198,7 @@ class LibraryView(QWidget):
         if avatar is None or avatar.bundled:
             return
         what = ("its folder is deleted too; importing the picture again makes it anew"
-                if avatar.kind == "photo" else "its rig's files are left where they are")
+                if self.library.deletes_files(avatar) else "its files are left where they are")
         self.confirm = QMessageBox(QMessageBox.Icon.Question, "Delete avatar",
                                    f"Delete {avatar.name} from the library? ({what}.)",
                                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
@@ -221,9 +234,40 @@ class LibraryView(QWidget):
         if not avatar.bundled:
             menu.addAction("Rename", lambda: self.start_rename(avatar))
             menu.addAction("Delete…", lambda: self.ask_to_remove(avatar))
+        self._voice_menu(menu.addMenu("Voice"), avatar)
         menu.addSeparator()
         menu.addAction("Bundled avatar", lambda: self.use(self.library.avatars[0]))
+        self.menu = menu
         menu.popup(self.list.viewport().mapToGlobal(where))
+
+    def _voice_menu(self, menu: QMenu, avatar: Avatar) -> None:
+        """The installed voices (a multi-speaker one with a speaker each), the avatar's
+        own checked."""
+        def add(into: QMenu, label: str, voice: str | None, speaker: int) -> None:
+            action = into.addAction(label, lambda: self.set_voice(avatar, voice, speaker))
+            action.setCheckable(True)
+            action.setChecked(avatar.voice == voice
+                              and (voice is None or avatar.voice_speaker == speaker))
+
+        add(menu, SETTINGS_VOICE.capitalize(), None, 0)
+        menu.addSeparator()
+        for voice in catalogue().voices:
+            if voice.speakers:
+                speakers = menu.addMenu(voice.name)
+                for number, speaker in enumerate(voice.speakers):
+                    add(speakers, speaker, voice.name, number)
+            else:
+                add(menu, voice.name, voice.name, 0)
+
+    def set_voice(self, avatar: Avatar, voice: str | None, speaker: int = 0) -> None:
+        try:
+            changed = self.library.set_voice(avatar, voice, speaker)
+        except (LibraryError, OSError) as exc:
+            self.told.emit(f"{avatar.name} keeps its voice: {_reason(exc)}", Severity.WARNING)
+            return
+        self.told.emit(f"{changed.name} speaks with {changed.voice_label} now.", Severity.INFO)
+        self.voice_changed.emit(changed)
+        self.refresh()
 
 
 def _reason(exc: Exception) -> str:
