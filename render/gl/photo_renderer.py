@@ -18,6 +18,11 @@ framebuffer blits, which llvmpipe does as memcpy: a 1080² picture costs about 0
 instead of the 8-15 ms of sampling it. Faded frames (opacity below 1), multisampled
 targets and views too large for the stills' memory budget draw the picture instead.
 
+Head pose and expressions come last (render/rigs/photo_face.py): the part of the frame
+the face warp covers is copied into a texture (a blit, memcpy on llvmpipe) and drawn
+back through the warped grid, so the mouth frame and the eyes move with the face
+whoever made them. A state at rest skips the pass: the frame is exactly as without it.
+
 All methods need the caller's GL context to be current.
 """
 
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from OpenGL import GL
 
+from pipeline.core.avatar_state import AvatarState, still_state
 from pipeline.core.frames import MouthPose
 from pipeline.core.resources import SHADERS_DIR
 from render.gl.sprite_renderer import (
@@ -40,6 +46,7 @@ from render.gl.sprite_renderer import (
     upload_texture,
 )
 from render.rigs.photo import RECORD, STATIC, PhotoRig
+from render.rigs.photo_face import mouth_and_lids
 from render.timing.idle_motion import breath_transform
 
 _FLOAT = 4
@@ -49,16 +56,24 @@ STILLS_BUDGET_BYTES = 128 << 20
 
 
 class PhotoRenderer:
-    """Draws a PhotoRig at a mouth pose, blink weight and breathing phase.
+    """Draws a PhotoRig at a mouth pose, blink weight and breathing phase, and with an
+    AvatarState its head pose and expressions.
 
-    `clear_color` is straight RGBA in 0..1; alpha 0 gives a transparent background."""
+    `clear_color` is straight RGBA in 0..1; alpha 0 gives a transparent background.
+    `head_turn` (0..1, settings.motion_head_turn) scales the head's angles."""
 
     def __init__(self, clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
                  shaders_dir=SHADERS_DIR) -> None:
         self.clear_color = clear_color
         self.shaders_dir = shaders_dir
         self.skin_program = self.warp_program = self.cavity_program = 0
-        self.picture_program = self.mouth_program = 0
+        self.picture_program = self.mouth_program = self.face_program = 0
+        self.head_turn = 1.0
+        self._state = AvatarState()  # draw()'s scratch
+        self._face_u: dict[str, int] = {}
+        self._face_vao = self._face_vbo = self._face_src_vbo = self._face_ebo = 0
+        self._face_count = 0
+        self._face_copy: tuple[int, int, tuple[int, int]] | None = None   # texture, framebuffer, size
         self._skin_u: dict[str, int] = {}
         self._warp_u: dict[str, int] = {}
         self._cavity_u: dict[str, int] = {}
@@ -89,6 +104,7 @@ class PhotoRenderer:
         self.cavity_program = build_program(d / "photo_cavity.vert", d / "photo_cavity.frag")
         self.picture_program = build_program(d / "photo_picture.vert", d / "photo_skin.frag")
         self.mouth_program = build_program(d / "sprite.vert", d / "photo_mouth.frag")
+        self.face_program = build_program(d / "photo_face.vert", d / "photo_face.frag")
         uniforms = lambda program, *names: {n: GL.glGetUniformLocation(program, n) for n in names}  # noqa: E731
         self._skin_u = uniforms(self.skin_program, "u_canvas", "u_scale", "u_offset", "u_picture",
                                 "u_opacity", "u_clear")
@@ -99,13 +115,20 @@ class PhotoRenderer:
                                    "u_clear")
         self._mouth_u = uniforms(self.mouth_program, "u_rect", "u_offset_y", "u_scale_y", "u_fit",
                                  "u_picture", "u_mouth", "u_mouth_rect", "u_canvas", "u_feather",
-                                 "u_opacity", "u_clear")
+                                 "u_opacity", "u_clear", "u_place_x", "u_place_y")
+        self._face_u = uniforms(self.face_program, "u_scale", "u_offset", "u_viewport", "u_copy", "u_frame")
+        GL.glUseProgram(self.face_program)
+        GL.glUniform1i(self._face_u["u_frame"], 0)
         for program, u in ((self.skin_program, self._skin_u), (self.warp_program, self._warp_u),
                            (self.cavity_program, self._cavity_u), (self.picture_program, self._picture_u),
                            (self.mouth_program, self._mouth_u)):
             GL.glUseProgram(program)
             GL.glUniform1i(u["u_picture"], 0)
         GL.glUniform1i(self._mouth_u["u_mouth"], 1)
+        # sprite.vert's placement, the identity: the photo's head moves in the face warp,
+        # its background stays.
+        GL.glUniform3f(self._mouth_u["u_place_x"], 1.0, 0.0, 0.0)
+        GL.glUniform3f(self._mouth_u["u_place_y"], 0.0, 1.0, 0.0)
         GL.glUseProgram(0)
 
         self._quad_vao, self._quad_vbo = unit_quad()
@@ -133,6 +156,17 @@ class PhotoRenderer:
         GL.glEnableVertexAttribArray(5)
         GL.glVertexAttribPointer(5, STATIC, GL.GL_FLOAT, GL.GL_FALSE, 0, ctypes.c_void_p(0))
         GL.glBindBuffer(GL.GL_ELEMENT_ARRAY_BUFFER, self._ebo)
+        GL.glBindVertexArray(0)
+
+        # The face warp: positions (per frame) and where each vertex samples the frame.
+        self._face_vao = int(GL.glGenVertexArrays(1))
+        self._face_vbo, self._face_src_vbo, self._face_ebo = (int(b) for b in GL.glGenBuffers(3))
+        GL.glBindVertexArray(self._face_vao)
+        for location, vbo in ((0, self._face_vbo), (1, self._face_src_vbo)):
+            GL.glBindBuffer(GL.GL_ARRAY_BUFFER, vbo)
+            GL.glEnableVertexAttribArray(location)
+            GL.glVertexAttribPointer(location, 2, GL.GL_FLOAT, GL.GL_FALSE, 0, ctypes.c_void_p(0))
+        GL.glBindBuffer(GL.GL_ELEMENT_ARRAY_BUFFER, self._face_ebo)
         GL.glBindVertexArray(0)
         GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
 
@@ -166,6 +200,16 @@ class PhotoRenderer:
         for name, triangles in groups.items():
             self._draws[name] = (first, triangles.size)
             first += triangles.size
+        face = rig.face
+        for vbo in (self._face_vbo, self._face_src_vbo):
+            GL.glBindBuffer(GL.GL_ARRAY_BUFFER, vbo)
+            GL.glBufferData(GL.GL_ARRAY_BUFFER, face.rest.nbytes, face.rest,
+                            GL.GL_STREAM_DRAW if vbo == self._face_vbo else GL.GL_STATIC_DRAW)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+        GL.glBindVertexArray(self._face_vao)
+        GL.glBufferData(GL.GL_ELEMENT_ARRAY_BUFFER, face.triangles.nbytes, face.triangles, GL.GL_STATIC_DRAW)
+        GL.glBindVertexArray(0)
+        self._face_count = face.triangles.size
 
         for program, u in ((self.skin_program, self._skin_u), (self.warp_program, self._warp_u)):
             GL.glUseProgram(program)
@@ -315,10 +359,7 @@ class PhotoRenderer:
             # Open eyes show as the picture does. Closing ones: the eye meshes in canvas
             # pixels through the same letterbox and breathing as sprite.vert applies to
             # the mouth quad.
-            w, h = self.canvas_size
-            fx, fy = self._fit
-            self._draw_mesh("eyes", (2.0 * fx / w, -2.0 * scale_y * fy / h),
-                            (-fx, (2.0 * scale_y + 2.0 * offset_y - 1.0) * fy), opacity, clear)
+            self._draw_mesh("eyes", *self._canvas_transform(breath), opacity, clear)
 
     def _draw_picture(self, quad, tex, opacity: float, clear) -> None:
         """The picture over `quad` (clip space: x0, y0, x1, y1), sampled over `tex`
@@ -435,17 +476,109 @@ class PhotoRenderer:
             GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
             GL.glViewport(0, 0, *self.viewport)
 
+    def set_head_turn(self, strength: float) -> None:
+        """How much of the state's head angles to draw, 0 (none) to 1 (all, within the
+        rig's limits): settings.motion_head_turn."""
+        self.head_turn = min(max(float(strength), 0.0), 1.0)
+
     def draw(self, pose: MouthPose, blink: float, breath: float, opacity: float = 1.0) -> None:
-        """Clear and draw the avatar into the bound framebuffer."""
+        """draw_state for a neutral, unmoved avatar at this mouth, blink and breath."""
+        self.draw_state(still_state(pose, blink, breath, self._state), opacity)
+
+    def draw_state(self, state: AvatarState, opacity: float = 1.0) -> None:
+        """Clear and draw the avatar at `state` into the bound framebuffer: mouth,
+        eyelids (the more closed eye), breathing, and the face warp's head pose, brows
+        and expressions. The state's squash is the sprite rigs' alone: a photo's body
+        cannot squash without its background."""
         if self._rig is None:
             r, g, b, a = self.clear_color
             GL.glViewport(0, 0, *self.viewport)
             GL.glClearColor(r * a, g * a, b * a, a)
             GL.glClear(GL.GL_COLOR_BUFFER_BIT)
             return
+        pose, blink = mouth_and_lids(state.mouth_pose(), state.eyes_closed, state)
         self.update(pose, blink)
         self.render_mouth_frame()
-        self.composite(breath, opacity)
+        self.composite(state.breath, opacity)
+        self.warp_face(state, state.breath)
+
+    def warp_face(self, state: AvatarState, breath: float) -> None:
+        """Move the face of the frame in the bound framebuffer (drawn by composite at
+        `breath`) to the state's head pose and expressions; nothing at rest."""
+        face = self._rig.face
+        coefficients = face.coefficients(state, self.head_turn)
+        if not coefficients.any():
+            return
+        positions = face.positions(coefficients)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, self._face_vbo)
+        GL.glBufferSubData(GL.GL_ARRAY_BUFFER, 0, positions.nbytes, positions)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+        scale, offset = self._canvas_transform(breath)
+        vw, vh = self.viewport
+        # The window pixels the grid covers at rest (the warp never moves a vertex out
+        # of them), one more on each side for the linear filter's neighbours.
+        x0, y0, x1, y1 = face.rect
+        xs = sorted(((x * scale[0] + offset[0]) * 0.5 + 0.5) * vw for x in (x0, x1))
+        ys = sorted(((y * scale[1] + offset[1]) * 0.5 + 0.5) * vh for y in (y0, y1))
+        left, bottom = max(math.floor(xs[0]) - 1, 0), max(math.floor(ys[0]) - 1, 0)
+        right, top = min(math.ceil(xs[1]) + 1, vw), min(math.ceil(ys[1]) + 1, vh)
+        if right <= left or top <= bottom:
+            return
+        texture, fbo, size = self._face_copy_target(right - left, top - bottom)
+        draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        read_target = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
+        try:
+            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, draw_target)
+            GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, fbo)
+            GL.glBlitFramebuffer(left, bottom, right, top, 0, 0, right - left, top - bottom,
+                                 GL.GL_COLOR_BUFFER_BIT, GL.GL_NEAREST)
+        finally:
+            GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
+            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
+        GL.glViewport(0, 0, vw, vh)
+        GL.glDisable(GL.GL_BLEND)
+        u = self._face_u
+        GL.glUseProgram(self.face_program)
+        GL.glUniform2f(u["u_scale"], *scale)
+        GL.glUniform2f(u["u_offset"], *offset)
+        GL.glUniform2f(u["u_viewport"], vw, vh)
+        GL.glUniform4f(u["u_copy"], left, bottom, *size)
+        GL.glActiveTexture(GL.GL_TEXTURE0)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, texture)
+        GL.glBindVertexArray(self._face_vao)
+        GL.glDrawElements(GL.GL_TRIANGLES, self._face_count, GL.GL_UNSIGNED_INT, ctypes.c_void_p(0))
+        GL.glBindVertexArray(0)
+        GL.glUseProgram(0)
+
+    def _face_copy_target(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
+        """The texture (and its framebuffer) the face's part of the frame is copied into,
+        at least width×height: made anew only when a larger one is needed."""
+        if self._face_copy is not None:
+            size = self._face_copy[2]
+            if size[0] >= width and size[1] >= height:
+                return self._face_copy
+            self._delete_face_copy()
+        draw_target = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        read_target = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
+        texture = _texture(width, height)
+        try:
+            fbo = _framebuffer(texture, f"a {width}x{height} copy of the face")
+        except BaseException:
+            GL.glDeleteTextures(1, [texture])
+            raise
+        finally:
+            GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, draw_target)
+            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
+        self._face_copy = (texture, fbo, (width, height))
+        return self._face_copy
+
+    def _canvas_transform(self, breath: float) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Scale and offset from canvas pixels to clip space on the letterboxed,
+        breathing canvas, as sprite.vert places the mouth quad."""
+        offset_y, scale_y = breath_transform(breath)
+        w, h = self.canvas_size
+        fx, fy = self._fit
+        return (2.0 * fx / w, -2.0 * scale_y * fy / h), (-fx, (2.0 * scale_y + 2.0 * offset_y - 1.0) * fy)
 
     def _draw_mesh(self, group: str, scale, offset, opacity: float = 1.0, clear=None) -> None:
         """One triangle group: "skin" and "cavity" into the mouth frame, each with its
@@ -511,8 +644,16 @@ class PhotoRenderer:
             self._stills.delete()
         self._stills = None
 
+    def _delete_face_copy(self) -> None:
+        if self._face_copy is not None:
+            texture, fbo, _ = self._face_copy
+            GL.glDeleteFramebuffers(1, [fbo])
+            GL.glDeleteTextures(1, [texture])
+        self._face_copy = None
+
     def _delete_rig_objects(self) -> None:
         self._delete_stills()
+        self._delete_face_copy()
         self._delete_mouth_frame()
         if self._picture:
             GL.glDeleteTextures(1, [self._picture])
@@ -522,20 +663,22 @@ class PhotoRenderer:
     def release(self) -> None:
         """Delete every GL object this renderer made (context must be current)."""
         self._delete_rig_objects()
-        buffers = [b for b in (self._quad_vbo, self._rect_vbo, self._dynamic_vbo, self._static_vbo, self._ebo) if b]
+        buffers = [b for b in (self._quad_vbo, self._rect_vbo, self._dynamic_vbo, self._static_vbo, self._ebo,
+                               self._face_vbo, self._face_src_vbo, self._face_ebo) if b]
         if buffers:
             GL.glDeleteBuffers(len(buffers), buffers)
-        arrays = [a for a in (self._quad_vao, self._rect_vao, self._mesh_vao) if a]
+        arrays = [a for a in (self._quad_vao, self._rect_vao, self._mesh_vao, self._face_vao) if a]
         if arrays:
             GL.glDeleteVertexArrays(len(arrays), arrays)
         for program in (self.skin_program, self.warp_program, self.cavity_program, self.picture_program,
-                        self.mouth_program):
+                        self.mouth_program, self.face_program):
             if program:
                 GL.glDeleteProgram(program)
         self.skin_program = self.warp_program = self.cavity_program = 0
-        self.picture_program = self.mouth_program = 0
+        self.picture_program = self.mouth_program = self.face_program = 0
         self._quad_vao = self._quad_vbo = self._rect_vao = self._rect_vbo = self._mesh_vao = 0
         self._dynamic_vbo = self._static_vbo = self._ebo = 0
+        self._face_vao = self._face_vbo = self._face_src_vbo = self._face_ebo = 0
 
 
 def mouth_frame_transform(mouth_rect: tuple[int, int, int, int]

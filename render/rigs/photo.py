@@ -18,6 +18,9 @@ displacement per unit of jaw openness, all scaled to this face, and one blink
 displacement. `vertices_at` is therefore one small matrix product into a
 preallocated array.
 
+Head pose and expressions are a third warp, of the whole face, over the finished frame
+(render/rigs/photo_face.py), built from the same landmarks.
+
 A rig saves as a folder: manifest.json (landmarks and parameters, documented in
 docs/avatar-rig.md) and the picture as PNG. Loading rebuilds the meshes with numpy
 alone (a few milliseconds), without MediaPipe.
@@ -43,6 +46,7 @@ from pipeline.face.landmarks import (
     load_portrait,
 )
 from render.rigs.manifest import RigError, check_manifest_header
+from render.rigs.photo_face import FaceWarp, build_face_warp
 
 FORMAT = "lipsync-studio.photo-rig"
 VERSION = 1
@@ -134,7 +138,8 @@ class PhotoRig:
     basis are the visemes' lip shapes, rows 15–29 their jaw opening per unit openness,
     row 30 the blink. Triangles index those vertices: `mouth_triangles` the mouth/jaw
     skin, `cavity_triangles` the mouth opening, `eye_triangles` both eyes. `static`
-    holds per-vertex constants of the cavity. Displacements fade to zero towards
+    holds per-vertex constants of the cavity. `face` turns the head and makes the
+    expressions, over the finished frame. Displacements fade to zero towards
     `border` (the mouth mesh's fixed outline), so the warp is feathered into the still
     picture, which the mouth frame shows beyond it, `frame_feather` pixels out to the
     edges of `mouth_rect`.
@@ -158,6 +163,7 @@ class PhotoRig:
     eye_triangles: np.ndarray              # T×3 uint32
     border: np.ndarray                     # LIP_K×2 float32, outline of the mouth mesh
     inner_lip: np.ndarray                  # LIP_K×2 float32, rest inner lip contour
+    face: FaceWarp                         # head pose and expressions (photo_face.py)
     source: Path | None = None
     _coeffs: np.ndarray = field(init=False, repr=False)
     _flat: np.ndarray = field(init=False, repr=False)
@@ -245,7 +251,7 @@ def build_photo_rig(image: np.ndarray, landmarks: np.ndarray, name: str,
         rest=rest, basis=basis, static=static,
         mouth_triangles=mesh.triangle_array("skin"), cavity_triangles=mesh.triangle_array("cavity"),
         eye_triangles=mesh.triangle_array("eye"), border=mouth.border.astype(np.float32),
-        inner_lip=mouth.inner_rest.astype(np.float32), source=source,
+        inner_lip=mouth.inner_rest.astype(np.float32), face=build_face_warp(landmarks, (w, h)), source=source,
     )
 
 
