@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.settings import Settings, SettingsStore, validate
 from app.messages import Severity
+from app.settings import Settings, SettingsStore, validate
 from pipeline.audio.resample import StreamResampler
 from pipeline.core.sync_metrics import viseme_change_offsets
 from pipeline.core.visemes import OVR_VISEMES
@@ -597,3 +597,36 @@ def test_a_gpu_asked_for_and_not_had_is_told_in_one_line(qt_app, jack_server, tm
         wait_until_quiet(w)
     finally:
         w.close()
+
+
+# -- the settings panel beside the window ---------------------------------------------
+
+def test_with_the_settings_open_stop_and_speaking_keep_working_and_edits_apply(window):
+    from PySide6.QtCore import Qt, QTimer
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication, QDialog
+
+    # A modal panel would hold open_settings in its own event loop: closed after 3 s so
+    # that this test fails rather than hangs (as it did with the panel of OK and Cancel).
+    QTimer.singleShot(3000, lambda: [w.reject() for w in QApplication.topLevelWidgets()
+                                     if isinstance(w, QDialog) and w.isModal()])
+    panel = window.open_settings()
+    try:
+        assert panel.isVisible() and not panel.isModal()
+        say(window, TEXT)
+        speaker = window.engine.speaker
+        assert not speaker.idle
+        QTest.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)  # a real click
+        pump_until(lambda: window.finished is not None and speaker.idle, 5, "Stop")
+        assert window.finished.cancelled
+        # Speaking goes on, and an edit in the panel reaches the speaking voice at once.
+        say(window, TEXT)
+        panel.volume.setValue(0.5)
+        assert window.engine.speaker.volume == 0.5 and window.settings.volume == 0.5
+        assert window.store.load().volume == 0.5  # and is saved
+        wait_until_quiet(window)
+        assert panel.isVisible()
+    finally:
+        panel.close()
+        window.apply_settings(QUIET)
+    assert panel.volume.value() == QUIET.volume  # the panel shows what applies
