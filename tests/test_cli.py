@@ -164,7 +164,8 @@ def test_version_and_which_commands_open_no_window():
     assert result.returncode == 0 and result.stdout.strip() == f"lipsync-studio {version()}"
     assert version().split()[0] == "0.1.0"
     shown = " ".join(_run(["--help"]).stdout.split())
-    assert "These open no window: say, lipsync, render, obs setup, api token, and --headless" in shown
+    assert ("These open no window: say, lipsync, render, voices, obs setup, api token, and "
+            "--headless") in shown
 
 
 def test_render_takes_the_settings_avatar_and_background_unless_told(tmp_path):
@@ -292,3 +293,124 @@ def test_the_mode_choices_are_the_voices_latency_modes():
     from pipeline.voice.streaming_tts import LATENCY_MODES
 
     assert MODE_NAMES == tuple(LATENCY_MODES)
+
+
+GERMAN = "de_DE-joe-medium"
+
+
+@pytest.fixture(scope="module")
+def voice_config(tmp_path_factory):
+    """A config folder whose voices folder holds a second voice (the bundled model, read
+    as German) and a broken one (a config that is not JSON)."""
+    from tests.test_voices import make_voice
+
+    config = tmp_path_factory.mktemp("voice-config")
+    make_voice(config / "voices", GERMAN)
+    broken = make_voice(config / "voices", "xx_XX-broken-medium")
+    broken.config.write_text("{ this is not json")
+    return config
+
+
+def test_voices_lists_the_installed_and_names_the_broken(voice_config):
+    from pipeline.voice.voice_files import BUNDLED_VOICE
+
+    result = _run(["voices"], config=voice_config)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert rows[0] == ["NAME", "LANGUAGE", "QUALITY", "RATE", "SPEAKERS", "PATH"]
+    assert rows[1] == [BUNDLED_VOICE.name, "en-us", "medium", "22050", "Hz", "1",
+                       str(BUNDLED_VOICE.model)]
+    assert rows[2] == [GERMAN, "de", "medium", "22050", "Hz", "1",
+                       str(voice_config / "voices" / f"{GERMAN}.onnx")]
+    assert str(voice_config / "voices") in result.stdout
+    broken = voice_config / "voices" / "xx_XX-broken-medium.onnx.json"
+    assert result.stderr.splitlines() == [
+        f"note: not usable: {broken}: is not a voice config (not valid JSON: Expecting property "
+        "name enclosed in double quotes: line 1 column 3 (char 2))."]
+    listed = json.loads(_run(["voices", "--json"], config=voice_config).stdout)
+    assert listed["folder"] == str(voice_config / "voices")
+    assert [v["name"] for v in listed["voices"]] == [BUNDLED_VOICE.name, GERMAN]
+    assert listed["voices"][1] == {"name": GERMAN, "language": "de", "quality": "medium",
+                                   "sample_rate": 22050, "speakers": [], "bundled": False,
+                                   "path": str(voice_config / "voices" / f"{GERMAN}.onnx")}
+
+
+def _said(tmp_path, config, *args):
+    """(audio, cue values) of `say` with `args` on one German sentence."""
+    wav, cues = tmp_path / "said.wav", tmp_path / "said.json"
+    result = _run(["say", "Guten Tag, wie geht es dir?", "--wav", str(wav), "--cues", str(cues),
+                   "--seed", "1", *args], config=config)
+    assert result.returncode == 0, result.stderr
+    with wave.open(str(wav)) as f:
+        audio = np.frombuffer(f.readframes(f.getnframes()), "<i2")
+    return audio, [c["value"] for c in json.loads(cues.read_text())["mouthCues"]]
+
+
+def test_say_speaks_with_the_voice_chosen(tmp_path, voice_config):
+    english, english_cues = _said(tmp_path, voice_config)
+    german, german_cues = _said(tmp_path, voice_config, "--voice", GERMAN)
+    by_path, _ = _said(tmp_path, voice_config, "--voice",
+                       str(voice_config / "voices" / f"{GERMAN}.onnx"))
+    # Sound came out (a seeded voice peaks near half of full scale; silence is 0), the
+    # same by name and by path, and it is another reading of the text than English's.
+    assert np.abs(german).max() > 0.2 * 32767
+    assert np.array_equal(german, by_path)
+    assert len(german) != len(english) and german_cues != english_cues
+    # The settings' voice is the default.
+    settings = voice_config / "settings.json"
+    settings.write_text(json.dumps({"voice": GERMAN}))
+    try:
+        from_settings, _ = _said(tmp_path, voice_config)
+    finally:
+        settings.unlink()
+    assert np.array_equal(from_settings, german)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["say", "Hi", "--voice", "de_DE-nobody", "--wav", "{out}"],
+     "No voice named 'de_DE-nobody'. Installed: en_US-joe-medium, de_DE-joe-medium "),
+    (["render", "Hi", "--voice", "de_DE-nobody", "--out", "{out}"],
+     "No voice named 'de_DE-nobody'. Installed: en_US-joe-medium, de_DE-joe-medium "),
+    (["say", "Hi", "--voice", "xx_XX-broken-medium", "--wav", "{out}"],
+     "{voices}/xx_XX-broken-medium.onnx.json: is not a voice config (not valid JSON"),
+    (["say", "Hi", "--voice", "{voices}/xx_XX-broken-medium.onnx", "--wav", "{out}"],
+     "{voices}/xx_XX-broken-medium.onnx.json: is not a voice config (not valid JSON"),
+    (["say", "Hi", "--voice", "/nowhere/x.onnx", "--wav", "{out}"],
+     "Voice not found: /nowhere/x.onnx"),
+    (["say", "Hi", "--speaker", "2", "--wav", "{out}"],
+     "--speaker is for a voice of several speakers; en_US-joe-medium has one"),
+    (["render", "Hi", "--face", "1", "--out", "{out}"],
+     "--face picks a face in a picture (PNG/JPG);"),
+])
+def test_a_voice_or_face_that_cannot_be_used_is_refused_in_one_line(tmp_path, voice_config, args,
+                                                                   message):
+    voices = voice_config / "voices"
+    out = tmp_path / ("x.wav" if args[0] == "say" else "x.mp4")
+    result = _run([a.format(out=out, voices=voices) for a in args], config=voice_config)
+    lines = result.stderr.splitlines()
+    assert "Traceback" not in result.stderr, result.stderr
+    assert len(lines) == 1 and lines[0].startswith(
+        "lipsync-studio: " + message.format(voices=voices)), result.stderr
+    assert result.returncode == 1 and not out.exists()
+
+
+def test_render_face_picks_one_face_of_several(tmp_path):
+    import av
+    from PIL import Image
+    from skimage.data import astronaut
+
+    face = astronaut()[40:296, 100:356]
+    picture = tmp_path / "two.png"
+    Image.fromarray(np.concatenate([face, face[:, ::-1]], axis=1)).save(picture)
+    out = tmp_path / "v.mp4"
+    refused = _run(["render", "Papa made a map.", "--avatar", str(picture), "--out", str(out)])
+    assert refused.returncode == 1 and "shows 2 faces" in refused.stderr
+    assert "Traceback" not in refused.stderr and not out.exists()
+    wrong = _run(["render", "Hi.", "--avatar", str(picture), "--face", "5", "--out", str(out)])
+    assert wrong.returncode == 1 and "Face number 5 does not exist" in wrong.stderr
+    assert not out.exists()
+    result = _run(["render", "Hi.", "--avatar", str(picture), "--face", "1", "--out", str(out),
+                   "--fps", "10"])
+    assert result.returncode == 0, result.stderr
+    with av.open(str(out)) as video:
+        assert (video.streams.video[0].width, video.streams.video[0].height) == (512, 256)
