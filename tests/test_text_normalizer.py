@@ -6,7 +6,7 @@ import time
 import pytest
 
 from pipeline.text.input import split_sentences
-from pipeline.text.normalizer import normalize
+from pipeline.text.normalizer import TypedText, normalize, normalize_spans
 
 CASES = [
     # Decimals: espeak reads "3.5" well, a leading point badly.
@@ -33,9 +33,11 @@ CASES = [
     ("₹100", "100 rupees"),
     ("5$", "5 dollars"),
     ("I paid $5, then left.", "I paid 5 dollars, then left."),
-    # Percentages are already right.
-    ("45%", "45%"),
-    ("3.5%", "3.5%"),
+    # Percentages: espeak reads them right, but the sign is a word of its own to time
+    # (captions show "3.5%" over the words "3.5 percent").
+    ("45%", "45 percent"),
+    ("3.5%", "3.5 percent"),
+    ("up 1,200 % today", "up 1,200 percent today"),
     # Times
     ("3:45", "3:45"),
     ("3:45pm", "3:45 PM"),
@@ -99,9 +101,11 @@ CASES = [
     ("24h", "24 hours"),
     ("5 mph", "5 mph"),
     ("5 GHz", "5 GHz"),
-    # E-mail addresses are read right; URLs are not.
-    ("alice.smith@example.com", "alice.smith@example.com"),
-    ("Mail bob99@x.com.", "Mail bob99@x.com."),
+    # E-mail addresses: read right, written out as the words captions time them by;
+    # URLs are misread.
+    ("alice.smith@example.com", "alice dot smith at example dot com"),
+    ("Mail bob99@x.com.", "Mail bob99 at x dot com."),
+    ("a_b+c-d@my-host.io", "a underscore b plus c dash d at my dash host dot io"),
     ("https://example.com/path?x=1", "example dot com slash path question mark x equals 1"),
     ("See https://a.io/x-y_z, then go.", "See a dot io slash x dash y underscore z, then go."),
     ("www.foo.org", "www dot foo dot org"),
@@ -299,3 +303,38 @@ def test_twenty_thousand_characters_are_normalized_quickly():
                                   "#" * 20_000, "$1" * 10_000, "a@" * 10_000, "1 " * 10_000])
 def test_pathological_input_stays_linear(text):
     assert _cpu_ms(text) < 300
+
+
+# What espeak already read right is written out the same way: the reading does not move.
+READ_AS_BEFORE = ["It rose 3.5% today.", "Up 45% on the year.",
+                  "Mail alice.smith@example.com today.", "Write to bob99@x.com."]
+
+
+@pytest.mark.parametrize("typed", READ_AS_BEFORE)
+def test_signs_written_out_are_read_as_espeak_read_them(phonemes, typed):
+    assert normalize(typed) != typed
+    # The same phonemes, but that espeak flaps the t of a written "at" before a vowel
+    # ("smith at example": ɾ), the American allophone of the same t.
+    assert phonemes(normalize(typed)).replace("ɾ", "t") == phonemes(typed).replace("ɾ", "t")
+
+
+def test_spans_pair_each_rewrite_with_what_was_typed():
+    typed = "Dr. Smith paid $3.50 for 3.5% of it; mail ann.lee@example.com or see https://a.io/x."
+    spans = normalize_spans(typed)
+    assert "".join(t for t, _ in spans) == typed
+    assert "".join(s for _, s in spans) == normalize(typed)
+    assert [pair for pair in spans if pair[0] != pair[1]] == [
+        ("Dr.", "Doctor"), ("$3.50", "3 dollars and 50 cents"), ("3.5%", "3.5 percent"),
+        ("ann.lee@example.com", "ann dot lee at example dot com"), ("https://a.io/x", "a dot io slash x")]
+
+
+def test_each_sentence_spoken_gets_the_text_typed_for_it():
+    typed = ("Dr. Smith paid $3.50 on 2026-11-29 at 3:00 p.m. for 5km. Mail ann.lee@example.com, "
+             "3.5% off! Then Mr. Lee left.")
+    behind = TypedText(normalize_spans(typed))
+    pieces = list(split_sentences(normalize(typed)))
+    assert pieces[1] == "Mail ann dot lee at example dot com, 3.5 percent off!"
+    assert [behind.typed(piece) for piece in pieces] == [
+        "Dr. Smith paid $3.50 on 2026-11-29 at 3:00 p.m. for 5km.",
+        "Mail ann.lee@example.com, 3.5% off!", "Then Mr. Lee left."]
+    assert behind.typed("not a piece of it") == ""

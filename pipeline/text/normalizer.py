@@ -55,9 +55,14 @@ approx., Prof., Mt.    "ɐpɹˈɑːks", "pɹˈɑːf", "M T"          approximate
 10x, x2, ~5            "ten ex", "ex two", "tilde five"     10 times, times 2, about 5
 =====================  ===================================  ==================================
 
+Read right by espeak, and written out all the same so that every sign the voice says is a
+word of the spoken text, which captions time the typed text by (normalize_spans pairs
+what was typed with what is said): 3.5% → 3.5 percent; ann.lee@x.com → ann dot lee at x
+dot com.
+
 Already right, left alone: integers (also with thousands commas, negative, "−"), decimals
-"3.5", "45%", "3:45pm", "3:45", ordinals "1st"/"22nd", years from 2000 ("two thousand
-twenty six" is a common American reading), "1900", e-mail addresses, @mentions, "&",
+"3.5", "3:45pm", "3:45", ordinals "1st"/"22nd", years from 2000 ("two thousand
+twenty six" is a common American reading), "1900", @mentions, "&",
 "+", "=", "±", "@", "×", "÷", "5°", "50¢", "5€", "mph", "lbs", "GHz", "MHz", "U.S.",
 two-part product codes ("MP3", "PS5", "4K", "Q3", "RTX4090", "COVID-19").
 
@@ -75,6 +80,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from difflib import SequenceMatcher
 
 _ONES = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -340,6 +346,14 @@ def _url(m: re.Match[str]) -> str:
     return re.sub(r" +", " ", "".join(spoken.get(c, c) for c in url)).strip()
 
 
+# An e-mail address's signs, said; its words and digits espeak reads as they are.
+_EMAIL_SIGNS = {".": " dot ", "@": " at ", "-": " dash ", "_": " underscore ", "+": " plus "}
+
+
+def _email(address: str) -> str:
+    return re.sub(r" +", " ", "".join(_EMAIL_SIGNS.get(c, c) for c in address)).strip()
+
+
 _TITLES = {"dr": "Doctor", "mr": "Mister", "mrs": "Missus", "ms": "Miz", "prof": "Professor",
            "st": "Saint", "mt": "Mount", "gen": "General", "sgt": "Sergeant", "capt": "Captain",
            "gov": "Governor", "sen": "Senator", "rep": "Representative", "rev": "Reverend"}
@@ -420,6 +434,7 @@ _RULES: list[_Rule] = [
      lambda m: m[1] + _year(int(m[2]))),
     (("/",), re.compile(r"(?<![\w./])(?:(\d+)\s)?(\d{1,2})/(\d{1,2})(?![\w/]|\.\d)"), _fraction),
     ((), re.compile(rf"(?<![\w.])({_NUM})\s?({_UNIT_ALTERNATION})(?![\w/°])"), _unit),
+    (("%",), re.compile(rf"(?<![\w.])({_NUM})\s?%"), lambda m: f"{m[1]} percent"),
     (("x",), re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)x\b"), lambda m: f"{m[1]} times"),
     (("x",), re.compile(r"x(?<![\w.]x)(?!86|64)(\d{1,2})\b"), lambda m: f"times {m[1]}"),
     (("~",), re.compile(r"~(?<![\w~]~)\s?(?=\d)"), "about "),
@@ -478,8 +493,10 @@ def _apply_rules(text: str) -> str:
     return text
 
 
-def _rewrite(chunk: str) -> str:
-    out: list[str] = []
+def _rewrite(chunk: str) -> list[tuple[str, str]]:
+    """(typed, spoken) pairs tiling `chunk`: what no rule touched as it is, and each window
+    around a trigger with what the rules made of it."""
+    out: list[tuple[str, str]] = []
     done = 0
     window: list[int] | None = None
     for hot in _HOT.finditer(chunk):
@@ -492,23 +509,80 @@ def _rewrite(chunk: str) -> str:
             window[1] = _window_end(chunk, hot.end())
             continue
         if window is not None:
-            out += [chunk[done:window[0]], _apply_rules(chunk[window[0]:window[1]])]
+            typed = chunk[window[0]:window[1]]
+            out += [(chunk[done:window[0]],) * 2, (typed, _apply_rules(typed))]
             done = window[1]
         window = [start, _window_end(chunk, hot.end())]
     if window is not None:
-        out += [chunk[done:window[0]], _apply_rules(chunk[window[0]:window[1]])]
+        typed = chunk[window[0]:window[1]]
+        out += [(chunk[done:window[0]],) * 2, (typed, _apply_rules(typed))]
         done = window[1]
-    out.append(chunk[done:])
-    return "".join(out)
+    out.append((chunk[done:],) * 2)
+    return out
+
+
+_TOKENS = re.compile(r"\S+|\s+")
+
+
+def word_pairs(typed: str, spoken: str) -> list[tuple[str, str]]:
+    """(typed, spoken) pairs tiling both texts: each word the same in both a pair of its
+    own, each stretch that differs ("$5" / "5 dollars") one pair (difflib on words and
+    the spaces between them)."""
+    a, b = _TOKENS.findall(typed), _TOKENS.findall(spoken)
+    pairs: list[tuple[str, str]] = []
+    for op, i0, i1, j0, j1 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            pairs += [(token, token) for token in a[i0:i1]]
+        else:
+            pairs.append(("".join(a[i0:i1]), "".join(b[j0:j1])))
+    return pairs
+
+
+def normalize_spans(text: str) -> list[tuple[str, str]]:
+    """(typed, spoken) pairs tiling `text` and `normalize(text)`, each rewrite (a sum of
+    money, a date, an address) a pair of its own and every other word one of its own:
+    what was typed behind each part of what is said."""
+    rough: list[tuple[str, str]] = []
+    start = 0
+    for m in _PROTECTED.finditer(text):
+        rough += _rewrite(text[start:m.start()])
+        rough.append((m[0], _url(m) if m[0].lower().startswith(("http", "www")) else _email(m[0])))
+        start = m.end()
+    rough += _rewrite(text[start:])
+    return [pair for typed, spoken in rough if typed for pair in
+            (word_pairs(typed, spoken) if typed != spoken else [(typed, typed)])]
 
 
 def normalize(text: str) -> str:
     """`text` with what espeak-ng would misread written out as a person says it."""
-    out: list[str] = []
-    start = 0
-    for m in _PROTECTED.finditer(text):
-        out.append(_rewrite(text[start:m.start()]))
-        out.append(_url(m) if m[0].lower().startswith(("http", "www")) else m[0])
-        start = m.end()
-    out.append(_rewrite(text[start:]))
-    return "".join(out)
+    return "".join(spoken for _, spoken in normalize_spans(text))
+
+
+class TypedText:
+    """The typed text behind each piece of a normalized text, asked piece by piece in
+    order (the pieces a sentence splitter cut from `normalize(text)`, spaces between them
+    dropped). A rewrite belongs to the piece it starts in."""
+
+    def __init__(self, spans: list[tuple[str, str]]) -> None:
+        self._spans = spans
+        self._spoken = "".join(spoken for _, spoken in spans)
+        self._starts = []
+        at = 0
+        for _, spoken in spans:
+            self._starts.append(at)
+            at += len(spoken)
+        self._cursor = 0  # where the next piece is looked for in the spoken text
+        self._span = 0  # the first span not given to a piece yet
+
+    def typed(self, piece: str) -> str:
+        """What was typed for `piece`, the next piece of the spoken text ("" if it is not)."""
+        start = self._spoken.find(piece, self._cursor)
+        if not piece or start < 0:
+            return ""
+        end = start + len(piece)
+        k = self._span
+        while k < len(self._spans) and self._starts[k] < end:
+            k += 1
+        typed = "".join(typed for typed, _ in self._spans[self._span:k])
+        self._span, self._cursor = k, end
+        return typed.strip()
