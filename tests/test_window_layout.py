@@ -60,7 +60,7 @@ def _controls(window):
 
 
 def _assert_nothing_clipped(window, shot_path):
-    from PySide6.QtWidgets import QStyle, QStyleOptionProgressBar
+    from app.ui.mic_meter import WIDEST
 
     window.grab().save(str(shot_path))
     for widget in _controls(window):
@@ -77,13 +77,13 @@ def _assert_nothing_clipped(window, shot_path):
                    window.import_button, window.avatar_window_button, window.history_button):
         assert button.fontMetrics().horizontalAdvance(button.text()) < button.width(), (
             f"{button.text()!r} does not fit its button ({button.width()} px)")
-    # The meter's text in the rectangle its style draws it in.
+    # The meter's figure in a label of its own, where it fits, never drawn over the bar
+    # (a style draws a bar's text in two colours where the level crosses it).
     meter = window.mic_level
-    option = QStyleOptionProgressBar()
-    meter.initStyleOption(option)
-    label = meter.style().subElementRect(QStyle.SubElement.SE_ProgressBarLabel, option, meter)
-    assert meter.fontMetrics().horizontalAdvance(meter.text()) <= label.width(), (
-        f"{meter.text()!r} does not fit the meter's {label.width()} px")
+    assert not meter.bar.isTextVisible() and meter.label.text().startswith("mic ")
+    assert meter.label.fontMetrics().horizontalAdvance(meter.label.text()) <= (
+        meter.label.contentsRect().width()), f"{meter.label.text()!r} does not fit"
+    assert meter.label.fontMetrics().horizontalAdvance(WIDEST) <= meter.label.contentsRect().width()
     # Every line of the status is inside its label, and the label inside the window.
     status = window.status
     assert status.text().count("·") >= 5, status.text()  # the mic's figures are there
@@ -102,9 +102,9 @@ def test_at_its_default_size_the_text_box_is_the_widest_and_nothing_is_cut(windo
     _assert_nothing_clipped(window, tmp_path / "window_720.png")
     others = [w.width() for w in (window.speak_button, window.stop_button,
                                   window.settings_button, window.import_button,
-                                  window.avatar_window_button, window.mic_level)]
-    # Before: 113 px in one row with six buttons and the meter of 80-115 px. Now the
-    # widest of all the controls, by far.
+                                  window.avatar_window_button, window.mic_level.label)]
+    # Before: 113 px in one row with six buttons and the meter of 80-115 px. Now wider
+    # than any button or figure by far (the meter's bar takes what its row leaves).
     assert window.text.width() > 2 * max(others), (window.text.width(), others)
     # A sentence of 50 characters (what a chat line is, often) is seen whole as typed.
     sentence = "Thanks for the follow, welcome to the stream, Sam!"

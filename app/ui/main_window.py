@@ -32,6 +32,7 @@ from app.outputs import Wants
 from app.settings import Settings, SettingsStore
 from app.studio import Studio
 from app.ui.message_view import MessageArea, MessageHistory
+from app.ui.mic_meter import MicMeter
 from app.ui.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
 from app.ui.queue_view import QueueView
 from app.ui.settings_panel import SettingsPanel
@@ -45,9 +46,6 @@ log = logging.getLogger(__name__)
 
 STATUS_INTERVAL_MS = 500
 METER_INTERVAL_MS = 50
-METER_FLOOR_DB = -60
-# The widest text the meter shows, which it is never narrower than.
-METER_WIDEST = "mic -60 dBFS"
 # The window's size at first start (later starts take the size it had when closed),
 # made smaller where the screen is: the bottom rows must not fall off the screen.
 DEFAULT_SIZE = (720, 820)
@@ -131,16 +129,7 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, 100)
         self.progress.setFormat("Warming up the voice… %p%")
         self.progress.setTextVisible(True)
-        self.mic_level = QProgressBar()
-        self.mic_level.setRange(METER_FLOOR_DB, 0)
-        self.mic_level.setFormat("mic %v dBFS")
-        self.mic_level.setTextVisible(True)
-        # Room for its text besides the style's frame and padding (the style's own hint,
-        # taken with the widest text the meter shows).
-        self.mic_level.setMinimumWidth(
-            self.mic_level.sizeHint().width()
-            + self.mic_level.fontMetrics().horizontalAdvance(METER_WIDEST)
-            - self.mic_level.fontMetrics().horizontalAdvance(self.mic_level.text()))
+        self.mic_level = MicMeter()
         self.status = StatusLabel()
 
         self.hide_controls_action = QAction("Hide controls", self)
@@ -163,8 +152,7 @@ class MainWindow(QMainWindow):
         tools.addWidget(self.settings_button)
         tools.addWidget(self.import_button)
         tools.addWidget(self.avatar_window_button)
-        tools.addStretch(1)
-        tools.addWidget(self.mic_level)
+        tools.addWidget(self.mic_level, 1)
         messages = QHBoxLayout()
         messages.addWidget(self.message_area, 1)
         messages.addWidget(self.history_button, 0, Qt.AlignmentFlag.AlignTop)
@@ -492,13 +480,7 @@ class MainWindow(QMainWindow):
 
     def refresh_meter(self) -> None:
         mic = self.engine.mic
-        if mic is None:
-            self.mic_level.setValue(METER_FLOOR_DB)
-            self.mic_level.setFormat("mic off")
-            return
-        peak = mic.level().peak_db
-        self.mic_level.setFormat("mic %v dBFS")
-        self.mic_level.setValue(max(METER_FLOOR_DB, min(0, round(peak))))
+        self.mic_level.show_level(mic.level().peak_db if mic is not None else None)
 
     def refresh_status(self) -> None:
         report = self.sync_offsets()
