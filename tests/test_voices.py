@@ -232,3 +232,66 @@ def test_the_engine_loads_the_chosen_voice_at_its_own_rate(voices):
         assert engine.tts.voice == BUNDLED_VOICE  # the voice in use stays
     finally:
         engine.close()
+
+
+def test_the_settings_box_lists_picks_adds_and_sets_speaker_and_rate(voices, qt_app, tmp_path):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from app.ui.voices_box import VoicesBox
+
+    held = [Settings(speech_rate=1.1)]
+    box = VoicesBox(lambda: held[0])
+    box.changed.connect(lambda settings: held.__setitem__(0, settings))
+    box.resize(480, 420)
+    box.show()
+    QTest.qWaitForWindowExposed(box)
+
+    def rows():
+        return [[box.list.topLevelItem(i).text(c) for c in range(3)]
+                for i in range(box.list.topLevelItemCount())]
+
+    def click_row(index: int) -> None:
+        item = box.list.topLevelItem(index)
+        QTest.mouseClick(box.list.viewport(), Qt.MouseButton.LeftButton,
+                         pos=box.list.visualItemRect(item).center())
+
+    try:
+        assert rows() == [[BUNDLED_VOICE.name, "en-us", "medium"], [GERMAN, "de", "medium"]]
+        assert box.selected.bundled and not box.speaker.isEnabled()
+        assert box.rate.value() == 1.1 and not box.rate.isEnabled()  # the general rate
+        click_row(1)
+        assert held[0].voice == GERMAN and held[0].voice_speaker == 0
+        # Its own rate: ticked and typed, then given back to the general one.
+        QTest.mouseClick(box.own_rate, Qt.MouseButton.LeftButton)
+        box.rate.setFocus()
+        box.rate.selectAll()
+        QTest.keyClicks(box.rate, "0.8")
+        QTest.keyClick(box.rate, Qt.Key.Key_Return)
+        assert held[0].voice_rates == {GERMAN: 0.8} and held[0].speech_rate == 1.1
+        click_row(0)
+        assert held[0].voice is None and box.rate.value() == 1.1 and not box.own_rate.isChecked()
+        click_row(1)
+        assert box.own_rate.isChecked() and box.rate.value() == 0.8
+        # A broken voice is refused in words; the choice stays.
+        broken = make_voice(tmp_path / "downloads", "de_DE-broken-medium")
+        broken.config.write_text("[1, 2")
+        before = held[0]
+        assert box.add(str(broken.model)) is None
+        assert held[0] == before and box.problems.isVisible()
+        assert box.problems.text().startswith(f"{broken.config}: is not a voice config")
+        assert [row[0] for row in rows()] == [BUNDLED_VOICE.name, GERMAN]
+        # A multi-speaker voice: added, chosen, its speakers offered.
+        several = make_multi_speaker_voice(tmp_path / "downloads", {"alice": 0, "bob": 2})
+        assert box.add(str(several.model)).speakers == ("alice", "1", "bob")
+        assert held[0].voice == several.name and box.selected.name == several.name
+        assert box.speaker.isEnabled() and box.speaker.count() == 3
+        assert not box.problems.isVisible()
+        box.speaker.setCurrentIndex(2)
+        assert held[0].voice_speaker == 2
+        assert [row[0] for row in rows()] == [BUNDLED_VOICE.name, GERMAN, several.name]
+    finally:
+        box.close()
+        for added in voices.iterdir():
+            if not added.name.startswith(GERMAN):
+                added.unlink()
