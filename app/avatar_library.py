@@ -289,6 +289,7 @@ class AvatarLibrary:
         if before is not None and not before.missing:
             rig = load_photo_rig(before.manifest)
             on_rig(rig, True)
+            self._thumbnail_from(before, rig)
             return Imported(before, rig, reused=True)
         image = load_portrait(picture)
         faces = landmarker().detect(image)
@@ -309,7 +310,16 @@ class AvatarLibrary:
                 avatar = Avatar(label, "photo", manifest, picture_sha256=sha256,
                                 face=face_index or 0, faces=len(faces))
                 self._write(self._avatars + (avatar,))
+        self._thumbnail_from(avatar, rig)
         return Imported(avatar, rig, reused=False)
+
+    def _thumbnail_from(self, avatar: Avatar, rig: PhotoRig) -> None:
+        """The thumbnail while the rig is loaded anyway, so no window waits for it."""
+        if self.cached_thumbnail(avatar) is None:
+            try:
+                self._save_thumbnail(avatar, rig)
+            except OSError:
+                pass  # the avatar is saved; thumbnail() makes it, or says why not, when asked
 
     def _new_name(self, name: str, given: bool) -> str:
         """`name` for a new avatar: a name given must be free; a picture's file name is
@@ -334,26 +344,37 @@ class AvatarLibrary:
 
     def thumbnail(self, avatar: Avatar) -> Path:
         """A THUMBNAIL_PX square PNG of the avatar, made once per version of its manifest
-        and kept in the thumbnails folder. RigError or PortraitError where the rig cannot
-        be read (a missing one raises RigError with its missing_message)."""
-        if avatar.missing:
-            raise RigError(avatar.missing_message)
-        path = self._thumbnail_path(avatar.manifest)
-        if not path.exists():
-            self._save_thumbnail(avatar, path)
+        and kept in the thumbnails folder: loading a large photo rig to make one takes
+        seconds (1.5 s for a 4000² portrait here), so a window asks off its GUI thread.
+        RigError or PortraitError where the rig cannot be read (a missing one raises
+        RigError with its missing_message), OSError where it cannot be saved."""
+        path = self.cached_thumbnail(avatar)
+        if path is None:
+            if avatar.missing:
+                raise RigError(avatar.missing_message)
+            rig = load_photo_rig(avatar.manifest) if avatar.kind == "photo" else None
+            path = self._save_thumbnail(avatar, rig)
         return path
 
-    def _save_thumbnail(self, avatar: Avatar, path: Path) -> None:
-        if avatar.kind == "photo":
-            picture = _face_crop(load_photo_rig(avatar.manifest))
-        else:
-            picture = _sprite_picture(avatar.manifest)
+    def cached_thumbnail(self, avatar: Avatar) -> Path | None:
+        """The thumbnail already made for this version of the rig, or None: no waiting."""
+        try:
+            path = self._thumbnail_path(avatar.manifest)
+        except OSError:
+            return None
+        return path if path.exists() else None
+
+    def _save_thumbnail(self, avatar: Avatar, rig: PhotoRig | None) -> Path:
+        """The thumbnail from the photo rig `rig` (or, for a sprite rig, its manifest)."""
+        picture = _face_crop(rig) if rig is not None else _sprite_picture(avatar.manifest)
+        path = self._thumbnail_path(avatar.manifest)
         for old in self._thumbnails_of(avatar.manifest):
             old.unlink(missing_ok=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         picture.save(tmp, format="PNG")
         tmp.replace(path)
+        return path
 
     def _thumbnail_path(self, manifest: Path) -> Path:
         # Named for the manifest's place and version: a rig changed on disk gets a new one.

@@ -362,6 +362,15 @@ def _icon_pixels(item) -> np.ndarray:
         image.height(), image.bytesPerLine() // 4, 4)[:, :image.width()]
 
 
+def _settle(qt_app, view, timeout: float = 10.0) -> None:
+    """Until the view's thumbnails are made (a 4000² photo rig's took 1.5 s here)."""
+    deadline = time.monotonic() + timeout
+    while view.making and time.monotonic() < deadline:
+        qt_app.processEvents()
+        time.sleep(0.005)
+    assert not view.making, f"thumbnails still being made after {timeout} s"
+
+
 def _editor(view):
     """The line editor the list opened on its item (no window manager gives focus here)."""
     from PySide6.QtWidgets import QLineEdit
@@ -389,6 +398,10 @@ def test_the_view_shows_marks_and_switches(qt_app, folder, pictures, landmarker,
     view.resize(640, 420)
     view.show()
     QTest.qWaitForWindowExposed(view)
+    # The import left the photo's thumbnail made; the sprite rigs' are made off the GUI
+    # thread (15 ms each here), shown as "…" until then.
+    assert view.making == {library.avatars[0].manifest, cat.manifest}
+    _settle(qt_app, view)
 
     items = [view.list.item(row) for row in range(view.list.count())]
     assert [item.text() for item in items] == [BUNDLED_NAME, "astronaut", "Cat", "Gone"]
@@ -463,4 +476,16 @@ def test_the_view_shows_marks_and_switches(qt_app, folder, pictures, landmarker,
     assert [view.list.item(r).text() for r in range(view.list.count())] == [
         BUNDLED_NAME, "Kitty", "Gone"]
     assert view.list.item(0).font().bold()
+
+    # A rig that cannot be drawn is told once, and its tooltip says why.
+    broken = _sprite_rig(tmp_path / "Broken")
+    (broken.parent / "base.svg").unlink()
+    library.adopt(broken)
+    view.refresh()
+    _settle(qt_app, view)
+    view.refresh()
+    _settle(qt_app, view)
+    why = [text for text in told if text.startswith("Broken cannot be shown: ")]
+    assert len(why) == 1 and "base.svg" in why[0], told[-3:]
+    assert view.item_of(library.named("Broken")).toolTip() == why[0]
     view.close()

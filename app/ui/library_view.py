@@ -11,6 +11,7 @@ window's messages.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Signal
@@ -53,6 +54,7 @@ class LibraryView(QWidget):
     chosen = Signal(object)  # the Avatar to show now (its setting and its voice)
     voice_changed = Signal(object)  # the Avatar, with its new voice and speaker
     told = Signal(str, object)  # a message for the user, its Severity
+    _thumbnail_made = Signal(object, object)  # from the worker: the Avatar, why not or None
 
     def __init__(self, library: AvatarLibrary, in_use: str | None = None,
                  parent: QWidget | None = None) -> None:
@@ -95,7 +97,14 @@ class LibraryView(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self.list, 1)
         layout.addLayout(buttons)
-        self._broken: dict[Path, str] = {}  # manifest → why its rig cannot be shown
+        # Manifest → its version (mtime) and why that version cannot be shown: told once,
+        # tried again when the rig changes.
+        self._broken: dict[Path, tuple[int | None, str]] = {}
+        # Thumbnails not made yet are made here, one at a time: loading a large photo rig
+        # takes seconds, which the GUI thread must not wait for.
+        self.making: set[Path] = set()
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="avatar-thumbnails")
+        self._thumbnail_made.connect(self._on_thumbnail_made)
         self.refresh()
 
     @property
@@ -135,8 +144,8 @@ class LibraryView(QWidget):
             if avatar.missing:
                 item.setForeground(QColor(150, 150, 150))
                 item.setToolTip(avatar.missing_message)
-            elif avatar.manifest in self._broken:
-                item.setToolTip(self._broken[avatar.manifest])
+            elif self._is_broken(avatar):
+                item.setToolTip(self._broken[avatar.manifest][1])
             self.list.addItem(item)
         self.list.blockSignals(False)
         keep = (self.item_of(chosen) if chosen is not None else None) or (
@@ -145,20 +154,49 @@ class LibraryView(QWidget):
         self._enable()
 
     def _icon(self, avatar: Avatar, in_use: bool) -> QIcon:
-        try:
-            path = str(self.library.thumbnail(avatar))
-        except (RigError, PortraitError, OSError) as exc:
-            if not avatar.missing:
-                why = f"{avatar.name} cannot be shown: {_reason(exc)}"
-                if self._broken.get(avatar.manifest) != why:  # once, not at every refresh
-                    self.told.emit(why, Severity.WARNING)
-                self._broken[avatar.manifest] = why
-            return QIcon(_framed(_placeholder(), in_use))
-        self._broken.pop(avatar.manifest, None)
+        """The cached thumbnail, or a placeholder while one is made (off this thread) or
+        where none can be."""
+        path = self.library.cached_thumbnail(avatar)
+        if path is None:
+            if not avatar.missing and not self._is_broken(avatar):
+                self._make_thumbnail(avatar)
+            mark = "…" if avatar.manifest in self.making else "?"
+            return QIcon(_framed(_placeholder(mark), in_use))
         key = f"{path}|{in_use}"
         if key not in self._icons:
-            self._icons[key] = QIcon(_framed(QPixmap(path), in_use))
+            self._icons[key] = QIcon(_framed(QPixmap(str(path)), in_use))
         return self._icons[key]
+
+    def _make_thumbnail(self, avatar: Avatar) -> None:
+        if avatar.manifest in self.making:
+            return
+        self.making.add(avatar.manifest)
+
+        def make() -> None:
+            try:
+                self.library.thumbnail(avatar)
+            except (RigError, PortraitError, OSError) as exc:
+                self._thumbnail_made.emit(avatar, f"{avatar.name} cannot be shown: {_reason(exc)}")
+            else:
+                self._thumbnail_made.emit(avatar, None)
+
+        self._worker.submit(make)
+
+    def _is_broken(self, avatar: Avatar) -> bool:
+        version, _ = self._broken.get(avatar.manifest, (None, ""))
+        return avatar.manifest in self._broken and version == _version(avatar.manifest)
+
+    def _on_thumbnail_made(self, avatar: Avatar, why: str | None) -> None:
+        self.making.discard(avatar.manifest)
+        if why is not None:
+            self._broken[avatar.manifest] = (_version(avatar.manifest), why)
+            self.told.emit(why, Severity.WARNING)
+        item = self.item_of(avatar)
+        if item is not None:
+            current = self.library.in_use(self.in_use)
+            item.setIcon(self._icon(item.data(AVATAR), item.data(AVATAR) == current))
+            if why is not None:
+                item.setToolTip(why)
 
     def _enable(self, *_) -> None:
         avatar = self.selected
@@ -270,14 +308,22 @@ class LibraryView(QWidget):
         self.refresh()
 
 
+def _version(manifest: Path) -> int | None:
+    try:
+        return manifest.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def _reason(exc: Exception) -> str:
     if isinstance(exc, OSError):
         return f"{exc.filename or 'the library'} could not be written ({exc.strerror or exc})."
     return getattr(exc, "message", None) or str(exc)
 
 
-def _placeholder() -> QPixmap:
-    """A question mark where a thumbnail cannot be made (a missing or broken rig)."""
+def _placeholder(mark: str) -> QPixmap:
+    """`mark` where there is no thumbnail: "…" while one is made, "?" where none can be
+    (a missing or broken rig)."""
     pixmap = QPixmap(THUMBNAIL_PX, THUMBNAIL_PX)
     pixmap.fill(QColor(60, 60, 60))
     painter = QPainter(pixmap)
@@ -285,7 +331,7 @@ def _placeholder() -> QPixmap:
     font.setPixelSize(THUMBNAIL_PX // 2)
     painter.setFont(font)
     painter.setPen(QColor(170, 170, 170))
-    painter.drawText(pixmap.rect(), Qt.AlignmentFlag.AlignCenter, "?")
+    painter.drawText(pixmap.rect(), Qt.AlignmentFlag.AlignCenter, mark)
     painter.end()
     return pixmap
 
