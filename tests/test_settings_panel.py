@@ -294,3 +294,21 @@ def test_devices_plugged_in_after_start_can_be_chosen(panel, jack_server):
     finally:
         usb.stop()
         speaker.close()
+
+
+def test_a_slow_change_says_what_it_is_doing_while_it_runs(panel):
+    dialog = panel(Settings(audio_output_device="USB Headset"))
+    said = []
+    dialog.changed.connect(lambda _settings: said.append(dialog.busy.text()))
+    # Through the window on the 2-core VM these took: the mic off 45 ms, another output
+    # 170 ms, a device plugged in since start 306 ms (PortAudio re-initialised).
+    dialog.mic_enabled.setChecked(False)
+    dialog.output.setCurrentIndex(0)  # the system's default
+    dialog.volume.setValue(0.3)  # no device: nothing to say
+    assert said == ["Switching the microphone…", "Opening the audio output…", ""]
+    assert dialog.busy.text() == ""  # and once done, nothing
+    # A voice loading (a new voice chosen) shows its progress in the panel.
+    dialog.show_voice_progress(0.4)
+    assert not dialog.voice_progress.isHidden() and dialog.voice_progress.value() == 40
+    dialog.show_voice_progress(None)
+    assert dialog.voice_progress.isHidden()

@@ -57,7 +57,7 @@ VOICE, AVATAR, HOTKEYS = "Voice", "Avatar", "Hotkeys"
 # Fields whose change reopens a device or loads something: the panel says what it is
 # doing while it happens.
 SLOW = {"audio_output_device": "Opening the audio output…",
-        "mic_enabled": "Opening the microphone…", "mic_device": "Opening the microphone…",
+        "mic_enabled": "Switching the microphone…", "mic_device": "Opening the microphone…",
         "mic_lipsync": "Loading the microphone's lip sync…",
         "avatar_manifest": "Loading the avatar…"}
 
