@@ -90,7 +90,7 @@ NECK_BELOW_CHIN = 0.35
 # Expression handles, in eye widths (brows, lids) or mouth widths (mouth, cheeks). The
 # displacement is at the handle; it falls off as a Gaussian of the given radius.
 BROW_RAISE = 0.28
-BROW_REACH_UP = 1.0        # the forehead goes up with the brow
+BROW_REACH_UP = 0.7        # the forehead goes up with the brow
 BROW_REACH_DOWN = 0.55     # share of the brow's distance to the upper lid
 BROW_LOWER = 0.16          # angry: down...
 BROW_INWARD = 0.12         # ...and towards the nose, most at the inner end
