@@ -134,6 +134,14 @@ class Removed:
                 f"{self.avatar.manifest.parent} are left as they were.")
 
 
+def voice_of(avatar: Avatar | None, voice: str | None, speaker: int) -> tuple[str | None, int]:
+    """The voice and speaker to speak with: the avatar's own where it has one, else the
+    settings' (`voice`, `speaker`: Settings.voice and voice_speaker)."""
+    if avatar is not None and avatar.voice is not None:
+        return avatar.voice, avatar.voice_speaker
+    return voice, speaker
+
+
 def picture_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as file:

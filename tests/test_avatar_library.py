@@ -23,6 +23,7 @@ from app.avatar_library import (
     AvatarLibrary,
     FacesToChoose,
     LibraryError,
+    voice_of,
 )
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.face.landmarks import FaceLandmarker
@@ -182,6 +183,10 @@ def test_a_missing_folder_is_listed_and_told_not_dropped(folder, pictures, landm
     assert not back.reused and landmarker.asked == asked + 1
     assert back.avatar.name == "astronaut" and back.avatar.voice == "en_GB-alba-medium"
     assert not back.avatar.missing and len(again.avatars) == 2
+    # A character keeps its voice; one of no voice of its own speaks the settings' voice.
+    assert voice_of(back.avatar, None, 0) == ("en_GB-alba-medium", 0)
+    assert voice_of(again.avatars[0], "de_DE-thorsten-medium", 2) == ("de_DE-thorsten-medium", 2)
+    assert voice_of(None, None, 0) == (None, 0)
 
 
 def test_next_and_previous_follow_library_order(folder, tmp_path):
