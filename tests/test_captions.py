@@ -13,11 +13,13 @@ import pytest
 
 from pipeline.core.clock import MediaClock
 from pipeline.core.events import SentenceTimed, SpeechFinished, WordTimed
+from pipeline.text.normalizer import TypedText, normalize_spans
 from pipeline.voice.captions import (
     HOLD_S,
     MAX_LINE_CHARS,
     MAX_LINES,
     CaptionTrack,
+    _sounds,
     align,
     caption_document,
 )
@@ -282,10 +284,65 @@ def test_words_that_do_not_align_show_the_sentence_at_once_and_say_so(tts, caplo
         for w in plan.words:
             track.word(w.phonemes, w.start, w.end)
         track.finish()
-    assert "could not align the words of 'Zebras quietly juxtapose xylophones.'" in caplog.text
+    assert "could not time the words of 'Zebras quietly juxtapose xylophones.'" in caplog.text
+    # The user reads the log: the sentence they typed, none of the voice's symbols.
+    assert not any(_sounds(w.phonemes) in caplog.text for w in plan.words)
     first, last = plan.words[0], plan.words[-1]
     assert {(w.start, w.end) for w in track.words()} == {(first.start, last.end)}
     assert track.text_at(first.start) == "Zebras quietly juxtapose xylophones."
+
+
+@pytest.mark.parametrize("mode", list(LATENCY_MODES))
+def test_a_word_read_otherwise_alone_is_placed_by_the_next(tts, mode, caplog):
+    # "A" alone is the letter (eɪ); before "cat" the voice reads "ɐ": the first phoneme
+    # word matches nothing until the second is in (it fell back to the whole sentence).
+    text = "A cat sat on a mat."
+    with caplog.at_level("INFO", logger="pipeline.voice.captions"):
+        track, spoken, _ = _spoken(tts, text, mode)
+    assert "could not time" not in caplog.text
+    assert [w.text for w in track.words()] == text.split()
+    assert [(w.start, w.end) for w in track.words()] == [(s, e) for _, s, e in spoken]
+
+
+TYPED = "It costs $5, up 3.5% since May; mail ann.lee@example.com to ask."
+
+
+def _typed_and_spoken(tts, typed, mode="premium"):
+    """`typed` spoken by the voice, its captions fed as the app feeds them: each
+    sentence's normalized text with the text typed for it; and the same sentences fed
+    without (shown as said), for the spoken words' own times."""
+    behind = TypedText(normalize_spans(typed))
+    shown = CaptionTrack(tts.phonemes_of, keep_all=True)
+    said = CaptionTrack(tts.phonemes_of, keep_all=True)
+    position = 0
+    for item in tts.stream(typed, LATENCY_MODES[mode]):
+        if isinstance(item, SentencePlan):
+            start = position / item.sample_rate
+            if item.text:
+                shown.sentence(item.text, start, behind.typed(item.text))
+                said.sentence(item.text, start)
+            for w in item.words:
+                for track in (shown, said):
+                    track.word(w.phonemes, start + w.start, start + w.end)
+            position += item.total_samples
+    shown.finish()
+    said.finish()
+    return shown.words(), said.words()
+
+
+@pytest.mark.parametrize("mode", ["ultra", "premium"])
+def test_money_percent_and_addresses_are_shown_as_typed_over_the_words_said(tts, mode):
+    shown, said = _typed_and_spoken(tts, TYPED, mode)
+    assert [w.text for w in shown] == TYPED.split()
+    assert [w.text for w in said][:5] == ["It", "costs", "5", "dollars,", "up"]
+    by_text = {w.text: w for w in shown}
+    said_at = {w.text: w for w in said}
+    # Each typed word is shown from the first word said for it to the last one's end.
+    for typed, first, last in (("$5,", "5", "dollars,"), ("3.5%", "3.5", "percent"),
+                               ("ann.lee@example.com", "ann", "com")):
+        assert (by_text[typed].start, by_text[typed].end) == (said_at[first].start, said_at[last].end)
+    for word in ("It", "costs", "up", "since", "May;", "mail", "to", "ask."):
+        assert (by_text[word].start, by_text[word].end) == (said_at[word].start, said_at[word].end)
 
 
 def test_a_piece_espeak_reads_as_two_sentences_is_announced_once(tts):

@@ -2,9 +2,9 @@
 timed by the voice's own word timings, laid out as broadcast captions, shown live a fixed
 lead before they are heard (CaptionTrack) and written to WebVTT or SRT files.
 
-The words shown are the sentence text the speaker announces (SentenceTimed.text): the
-typed text after cleaning and normalising (pipeline.text.input.prepare_text), with its
-punctuation, so "$5" reads "5 dollars" and "Dr." reads "Doctor" as they are heard.
+The words shown are the sentence as typed (after cleaning: pipeline.text.input), with its
+punctuation, timed by the words the voice reads, its normalized text: "$5" is shown over
+"5 dollars", "3.5%" over "3.5 percent", "Dr." over "Doctor" (typed_words pairs them).
 
 Alignment: the voice times phoneme words (WordTimed: runs of symbols between pauses),
 and espeak reads words apart from how they are written: "25" is two phoneme words,
@@ -17,8 +17,9 @@ its last one's end, so each time written is a phoneme word's own. A written word
 nothing matched (a lone "—") joins the group before it; a phoneme word with nothing
 matched extends the group before it (the "dot" of "Hello.World"); unmatched words on
 both sides between two matches pair up as a group. Where fewer than half of the phoneme
-symbols match (a reading nothing here predicts), the rest of the sentence is shown at
-once, timed from the first unaligned phoneme word to the sentence's last, and logged.
+symbols match (a reading nothing here predicts) once _WAIT_WORDS phoneme words are in,
+the rest of the sentence is shown at once, timed from the first unaligned phoneme word
+to the sentence's last, and logged.
 
 Layout, as broadcast captions: at most MAX_LINE_CHARS characters a line (a longer word
 has its own line) and MAX_LINES lines a block; a sentence starts a new block, and a
@@ -38,6 +39,7 @@ from pathlib import Path
 
 from pipeline.core.events import SentenceTimed, SpeechEvent, SpeechFinished, WordTimed
 from pipeline.core.visemes import LENGTH_MARKS, PAUSES, STRESS_MARKS
+from pipeline.text.normalizer import word_pairs
 from pipeline.voice.speaker import MAX_AHEAD_S
 from pipeline.voice.streaming_tts import SentencePlan
 
@@ -56,6 +58,10 @@ _MIN_MATCHED = 0.5
 # enough for a number read as several words, little enough that a common word is not
 # matched to its twin further on.
 _LOOKAHEAD_FACTOR = 2
+# A reading that does not align while fewer of the sentence's phoneme words than this are
+# in waits for the next: a word is read apart from how it sounds alone ("A" is "eɪ" alone,
+# "ɐ" before "cat"), and the word after it, read as written, places it.
+_WAIT_WORDS = 2
 _IGNORED = frozenset(PAUSES) | frozenset(STRESS_MARKS) | frozenset(LENGTH_MARKS)
 _CACHE_LIMIT = 4096
 # A sentence over (its hold included) this long before the newest one starts is off the
@@ -118,14 +124,39 @@ def align(written: Sequence[str], spoken: Sequence[str], complete: bool
     return [(g[0], g[1] + 1, g[2], g[3] + 1) for g in groups]
 
 
+def typed_words(typed: str, said: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The typed words of a sentence and, for each, the half-open range of the words of
+    `said` (its normalized text, what the voice reads) that say it: "$5" is said by
+    "5 dollars". Words typed and said alike pair one to one; a typed word with nothing
+    said for it shares the range before it (the first, the one after it), and words said
+    with nothing typed for them join the typed word before (the first, after)."""
+    words: list[str] = []
+    ranges: list[tuple[int, int]] = []
+    at = 0  # said words so far
+    for typed_part, said_part in word_pairs(typed, said):
+        part, count = typed_part.split(), len(said_part.split())
+        if part:
+            words += part
+            ranges += [(at if ranges else 0, at + count)] * len(part)
+        elif count and ranges:
+            ranges[-1] = (ranges[-1][0], at + count)
+        at += count
+    for k in range(len(ranges)):
+        if ranges[k][0] == ranges[k][1]:  # nothing said for it
+            ranges[k] = ranges[k - 1] if k else next((r for r in ranges if r[0] < r[1]), (0, 0))
+    return words, ranges
+
+
 @dataclass(slots=True)
 class _Sentence:
-    tokens: list[str]
-    placement: list[tuple[int, int]]  # (block, line) of each token
-    shown: list[str]  # each token's block text up to and including it
+    tokens: list[str]  # the words said, which the voice's words are aligned with
     sounds: list[str | None]  # each token's sounds on its own, filled as needed
-    times: list[tuple[float, float] | None]
+    times: list[tuple[float, float] | None]  # each token's
     spoken: list[tuple[str, float, float]]  # phoneme words: sounds, start, end
+    typed: list[str]  # the words shown
+    says: list[tuple[int, int]]  # the tokens that say each typed word (typed_words)
+    placement: list[tuple[int, int]]  # (block, line) of each typed word
+    shown: list[str]  # each typed word's block text up to and including it
     cursor: tuple[int, int] = (0, 0)  # first token and phoneme word not final
     fallback: bool = False
     done: bool = False
@@ -134,6 +165,16 @@ class _Sentence:
     def end(self) -> float:
         """Where its last word timed ends (-inf for none)."""
         return max((times[1] for times in self.times if times is not None), default=-math.inf)
+
+    def typed_times(self) -> list[tuple[float, float] | None]:
+        """Each typed word's time: from the first of the tokens saying it, once timed, to
+        the last of them timed."""
+        out: list[tuple[float, float] | None] = []
+        for first, end in self.says:
+            timed = [times for times in self.times[first:end] if times is not None]
+            out.append((self.times[first][0], timed[-1][1])
+                       if timed and self.times[first] is not None else None)
+        return out
 
 
 class CaptionTrack:
@@ -216,15 +257,17 @@ class CaptionTrack:
         for w in plan.words:
             self.word(w.phonemes, start + w.start, start + w.end)
 
-    def sentence(self, text: str, start: float) -> None:
-        """A sentence whose words follow (`word`), heard from `start` on."""
+    def sentence(self, text: str, start: float, typed: str = "") -> None:
+        """A sentence whose words follow (`word`), heard from `start` on: `text` as the
+        voice reads it (normalized), shown as `typed` ("" : as `text`)."""
         self.cut(start)
         tokens = text.split()
         if not tokens:
             return
-        placement, shown = self._lay_out(tokens)
-        self._sentences.append(_Sentence(tokens, placement, shown, [None] * len(tokens),
-                                         [None] * len(tokens), []))
+        shown_words, says = typed_words(typed or text, text)
+        placement, shown = self._lay_out(shown_words)
+        self._sentences.append(_Sentence(tokens, [None] * len(tokens), [None] * len(tokens), [],
+                                         shown_words, says, placement, shown))
         sentences = self._sentences
         while (self._shown_from < len(sentences) - 1
                and sentences[self._shown_from].end + HOLD_S < start - _SHOWN_S):
@@ -274,9 +317,10 @@ class CaptionTrack:
         self.cut(t)
 
     def words(self) -> list[CaptionWord]:
-        """Every word timed and kept, in order."""
-        return [CaptionWord(token, times[0], times[1], *s.placement[i])
-                for s in self._sentences for i, (token, times) in enumerate(zip(s.tokens, s.times))
+        """Every word timed and kept, in order, as typed."""
+        return [CaptionWord(word, times[0], times[1], *s.placement[i])
+                for s in self._sentences
+                for i, (word, times) in enumerate(zip(s.typed, s.typed_times()))
                 if times is not None]
 
     def _lay_out(self, tokens: list[str]) -> tuple[list[tuple[int, int]], list[str]]:
@@ -335,11 +379,14 @@ class CaptionTrack:
                 end = min(len(s.tokens), end + 1)  # one more, for words read as one
             written = [self._sounds_of(s, i) for i in range(first_token, end)]
             groups = align(written, [w[0] for w in spoken], complete)
+            if groups is None and not complete and len(spoken) < _WAIT_WORDS:
+                return  # the next words may explain the reading
             if groups is None:
                 s.fallback = True
-                log.info("captions: could not align the words of %r with the voice's "
-                         "reading %r; showing the rest of the sentence at once",
-                         " ".join(s.tokens), " ".join(w[0] for w in s.spoken))
+                # The sentence as typed and shown: the voice's symbols mean nothing to a
+                # user, and the log is theirs to read.
+                log.info("captions: could not time the words of %r by the voice's reading of "
+                         "them; showing the rest of the sentence at once", " ".join(s.typed))
         if groups is None:
             # The rest of the sentence at once, over the phoneme words not aligned.
             for i in range(first_token, len(s.tokens)):
@@ -359,7 +406,7 @@ class CaptionTrack:
         texts: list[str] = []
         hides: list[float] = []
         for s in self._sentences[self._shown_from:]:
-            for i, times in enumerate(s.times):
+            for i, times in enumerate(s.typed_times()):
                 if times is not None:
                     shows.append(times[0] - self._lead_s)
                     texts.append(s.shown[i])
