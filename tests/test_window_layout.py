@@ -93,7 +93,7 @@ def _assert_nothing_clipped(window, shot_path):
 
 
 def test_at_its_default_size_the_text_box_is_the_widest_and_nothing_is_cut(window, tmp_path):
-    from app.ui.main_window import DEFAULT_SIZE
+    from app.ui.window_place import DEFAULT_SIZE
 
     screen = window.screen().availableGeometry()
     assert window.width() == DEFAULT_SIZE[0]
@@ -139,9 +139,11 @@ def _grab_rgb(window) -> np.ndarray:
 
 
 def test_hidden_controls_leave_the_avatar_filling_the_window(window, store):
+    from PySide6.QtCore import QEvent, Qt
+
     window.resize(640, 640)
     pump(0.2)
-    window.hide_controls_action.trigger()  # View → Hide controls, or its shortcut
+    window.avatar_only.action.trigger()  # View → Hide controls, or its shortcut
     pump(0.3)
     try:
         assert window.controls.isHidden() and window.menuBar().isHidden()
@@ -151,7 +153,6 @@ def test_hidden_controls_leave_the_avatar_filling_the_window(window, store):
         assert store.load().window_controls_hidden  # kept for the next start
         assert "Esc" in window.windowTitle()  # the way back is said
     finally:
-        from PySide6.QtCore import QEvent, Qt
         from PySide6.QtGui import QKeyEvent
         from PySide6.QtWidgets import QApplication
 
@@ -160,12 +161,21 @@ def test_hidden_controls_leave_the_avatar_filling_the_window(window, store):
         pump(0.2)
     assert window.controls.isVisible() and window.menuBar().isVisible()
     assert not store.load().window_controls_hidden
+    # A double click on the avatar brings them back too (a real mouse event on the view).
+    from PySide6.QtTest import QTest
+
+    window.avatar_only.action.trigger()
+    pump(0.2)
+    assert window.controls.isHidden()
+    QTest.mouseDClick(window.view, Qt.MouseButton.LeftButton)
+    pump(0.2)
+    assert window.controls.isVisible() and window.windowTitle() == "Lipsync Studio"
 
 
 def test_size_place_and_hidden_controls_survive_a_restart(window, store, qt_app):
     window.resize(560, 600)
     window.move(37, 21)
-    window.hide_controls_action.setChecked(True)
+    window.avatar_only.action.setChecked(True)
     pump(0.3)
     geometry = window.geometry()
     window.close()
@@ -176,7 +186,7 @@ def test_size_place_and_hidden_controls_survive_a_restart(window, store, qt_app)
         assert again.controls.isHidden()
         assert _rect_in(again.view, again) == again.rect()
     finally:
-        again.hide_controls_action.setChecked(False)
+        again.avatar_only.action.setChecked(False)
         again.close()
         pump(0.2)
     assert replace(store.load(), window_geometry=None) == replace(SETTINGS, window_geometry=None)

@@ -12,14 +12,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer
-from PySide6.QtGui import QAction, QColor, QKeySequence
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
     QHBoxLayout,
     QMainWindow,
-    QMenu,
     QMessageBox,
     QProgressBar,
     QPushButton,
@@ -31,6 +30,8 @@ from app.messages import EVENT_SECONDS, Severity
 from app.outputs import Wants
 from app.settings import Settings, SettingsStore
 from app.studio import Studio
+from app.ui import window_place
+from app.ui.avatar_only import AvatarOnly
 from app.ui.message_view import MessageArea, MessageHistory
 from app.ui.mic_meter import MicMeter
 from app.ui.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
@@ -46,14 +47,9 @@ log = logging.getLogger(__name__)
 
 STATUS_INTERVAL_MS = 500
 METER_INTERVAL_MS = 50
-# The window's size at first start (later starts take the size it had when closed),
-# made smaller where the screen is: the bottom rows must not fall off the screen.
-DEFAULT_SIZE = (720, 820)
 # The smallest avatar view: room for the controls at a narrow width (480 px) and a
 # short screen (720 px), the avatar still as tall as a hand.
 VIEW_MINIMUM = (160, 160)
-# Hide and show the controls (the avatar alone fills the window); Esc also shows them.
-CONTROLS_SHORTCUTS = [QKeySequence("Ctrl+Shift+H")]
 TITLE = "Lipsync Studio"
 PICTURE_FILTER = "Pictures ({})".format(" ".join("*" + suffix for suffix in PICTURE_SUFFIXES))
 # What the window's own messages are about (the studio's are in app.studio).
@@ -132,16 +128,6 @@ class MainWindow(QMainWindow):
         self.mic_level = MicMeter()
         self.status = StatusLabel()
 
-        self.hide_controls_action = QAction("Hide controls", self)
-        self.hide_controls_action.setCheckable(True)
-        self.hide_controls_action.setShortcuts(CONTROLS_SHORTCUTS)
-        # On the window, not only in its menu: the shortcut must work with the menu hidden.
-        self.hide_controls_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        self.hide_controls_action.toggled.connect(self.set_controls_hidden)
-        self.addAction(self.hide_controls_action)
-        view_menu = self.menuBar().addMenu("&View")
-        view_menu.addAction(self.hide_controls_action)
-
         # The text box has a row of its own but for Speak and Stop, so a sentence can be
         # read while it is typed at any width; the rest go to a second row.
         speech = QHBoxLayout()
@@ -172,8 +158,11 @@ class MainWindow(QMainWindow):
         central = QWidget()
         central.setLayout(self._layout)
         self.setCentralWidget(central)
-        self._place(settings)
-        self.hide_controls_action.setChecked(settings.window_controls_hidden)
+        self.avatar_only = AvatarOnly(self, self.controls, self._layout)
+        self.avatar_only.show_hidden(settings.window_controls_hidden)
+        self.avatar_only.changed.connect(
+            lambda hidden: self.apply_settings(replace(self.settings, window_controls_hidden=hidden)))
+        window_place.place(self, settings.window_geometry)
 
         self.studio.outputs.attach(self.view)
         self.studio.start()
@@ -350,69 +339,6 @@ class MainWindow(QMainWindow):
         if self.settings_panel is not None:
             self.settings_panel.show_settings(self.settings)
 
-    # -- the window itself -----------------------------------------------------------
-
-    def _place(self, settings: Settings) -> None:
-        """Where and how large the window was when it was last closed; at first start
-        DEFAULT_SIZE, within the screen."""
-        self._fitting = False
-        if settings.window_geometry and self.restoreGeometry(
-                QByteArray.fromBase64(settings.window_geometry.encode("ascii"))):
-            return
-        self.resize(*DEFAULT_SIZE)
-        self._fit_to_screen()
-        # A window manager's frame (title bar, borders) is known only once it has framed
-        # the window, at the first move after showing it: fitted again then.
-        self._fitting = True
-
-    def _fit_to_screen(self) -> None:
-        screen = self.screen().availableGeometry()
-        frame, inner = self.frameGeometry(), self.geometry()
-        self.resize(min(self.width(), screen.width() - (frame.width() - inner.width())),
-                    min(self.height(), screen.height() - (frame.height() - inner.height())))
-        frame = self.frameGeometry()
-        if not screen.contains(frame):
-            self.move(max(screen.left(), min(frame.left(), screen.right() - frame.width() + 1)),
-                      max(screen.top(), min(frame.top(), screen.bottom() - frame.height() + 1)))
-
-    def moveEvent(self, event) -> None:
-        super().moveEvent(event)
-        if self._fitting and self.frameGeometry().size() != self.size():
-            self._fitting = False
-            self._fit_to_screen()
-
-    def set_controls_hidden(self, hidden: bool) -> None:
-        """The avatar alone fills the window (kept in the settings); the shortcut, Esc, a
-        double click or the right-click menu bring the controls back."""
-        self.controls.setVisible(not hidden)
-        self.menuBar().setVisible(not hidden)
-        margin = 0 if hidden else self.style().pixelMetric(self.style().PixelMetric.PM_LayoutLeftMargin)
-        self._layout.setContentsMargins(margin, margin, margin, margin)
-        shortcut = CONTROLS_SHORTCUTS[0].toString(QKeySequence.SequenceFormat.NativeText)
-        self.setWindowTitle(f"{TITLE} — {shortcut} or Esc shows the controls" if hidden else TITLE)
-        if self.hide_controls_action.isChecked() != hidden:
-            self.hide_controls_action.setChecked(hidden)  # toggled again: comes back here
-            return
-        if self.settings.window_controls_hidden != hidden:
-            self.apply_settings(replace(self.settings, window_controls_hidden=hidden))
-
-    def keyPressEvent(self, event) -> None:
-        if event.key() == Qt.Key.Key_Escape and self.controls.isHidden():
-            self.set_controls_hidden(False)
-            return
-        super().keyPressEvent(event)
-
-    def mouseDoubleClickEvent(self, event) -> None:
-        if self.controls.isHidden():
-            self.set_controls_hidden(False)
-            return
-        super().mouseDoubleClickEvent(event)
-
-    def contextMenuEvent(self, event) -> None:
-        menu = QMenu(self)
-        menu.addAction(self.hide_controls_action)
-        menu.exec(event.globalPos())
-
     # -- the avatar window ------------------------------------------------------------
 
     def _show_avatar_window_button(self) -> None:
@@ -492,7 +418,7 @@ class MainWindow(QMainWindow):
             stage.status_text() if stage is not None else None))
 
     def closeEvent(self, event) -> None:
-        geometry = bytes(self.saveGeometry().toBase64()).decode("ascii")
+        geometry = window_place.saved(self)
         if geometry != self.settings.window_geometry:
             self.apply_settings(replace(self.settings, window_geometry=geometry))
         if self.settings_panel is not None:
