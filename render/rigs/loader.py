@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline.core.avatar_state import EXPRESSIONS
 from render.gl.photo_renderer import PhotoRenderer
 from render.gl.sprite_renderer import GLRenderer
+from render.rigs.manifest import RigError
 from render.rigs.photo import FORMAT as PHOTO_FORMAT
 from render.rigs.photo import PhotoRig, import_portrait, load_photo_rig
-from render.rigs.manifest import RigError
 from render.rigs.sprite import SpriteRig, load_rig
 
 AvatarRig = SpriteRig | PhotoRig
@@ -34,6 +35,12 @@ def load_avatar_rig(path: str | Path) -> AvatarRig:
     if _manifest_format(manifest) == PHOTO_FORMAT:
         return load_photo_rig(manifest)
     return load_rig(manifest)
+
+
+def rig_expressions(rig: AvatarRig) -> tuple[str, ...]:
+    """The expressions the avatar draws besides neutral, for AvatarMotion.set_offered: a
+    sprite rig's own; a photo rig warps the face by every one of the state's weights."""
+    return EXPRESSIONS if isinstance(rig, PhotoRig) else tuple(rig.expressions)
 
 
 def renderer_for(rig: AvatarRig, clear_color: tuple[float, float, float, float]
