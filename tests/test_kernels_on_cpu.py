@@ -2,7 +2,8 @@
 shaders/sprite.cu themselves, built for the CPU (tests/harness/kernel_on_cpu.py),
 against the GL renderers on Mesa's llvmpipe. The photo rig's mouth frames for every
 viseme shut, open and mixed, with the photo's teeth and with drawn ones; the sprite
-rig's frames for every viseme pair with blinks, breathing and fades. What the CPU
+rig's frames for every viseme pair with blinks, breathing and fades, and with expression
+fades, overlays and the avatar's placement (measured: 2 levels apart at most). What the CPU
 cannot run — CUDA-GL interop, the texture unit's own sampling, the launches — is
 tests/test_gpu_frames.py's, on an NVIDIA GPU."""
 
@@ -152,6 +153,62 @@ def test_the_sprite_kernel_draws_the_gl_frames(qt_app, sprite_kernel, record_pro
     # A mid-blend pose shows its dominant drawing alone (no two mouths at once).
     drawing = [rig.viseme_to_mouth[v] for v in OVR_VISEMES]
     assert len(frames) == len({(drawing[p.dominant], *rest) for p, *rest in poses})
+
+
+def test_the_sprite_kernel_draws_the_gl_frames_of_expressions_and_motion(qt_app, sprite_kernel):
+    """Expression fades (two drawings of the eyes, each open and shut), overlays and the
+    whole avatar's placement, as GLRenderer.draw_state draws them."""
+    import ctypes
+
+    from pipeline.core.avatar_state import EXPRESSIONS, AvatarState
+    from pipeline.core.frames import MouthPose
+    from render.gl.offscreen import OffscreenTarget
+    from render.gl.sprite_renderer import GLRenderer
+    from render.gpu import cuda_sprite_renderer as sprite
+    from tests.harness.drawn_rig import drawn_rig
+    from tests.harness.kernel_on_cpu import CpuSpriteFrames
+
+    assert sprite_kernel.params_size() == sprite.PARAMS.itemsize == 792
+
+    class CpuSpriteStates(CpuSpriteFrames):
+        def draw_state(self, state: AvatarState) -> np.ndarray:
+            params = sprite.state_params(ctypes.addressof(self._image), self._pointers,
+                                         self._layers, self._viewport, self._canvas, self._fit,
+                                         self._clear, state, 1.0)
+            self._lib.sprite_frame_on_cpu(params.ctypes.data, *sprite.BLOCK)
+            return self.frame[::-1]
+
+    happy, sad = EXPRESSIONS.index("happy"), EXPRESSIONS.index("sad")
+    states = []
+    for weights, place, blink in (((0.0, 0.0), (0.0, 0.0, 0.0, 0.0), 0.0),
+                                  ((1.0, 0.0), (0.0, 0.0, 0.0, 0.0), 0.5),
+                                  ((0.4, 0.6), (0.01, 0.03, 0.12, -0.04), 0.3),
+                                  ((0.3, 0.0), (-0.02, 0.0, -0.2, 0.05), 1.0)):
+        state = AvatarState()
+        state.set_mouth(MouthPose(10, 4, 0.7, 0.8))
+        state.set_blink(blink)
+        state.breath = 0.4
+        state.expressions[happy], state.expressions[sad] = weights
+        state.set_placement(*place)
+        states.append(state)
+    rig, size = drawn_rig(256), (384, 320)
+    cpu = CpuSpriteStates(sprite_kernel, rig, size)
+    worst, frames = 0, set()
+    with OffscreenTarget(*size):
+        renderer = GLRenderer()
+        renderer.initialize()
+        renderer.set_rig(rig)
+        renderer.resize(*size)
+        for state in states:
+            renderer.draw_state(state)
+            gl = renderer.read_pixels().astype(np.int16)
+            frame = cpu.draw_state(state)
+            worst = max(worst, int(np.abs(gl - frame).max()))
+            frames.add(frame.tobytes())
+        renderer.release()
+    print(f"\nCPU sprite kernel against GL with expressions and motion: at most {worst} apart")
+    assert worst <= SPRITE_BOUND
+    assert len(frames) == len(states)
 
 
 def test_a_rig_the_sprite_kernel_cannot_draw_is_refused():
