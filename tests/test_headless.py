@@ -75,20 +75,30 @@ def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server
         assert 0 < w * h < width * height and (x, y) != (0, 0)
         assert (visible[..., 3] == 255).sum() > 1000
         output.until("Voice ready", 90)
-        recorder = JackRecorder(max_seconds=8)
+        recorder = JackRecorder(max_seconds=12)
         recorder.start()
         try:
-            proc.stdin.write("Hello from the terminal.\n")
+            proc.stdin.write("Hello from the terminal, in a line long enough to be still "
+                             "speaking when the next one comes.\n")
             proc.stdin.flush()
             deadline = time.monotonic() + 6
             while time.monotonic() < deadline and not _speech(recorder.audio):
                 time.sleep(0.1)
+            # The typed line is spoken through the app's own PortAudio stream into JACK,
+            # and its heard first audio is said.
+            assert _speech(recorder.audio), "".join(lines)
+            output.until("heard first audio", 10)
+            # A line of emoji only, which the voice skips, is answered with why nothing
+            # is said, and leaves the line being spoken alone (lines interrupt, the
+            # default: it cut the speech, then failed).
+            proc.stdin.write("\U0001F600\U0001F389\n")
+            proc.stdin.flush()
+            output.until("Nothing to speak: the text has only emoji", 10)
+            answered = len(recorder.audio)
+            time.sleep(0.6)  # 0.3 s of speech by _speech's measure, and room for the loop
+            assert _speech(recorder.audio[answered:]), "the speech stopped"
         finally:
             recorder.stop()
-        # The typed line is spoken through the app's own PortAudio stream into JACK, and
-        # its heard first audio is said.
-        assert _speech(recorder.audio), "".join(lines)
-        output.until("heard first audio", 10)
         # A line with nothing to speak is answered, not dropped.
         proc.stdin.write("\n")
         proc.stdin.flush()
