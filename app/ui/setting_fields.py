@@ -45,13 +45,17 @@ class SettingField:
     read: Callable[[], Any]
     show: Callable[[Any], None]
 
-    def problem(self) -> str | None:
-        """Why the model refuses what the widget holds, in the user's words; None when
-        it is taken. The field is marked while refused."""
+    @property
+    def refused(self) -> bool:
+        return bool(self.widget.property(INVALID))
+
+    def check(self) -> str | None:
+        """Why the model refuses what the widget holds, in the user's words (None: it is
+        taken), and the field marked so."""
         value = self.read()
         why = model_check(self.name, value)
         text = None if why is None else f"{self.label}: {value!r} {why}. Not applied."
-        if bool(self.widget.property(INVALID)) != (text is not None):
+        if self.refused != (text is not None):
             self.widget.setProperty(INVALID, text is not None)
             self.widget.style().unpolish(self.widget)
             self.widget.style().polish(self.widget)

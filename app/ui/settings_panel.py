@@ -374,7 +374,7 @@ class SettingsPanel(QDialog):
     def show_settings(self, settings: Settings) -> None:
         """Show `settings` in every field but those refused now (the user is at them)."""
         for name, field in self.fields.items():
-            if not field.widget.property("invalid"):
+            if not field.refused:
                 field.show(getattr(settings, name))
         self._describe_mode()
         self._show_frame_rate_hints()
@@ -396,17 +396,18 @@ class SettingsPanel(QDialog):
 
     # -- editing --------------------------------------------------------------------
 
-    def _problems(self) -> list[str]:
-        return [text for text in (field.problem() for field in self.fields.values()) if text]
+    def _check(self) -> dict[str, str]:
+        """Every refused field's problem, by field; all of them said under the tabs."""
+        problems = {name: text for name, field in self.fields.items() if (text := field.check())}
+        self.error.setText("\n".join(problems.values()))
+        return problems
 
     def _edited(self, name: str) -> None:
         """One field's edit is complete: the model's word, then the new settings on."""
         self._take({name: self.fields[name].read()})
 
     def _take(self, values: dict) -> None:
-        problems = self._problems()
-        self.error.setText("\n".join(problems))
-        refused = {name for name, field in self.fields.items() if field.widget.property("invalid")}
+        refused = self._check()
         values = {name: value for name, value in values.items() if name not in refused}
         current = self._current()
         settings, _ = validate({**asdict(current), **values})
@@ -431,9 +432,7 @@ class SettingsPanel(QDialog):
 
     def _checked_settings(self) -> Settings | None:
         """The settings in effect, or None with the refused fields said."""
-        problems = self._problems()
-        self.error.setText("\n".join(problems))
-        return None if problems else self._current()
+        return None if self._check() else self._current()
 
     def _obs_added(self, succeeded: bool, _text: str) -> None:
         # Added: from now on the app keeps OBS's mic offset in step (unless unticked).
