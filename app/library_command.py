@@ -10,6 +10,7 @@ app reads at its next start.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -74,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
         elif args.avatars_command == "use":
             _use(library, store, args.name)
         elif args.avatars_command == "rename":
-            renamed = library.rename(library.named(args.old), args.new)
-            print(f"{args.old.strip()} is called {renamed.name} now.")
+            old = library.named(args.old)
+            print(f"{old.name} is called {library.rename(old, args.new).name} now.")
         elif args.avatars_command == "remove":
             _remove(library, store, args.name)
         else:
@@ -111,7 +112,8 @@ def _import(library, args: argparse.Namespace) -> None:
     models: list[FaceLandmarker] = []
 
     def landmarker() -> FaceLandmarker:
-        models.append(FaceLandmarker())
+        if not models:  # loaded only where the picture was not imported before
+            models.append(FaceLandmarker())
         return models[0]
 
     try:
@@ -125,7 +127,7 @@ def _import(library, args: argparse.Namespace) -> None:
               f"({avatar.manifest.parent}).")
     else:
         print(f"Added {avatar.name} ({avatar.manifest.parent}).")
-    print(f"Make it the avatar with: lipsync-studio avatars use {_quoted(avatar.name)}")
+    print(f"Make it the avatar with: lipsync-studio avatars use {shlex.quote(avatar.name)}")
 
 
 def _use(library, store, name: str) -> None:
@@ -136,14 +138,14 @@ def _use(library, store, name: str) -> None:
     if avatar.missing:
         raise LibraryError(avatar.missing_message)
     load_avatar_rig(avatar.manifest)  # a broken rig is told now, not at the next start
-    settings = store.load()
+    settings = _settings(store)
     store.save(replace(settings, avatar_manifest=avatar.setting))
     print(f"{avatar.name} is the avatar now.")
 
 
 def _remove(library, store, name: str) -> None:
     avatar = library.named(name)
-    settings = store.load()
+    settings = _settings(store)
     in_use = library.in_use(settings.avatar_manifest) == avatar
     removed = library.remove(avatar)
     print(removed.message)
@@ -174,8 +176,13 @@ def _voice(library, args: argparse.Namespace) -> None:
     print(f"{changed.name} speaks with {changed.voice_label} now.")
 
 
-def _quoted(name: str) -> str:
-    return name if name.replace("-", "").replace("_", "").isalnum() else repr(name)
+def _settings(store):
+    """The saved settings, told what of them is dropped: saving them again keeps only
+    the values that are good."""
+    settings = store.load()
+    for problem in store.problems:
+        print(f"settings: {problem}", file=sys.stderr)
+    return settings
 
 
 def _fail(message: str) -> int:

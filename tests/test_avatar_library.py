@@ -309,7 +309,8 @@ def test_the_commands_and_a_new_process_see_one_library(tmp_path, pictures):
         "lipsync-studio: Face number 7 does not exist: three.png shows 3 faces (numbered "
         "from 0, left to right)."]
 
-    assert _avatars(config, "rename", "three", "Middle").returncode == 0
+    renamed = _avatars(config, "rename", "THREE", "Middle")
+    assert renamed.returncode == 0 and renamed.stdout == "three is called Middle now.\n"
     used = _avatars(config, "use", "eileen")
     assert used.returncode == 0 and used.stdout == "Eileen is the avatar now.\n"
     listed = _avatars(config, "list").stdout.splitlines()
