@@ -51,17 +51,29 @@ def rig(tmp_path_factory, landmarker):
 
 
 @pytest.fixture(scope="module")
-def renderer(qt_app, rig):
+def target(qt_app):
     from render.gl.offscreen import OffscreenTarget
+
+    with OffscreenTarget(SIZE, SIZE) as t:
+        yield t
+
+
+@pytest.fixture(scope="module")
+def renderer(target, rig):
     from render.gl.photo_renderer import PhotoRenderer
 
-    with OffscreenTarget(SIZE, SIZE):
-        r = PhotoRenderer()
-        r.initialize()
-        r.set_rig(rig)
-        r.resize(SIZE, SIZE)
-        yield r
-        r.release()
+    r = PhotoRenderer()
+    r.initialize()
+    r.set_rig(rig)
+    r.resize(SIZE, SIZE)
+    yield r
+    target.make_current()
+    r.release()
+
+
+def resized(target, renderer, width: int, height: int) -> None:
+    target.resize(width, height)
+    renderer.resize(width, height)
 
 
 def render(r, s: AvatarState) -> np.ndarray:
@@ -297,3 +309,42 @@ def test_the_warp_costs_a_few_milliseconds(renderer):
             render(renderer, s)
         times[name] = (time.perf_counter() - started) / 20 * 1e3
     print(f"\nframe with read-back at {SIZE}²: " + ", ".join(f"{k} {v:.2f} ms" for k, v in times.items()))
+
+
+def test_the_warp_follows_the_letterbox_breathing_fades_and_smaller_views(renderer, target, rig):
+    """The warp works on the frame as shown: in a wider view the canvas's pixels are the
+    square view's, breathing included, and the bars stay clear; a faded avatar's warp is
+    the faded warp; at half the size the frame is the full one averaged 2×2."""
+    moved = state(yaw=rig.face.limits[0], roll=rig.face.limits[2] / 2, happy=1.0, breath=0.8)
+    square = render(renderer, moved)
+    # At rest breathing: a faded frame samples the picture where the full one copies the
+    # phase stills (within 1/16 row), which alone differ by a few levels when breathing.
+    unbreathing = state(yaw=rig.face.limits[0], happy=1.0)
+    full_opacity = render(renderer, unbreathing).astype(int)
+    renderer.draw_state(unbreathing, 0.5)
+    # The faded frame is rounded to 8 bits before the warp samples it, and the warp's
+    # sample is rounded again: a level and a half from half the full frame at most.
+    assert np.abs(renderer.read_pixels().astype(int) - full_opacity * 0.5).max() <= 1.5
+    try:
+        resized(target, renderer, 2 * SIZE, SIZE)
+        wide = render(renderer, moved)
+        resized(target, renderer, SIZE // 2, SIZE // 2)
+        # At rest breathing, as the unwarped frame's test at half size (breathing alone
+        # takes that comparison past its bounds: measured mean 1.61, p99 14 at 0.8).
+        half = render(renderer, unbreathing).astype(float)
+        still_half = render(renderer, state()).astype(float)
+    finally:
+        resized(target, renderer, SIZE, SIZE)
+    # The same warp, its clip-space positions rounded for another viewport: measured 28
+    # pixels a level apart, where a sample fell on the other side of a filter step.
+    assert np.abs(wide[:, SIZE // 2:SIZE // 2 + SIZE].astype(int) - square).max() <= 1
+    assert not wide[:, :SIZE // 2].any() and not wide[:, SIZE // 2 + SIZE:].any()
+    box = full_opacity.astype(float).reshape(SIZE // 2, 2, SIZE // 2, 2, 4).mean(axis=(1, 3))
+    diff = np.abs(half - box).max(axis=2)
+    print(f"\nwarped at half size against the full frame averaged 2×2: mean {diff.mean():.2f}, "
+          f"p99 {np.percentile(diff, 99):.1f}, max {diff.max():.0f}")
+    # The unwarped frame's own bounds at half size (tests/test_photo_rig.py): the warp
+    # resamples the already-halved frame once more, inside the face alone (measured mean
+    # 0.93, p99 7.2, against the unwarped frame's 0.70 and 1.0).
+    assert diff.mean() < 1.5 and np.percentile(diff, 99) < 10
+    assert np.abs(half - still_half).max(axis=2).sum() > 0

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.easing import smoothstep
 from pipeline.core.frames import MouthPose
 from pipeline.core.visemes import OVR_VISEMES
@@ -182,6 +183,11 @@ class PhotoRig:
     @property
     def vertex_count(self) -> int:
         return self.rest.shape[0]
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        """The expressions this rig draws: every one of AvatarState's, by its face warp."""
+        return EXPRESSIONS
 
     def pose_terms(self, pose: MouthPose, blink: float) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """The basis rows a mouth pose and eyelid closure use, and their weights: the

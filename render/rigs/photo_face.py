@@ -142,7 +142,7 @@ class FaceWarp:
         strains of small displacements add at most)."""
         v, c = state.values, self._coeffs
         c.fill(0.0)
-        strength = min(max(head_turn, 0.0), 1.0)
+        strength = _unit(head_turn)
         yaw, pitch, roll = (strength * float(v[INDEX[k]]) for k in ("yaw", "pitch", "roll"))
         moves = (yaw, pitch, roll, float(v[INDEX["offset_x"]]), float(v[INDEX["offset_y"]]))
         share = sum(abs(m) / max(limit, 1e-9) for m, limit in zip(moves, self.limits))
@@ -152,15 +152,14 @@ class FaceWarp:
         c[PITCH_SIN], c[PITCH_COS] = math.sin(pitch), math.cos(pitch) - 1.0
         c[ROLL_SIN], c[ROLL_COS] = math.sin(roll), math.cos(roll) - 1.0
         c[SHIFT_X], c[SHIFT_Y] = ox, oy
-        e = {name: min(max(float(v[i]), 0.0), 1.0) for name, i in _EXPRESSION.items()}
-        clamp = lambda x: min(max(x, 0.0), 1.0)  # noqa: E731
+        e = {name: _unit(v[i]) for name, i in _EXPRESSION.items()}
         for side, up, down in (("left", BROW_UP_LEFT, BROW_DOWN_LEFT), ("right", BROW_UP_RIGHT, BROW_DOWN_RIGHT)):
             brow = float(v[INDEX[f"brow_{side}"]])
-            c[up] = clamp(max(brow, 0.0) + e["surprised"])
-            c[down] = clamp(max(-brow, 0.0) + e["angry"])
+            c[up] = _unit(max(brow, 0.0) + e["surprised"])
+            c[down] = _unit(max(-brow, 0.0) + e["angry"])
         c[BROW_INNER_UP] = e["sad"]
-        c[SMILE] = clamp(e["happy"] + RELAXED_SMILE * e["relaxed"])
-        c[FROWN] = clamp(e["sad"] + ANGRY_FROWN * e["angry"])
+        c[SMILE] = _unit(e["happy"] + RELAXED_SMILE * e["relaxed"])
+        c[FROWN] = _unit(e["sad"] + ANGRY_FROWN * e["angry"])
         c[EYES_WIDE] = e["surprised"]
         return c
 
@@ -182,13 +181,16 @@ def mouth_and_lids(pose: MouthPose, blink: float, state: AvatarState) -> tuple[M
     frame and the eye meshes: surprise opens the jaw a little, relaxed lowers the lids.
     Unchanged (the same objects) without those expressions."""
     v = state.values
-    surprised = min(max(float(v[_EXPRESSION["surprised"]]), 0.0), 1.0)
-    relaxed = min(max(float(v[_EXPRESSION["relaxed"]]), 0.0), 1.0)
+    surprised, relaxed = _unit(v[_EXPRESSION["surprised"]]), _unit(v[_EXPRESSION["relaxed"]])
     if surprised > 0.0 and pose.openness < SURPRISE_JAW * surprised:
         pose = MouthPose(pose.viseme_a, pose.viseme_b, pose.mix, SURPRISE_JAW * surprised)
     if relaxed > 0.0:
         blink = max(blink, RELAXED_LIDS * relaxed)
     return pose, blink
+
+
+def _unit(x) -> float:
+    return min(max(float(x), 0.0), 1.0)
 
 
 def max_strain(positions: np.ndarray, rest: np.ndarray, shape: tuple[int, int]) -> float:
@@ -261,7 +263,7 @@ def build_face_warp(landmarks: np.ndarray, size: tuple[int, int]) -> FaceWarp:
     shape = (rows, cols)
     for row in range(8, ROWS):
         basis[row] *= _fit_strain(rest, basis[row:row + 1], shape, 1.0, limit=MAX_EXPRESSION_STRAIN)
-    limits = tuple(_fit_strain(rest, basis[rows_], shape, top, trig) for rows_, top, trig in (
+    limits = tuple(_fit_strain(rest, basis[rows_], shape, top, trig, signs=(1.0, -1.0)) for rows_, top, trig in (
         ([YAW_SIN, YAW_COS], MAX_YAW, True), ([PITCH_SIN, PITCH_COS], MAX_PITCH, True),
         ([ROLL_SIN, ROLL_COS], MAX_ROLL, True), ([SHIFT_X], 1.0, False), ([SHIFT_Y], 1.0, False)))
     quads = (np.arange(rows - 1)[:, None] * cols + np.arange(cols - 1)[None, :]).ravel()
@@ -366,13 +368,17 @@ def _handle(points: np.ndarray, line: np.ndarray, moves: np.ndarray, up: np.ndar
 
 
 def _fit_strain(rest: np.ndarray, rows: np.ndarray, shape: tuple[int, int], top: float,
-                trig: bool = False, limit: float = MAX_STRAIN) -> float:
-    """The largest amount up to `top` for which `rows` stay within `limit`'s strain: a
-    scale for one linear row, or an angle whose sine and cosine − 1 weight two (`trig`).
-    Found to 1/4096 of `top`."""
+                trig: bool = False, limit: float = MAX_STRAIN, signs: tuple[float, ...] = (1.0,)) -> float:
+    """The largest amount up to `top` for which `rows` stay within `limit`'s strain,
+    taken with each of `signs`: a scale for one linear row, or an angle whose sine and
+    cosine − 1 weight two (`trig`). Found to 1/4096 of `top`."""
     def strain(amount: float) -> float:
-        c = [math.sin(amount), math.cos(amount) - 1.0] if trig else [amount]
-        return max_strain(rest + np.tensordot(c, rows, axes=1), rest, shape)
+        worst = 0.0
+        for sign in signs:
+            a = sign * amount
+            c = [math.sin(a), math.cos(a) - 1.0] if trig else [a]
+            worst = max(worst, max_strain(rest + np.tensordot(c, rows, axes=1), rest, shape))
+        return worst
 
     if strain(top) <= limit:
         return top
