@@ -399,3 +399,26 @@ def test_docs_table_matches_the_default_rig_and_rhubarb(rig):
     for viseme, (drawing, shape) in rows.items():
         assert drawing == rig.viseme_to_mouth[viseme], viseme
         assert shape == RHUBARB_SHAPE[viseme], viseme
+
+
+def test_the_docs_worked_example_loads_from_png_layers(tmp_path):
+    """docs/avatar-rig.md's "Mochi", made of PNG layers of the size its manifest says."""
+    from PySide6.QtGui import QImage
+
+    text = (REPO_ROOT / "docs" / "avatar-rig.md").read_text()
+    example = text[text.index("3. **Write `mochi/manifest.json`**"):]
+    manifest = json.loads(example[example.index("{"):example.index("```", example.index("{"))])
+    folder = tmp_path / "mochi"
+    folder.mkdir()
+    w, h = manifest["canvas"]
+    files = {*manifest["layers"].values(), *manifest["mouths"].values(),
+             *(f for e in manifest["expressions"].values()
+               for f in (*e.get("swap", {}).values(), *e.get("overlays", [])))}
+    for i, name in enumerate(sorted(files)):
+        image = np.zeros((h, w, 4), np.uint8)
+        image[100 + 20 * i: 140 + 20 * i, 300:700] = (200, 40 + 10 * i, 90, 255)
+        QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888).save(str(folder / name))
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    rig = load_rig(folder)
+    assert rig.name == "Mochi" and list(rig.expressions) == ["happy"]
+    assert rig.expressions["happy"].overlays[0].shape == (h, w, 4)
