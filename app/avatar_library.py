@@ -23,6 +23,7 @@ are rasterised by the sprite rig loader (Qt's raster code, no display needed).
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import threading
 import time
@@ -379,7 +380,8 @@ class AvatarLibrary:
         for old in self._thumbnails_of(avatar.manifest):
             old.unlink(missing_ok=True)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
+        # Its own temporary name: the import's thread and a window's may make it at once.
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         picture.save(tmp, format="PNG")
         tmp.replace(path)
         return path
