@@ -268,6 +268,23 @@ def test_other_parts_of_the_app_have_a_place_in_the_panel(panel):
         page = dialog.tabs.widget([dialog.tabs.tabText(i) for i in
                                    range(dialog.tabs.count())].index(title))
         assert page.isAncestorOf(widget)
+    # A section on the panel's contract edits through it, and shows what it is shown.
+    from dataclasses import replace
+
+    from PySide6.QtCore import Signal
+
+    class Editor(QLabel):
+        changed = Signal(object)
+
+        def show_settings(self, settings):
+            self.setText(f"speaker {settings.voice_speaker}")
+
+    editor = Editor()
+    dialog.add_section(VOICE, editor)
+    editor.changed.emit(replace(dialog.owner.settings, voice_speaker=3))
+    assert dialog.owner.settings.voice_speaker == 3
+    dialog.show_settings(dialog.owner.settings)
+    assert editor.text() == "speaker 3"
 
 
 def test_devices_plugged_in_after_start_can_be_chosen(panel, jack_server):

@@ -87,6 +87,7 @@ class SettingsPanel(QDialog):
         self._current = current
         self._shown_fps = shown_fps
         self.fields: dict[str, SettingField] = {}
+        self._section_editors: list[QWidget] = []
         self.tabs = QTabWidget()
         self.sections: dict[str, QVBoxLayout] = {}
         self._build_voice(self._tab(VOICE), mode_first_audio_ms or {})
@@ -116,6 +117,7 @@ class SettingsPanel(QDialog):
         layout.addWidget(self.voice_progress)
         layout.addWidget(buttons)
         self.show_settings(current())
+        self._fit_first_tab()
 
     # -- building -------------------------------------------------------------------
 
@@ -139,12 +141,31 @@ class SettingsPanel(QDialog):
         self.tabs.addTab(scroll, title)
         return form
 
+    def _fit_first_tab(self) -> None:
+        """Tall enough for the first tab (the one shown on opening) not to scroll,
+        within the screen; the others scroll where they are longer."""
+        scroll = self.tabs.widget(0)
+        # Wrapped notes are taller than the page's size hint says, at the page's width.
+        more = (scroll.widget().heightForWidth(scroll.sizeHint().width())
+                - scroll.sizeHint().height())
+        screen = self.screen().availableGeometry()
+        hint = self.sizeHint()
+        self.resize(hint.width(), min(screen.height(), hint.height() + max(0, more)))
+
     def add_section(self, title: str, widget: QWidget) -> None:
         """Put `widget` at the top of tab `title` (VOICE, AVATAR), or in a tab of its own
-        (HOTKEYS, or any other title)."""
+        (HOTKEYS, or any other title). A widget on the panel's own contract (a `changed`
+        signal with whole new settings, `show_settings(settings)`; app/ui/voices_box.py
+        is one) edits through the panel: its changes go out as the panel's, and it shows
+        what the panel is shown."""
         if title not in self.sections:
             self._tab(title)
         self.sections[title].addWidget(widget)
+        if hasattr(widget, "changed") and hasattr(widget, "show_settings"):
+            widget.changed.connect(self.changed)
+            self._section_editors.append(widget)
+        if not self.isVisible():
+            self._fit_first_tab()
 
     def _field(self, name: str, label: str, widget: QWidget, **options) -> QWidget:
         self.fields[name] = bind(name, label, widget, self._edited, **options)
@@ -376,6 +397,8 @@ class SettingsPanel(QDialog):
         for name, field in self.fields.items():
             if not field.refused:
                 field.show(getattr(settings, name))
+        for editor in self._section_editors:
+            editor.show_settings(settings)
         self._describe_mode()
         self._show_frame_rate_hints()
 
