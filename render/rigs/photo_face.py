@@ -16,16 +16,21 @@ rest + Σ coefficient × basis row, like the mouth mesh:
   nearer), so the nose moves most and the face's outline, at the depth of the pivot,
   hardly at all. Roll rotates the face rigidly about the neck, below the chin. The
   offsets move the face as a whole. A rotation is exact in sin θ and cos θ − 1, so
-  each angle has two rows.
-* expressions, weighted by `w_expr`: 1 inside the face oval, 0 from EXPRESSION_REACH
+  each angle has two rows. Signs as seen, as AvatarState's: positive yaw turns the face
+  to the picture's left (the nose moves left), positive pitch looks up, positive roll
+  tilts counter-clockwise; offset_x is a share of the picture's width to the right,
+  offset_y of its height upwards.
+* expressions, weighted by `w_expr`: 1 inside the face oval, 0 from EXPRESSION_FADE[1]
   times its size: nothing outside the face moves. Each is a few handles (a point or a
   polyline of landmarks) that drag the skin around them with a Gaussian fall-off.
 
 Invariants: every coefficient 0 gives every vertex its rest position (the renderer then
 skips the pass: the frame is today's exactly); the grid's outermost vertices never move;
-no single row, at its largest coefficient, stretches or squashes any cell by more than
-MAX_STRAIN (expression rows are scaled down at build time where they would, head
-motion is clamped to the limits found at build time), so the warp never folds.
+no expression row at full weight stretches or squashes any cell by more than
+MAX_EXPRESSION_STRAIN (a row is scaled down at build time where it would), and no head
+motion alone, either way, by more than MAX_STRAIN (the limits found at build time; a
+frame's motions together are scaled down so their shares of them sum to at most 1), so
+the warp never folds.
 """
 
 from __future__ import annotations
