@@ -52,8 +52,8 @@ def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_serv
         panel.obs_setup.password.setText(obs.password)
         panel.obs_setup.add()
         pump_until(lambda: panel.obs_setup.succeeded is not None, 90, "Add to OBS")
-        assert panel.obs_setup.succeeded, panel.obs_setup.result.text()
-        assert f"'{MIC}'" in panel.obs_setup.result.text()
+        assert panel.obs_setup.succeeded, panel.obs_setup.result.toPlainText()
+        assert f"'{MIC}'" in panel.obs_setup.result.toPlainText()
         assert panel.obs_live_updates.isChecked()
         names = [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]
         assert SOURCE_NAME in names

@@ -42,10 +42,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run `obs setup` for parsed ``args``: 0 when done, 1 with the message on stderr."""
     from app.obs.credentials import CredentialError
-    from app.obs.link import ObsError
+    from app.obs.link import ObsError, PasswordError
 
     try:
         setup(args, lambda line: print(line, flush=True))
+    except PasswordError as exc:
+        how = ("pass --password PASSWORD once (it is saved)" if exc.missing
+               else "pass the right one with --password")
+        print(f"lipsync-studio: {exc.advice(how)}", file=sys.stderr)
+        return 1
     except (ObsError, CredentialError) as exc:
         print(f"lipsync-studio: {exc}", file=sys.stderr)
         return 1

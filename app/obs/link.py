@@ -99,6 +99,21 @@ class ObsRequestError(ObsError):
         self.code = code
 
 
+class PasswordError(ObsError):
+    """OBS asks for a password and none was given (``missing``), or refused the one given.
+    Where to give it is the front end's: ``advice(how)`` is the message with its way
+    (the command line's option, the window's field); the plain message names none."""
+
+    def __init__(self, where: str, missing: bool) -> None:
+        self.where, self.missing = where, missing
+        super().__init__(self.advice("enter it beside Add to OBS in Lipsync Studio's settings "
+                                     "(Outputs (OBS)) and press Add to OBS"))
+
+    def advice(self, how: str) -> str:
+        problem = "asks for a password" if self.missing else "refused the password"
+        return f"OBS at {self.where} {problem}: {how}; {PASSWORD_HINT}"
+
+
 class _Lost(Exception):
     """The connection dropped during a request."""
 
@@ -198,13 +213,9 @@ class ObsLink:
             raise ObsError(f"{where} is not obs-websocket (it answered the WebSocket handshake with "
                            f"HTTP {exc.status_code}); check the port") from None
         except OBSSDKError as exc:
-            if "no password provided" in str(exc):
-                raise ObsError(f"OBS at {where} asks for a password: pass --password PASSWORD once (it is "
-                               f"saved); {PASSWORD_HINT}") from None
             # Identification refused after a Hello that asked for authentication: OBS
             # closes with 4009 (authentication failed), which obsws-python reports so.
-            raise ObsError(f"OBS at {where} refused the password: pass the right one with --password; "
-                           f"{PASSWORD_HINT}") from None
+            raise PasswordError(where, missing="no password provided" in str(exc)) from None
         except (WebSocketException, OSError) as exc:
             raise ObsError(f"the connection to OBS at {where} failed: {exc}", retryable=True) from None
         self._client = client
