@@ -81,6 +81,11 @@ def test_the_latency_list_says_what_a_streamer_gets_quickest_response_first(pane
     assert "heard first audio" in dialog.first_audio_note.text()
     unmeasured = panel(Settings(), {})
     assert unmeasured.mode.itemText(0) == LABELS["ultra"]
+    # Measured once the voice is warm, which can be after the panel was opened.
+    unmeasured.show_first_audio({"ultra": 30.2, "balanced": 49.0})
+    assert [unmeasured.mode.itemText(i) for i in range(3)] == [
+        f"{LABELS['ultra']} — voice starts in 30 ms here",
+        f"{LABELS['balanced']} — voice starts in 49 ms here", LABELS["premium"]]
 
 
 def test_the_mode_explanation_is_never_cut_off(panel, qt_app):

@@ -237,6 +237,7 @@ class MainWindow(QMainWindow):
         self.speak_button.setEnabled(ready)
         if ready and self.settings_panel is not None:
             self.settings_panel.show_voice_progress(None)
+            self.settings_panel.show_first_audio(self.studio.mode_first_audio_ms)
 
     # -- portraits ------------------------------------------------------------------
 

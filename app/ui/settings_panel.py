@@ -173,9 +173,10 @@ class SettingsPanel(QDialog):
 
     def _build_voice(self, form: QFormLayout, measured: dict[str, float]) -> None:
         self.mode = QComboBox()
-        for label, name, details in latency_choices.choices(measured):
-            self.mode.addItem(label, name)
+        for _, name, details in latency_choices.choices({}):
+            self.mode.addItem("", name)
             self.mode.setItemData(self.mode.count() - 1, details, Qt.ItemDataRole.ToolTipRole)
+        self.show_first_audio(measured)
         form.addRow("Latency mode", self._field("latency_mode", "Latency mode", self.mode))
         self.mode_description = _note("")
         self.mode.currentIndexChanged.connect(self._describe_mode)
@@ -410,6 +411,12 @@ class SettingsPanel(QDialog):
             self.fps.value(), self.software_gl_fps.value(), self._shown_fps)
         self.fps_hint.setText(beside_fps)
         self.software_gl_fps_hint.setText(beside_software)
+
+    def show_first_audio(self, measured_ms: dict[str, float]) -> None:
+        """Each latency mode's measured first audio (Studio.mode_first_audio_ms), in the
+        list: known once the voice is warm, which may be after the panel opened."""
+        for index, (label, _, _) in enumerate(latency_choices.choices(measured_ms)):
+            self.mode.setItemText(index, label)
 
     def show_voice_progress(self, fraction: float | None) -> None:
         """A voice loading, `fraction` done; None when it is ready."""
