@@ -36,3 +36,16 @@ def test_blending_moves_every_continuous_field_and_cross_fades_the_mouth():
     assert out.values[INDEX["blink_left"]] == 0.25 and out.values[INDEX["blink_right"]] == 0.0
     assert out.values[INDEX["yaw"]] == pytest.approx(0.1)
     assert a.values[INDEX["yaw"]] == 0.0  # its inputs are left alone
+
+
+def test_placement_and_a_still_state():
+    from pipeline.core.avatar_state import still_state
+
+    state = AvatarState()
+    state.set_placement(0.01, -0.02, 0.1, 0.05)
+    assert state.placement() == (0.01, -0.02, 0.1, 0.05)
+    assert state.values[INDEX["squash"]] == 0.05 and state.values[INDEX["roll"]] == 0.1
+    still = still_state(MouthPose(4, 5, 0.5, 0.7), 0.3, -0.2, out=state)
+    assert still is state and state.placement() == (0.0, 0.0, 0.0, 0.0)
+    assert state.mouth_pose() == MouthPose(4, 5, 0.5, 0.7) and state.openness == 0.7
+    assert state.eyes_closed == 0.3 and state.breath == -0.2 and not state.expressions.any()
