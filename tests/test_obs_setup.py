@@ -63,6 +63,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def record(**changes) -> dict:
     info = {"pid": os.getpid(), "avatar_window_title": AVATAR_WINDOW_TITLE,
+            "avatar_window_on_top": True, "display": os.environ.get("DISPLAY"),
             "output_background": "chroma", "chroma_colour": KEY, "browser_source_url": None,
             "mic_sync_offset_ms": 47.4, "latency_mode": "balanced"}
     return {**info, **changes}
@@ -336,6 +337,40 @@ def test_setup_captures_the_window_keys_the_chroma_and_sets_the_mic_offset(obs, 
 
     # OBS shows the avatar: our window's pixels, edge to edge, the key colour keyed out.
     assert_scene_shows_window(client, right=(0, 0, 0, 0))
+
+
+def test_from_a_terminal_without_a_display_the_apps_own_display_is_used(obs, client, avatar_window,
+                                                                       monkeypatch, capsys):
+    # As over ssh: OBS and the app run on the desktop, `obs setup` in a shell with no
+    # DISPLAY. The screen-capture fallback must look at the window where it is.
+    write_running_app(record())  # the app's record names its display
+    monkeypatch.delenv("DISPLAY")
+    assert run(parse("--port", str(obs.port), "--password", obs.password)) == 0
+    out = capsys.readouterr().out
+    if client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] == "xshm_input":
+        assert f"captures the screen cropped to the window '{AVATAR_WINDOW_TITLE}' (320x240 at" in out
+        assert "the avatar window is always on top" in out
+    # A record without one (its app has no display either): what is needed, in a line.
+    write_running_app(record(display=None, avatar_window_on_top=False))
+    code = run(parse("--port", str(obs.port)))
+    err = capsys.readouterr().err.strip()
+    if code == 1:
+        assert "\n" not in err and "xwininfo" not in err, err
+        assert err.endswith("it needs the X display the avatar window is on, and this terminal has none "
+                            "(DISPLAY is not set, as over ssh): run this from a terminal of the desktop "
+                            "the app runs on, or press Add to OBS in the app's settings"), err
+    else:  # a window capture that works needs no look at the screen
+        assert client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] != "xshm_input"
+
+
+def test_a_covered_avatar_window_is_said_with_what_avoids_it(obs, client, avatar_window, capsys):
+    write_running_app(record(avatar_window_on_top=False))
+    assert run(parse("--port", str(obs.port), "--password", obs.password)) == 0
+    out = capsys.readouterr().out
+    if client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] == "xshm_input":
+        assert "it shows whatever covers that place on screen" in out
+        assert ("keep the avatar window uncovered: tick Always on top under Avatar window in the settings "
+                "(Outputs (OBS)); or capture the virtual camera in OBS instead") in out
 
 
 def test_without_the_app_setup_uses_the_saved_settings(obs, client, avatar_window, config, capsys):

@@ -476,17 +476,23 @@ class ObsLink:
         if "xshm_input" not in kinds:
             raise ObsError(f"{why}, and this OBS has no screen capture (xshm_input) to fall back on")
         try:
-            g = window_geometry(window_id)
+            g = window_geometry(window_id, target.display)
         except GeometryError as exc:
-            raise ObsError(f"{why}; the screen-capture fallback needs the window's place: {exc}") from None
+            raise ObsError(f"{why}; the screen capture to fall back on must find the window's "
+                           f"place, and {exc}") from None
         say(why)
         crop = {"screen": 0, "show_cursor": False, "cut_left": g.x, "cut_top": g.y,
                 "cut_right": max(0, g.root_width - g.x - g.width),
                 "cut_bot": max(0, g.root_height - g.y - g.height)}
         self._ensure_input(scene, SOURCE_NAME, "xshm_input", crop, say)
         say(f"instead, captures the screen cropped to the window {target.window_title!r} ({g.width}x"
-            f"{g.height} at {g.x},{g.y}): it shows whatever covers that area and does not follow the "
-            "window; run this again after moving it")
+            f"{g.height} at {g.x},{g.y}): it does not follow the window (run this again after "
+            "moving it), and it shows whatever covers that place on screen")
+        say("the avatar window is always on top: nothing covers it but what is on top too"
+            if target.window_on_top else
+            "keep the avatar window uncovered: tick Always on top under Avatar window in the "
+            "settings (Outputs (OBS)); or capture the virtual camera in OBS instead (a Video "
+            "Capture Device source), which nothing on screen covers")
         if target.background == TRANSPARENT:
             say("a screen capture has no transparency: the avatar's transparent background shows "
                 "what is behind the window, or black; choose the chroma background in the settings "

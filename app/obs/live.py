@@ -67,6 +67,8 @@ class ObsLive:
         try:
             write_running_app({
                 "pid": os.getpid(), "avatar_window_title": AVATAR_WINDOW_TITLE,
+                "avatar_window_on_top": settings.output_on_top,
+                "display": os.environ.get("DISPLAY"),
                 "output_background": settings.output_background,
                 "chroma_colour": settings.chroma_colour,
                 "browser_source_url": browser_source_url(settings.browser_source_port)

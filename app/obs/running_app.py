@@ -17,8 +17,10 @@ from typing import Any
 from app.settings import config_dir
 
 # Every record has exactly these keys (write_running_app fills in pid when left out).
-KEYS = ("pid", "avatar_window_title", "output_background", "chroma_colour",
-        "browser_source_url", "mic_sync_offset_ms", "latency_mode")
+# "display": the X display the app's windows are on (None: none), for the screen-capture
+# fallback's look at the avatar window from a terminal without DISPLAY (an ssh session).
+KEYS = ("pid", "avatar_window_title", "avatar_window_on_top", "display", "output_background",
+        "chroma_colour", "browser_source_url", "mic_sync_offset_ms", "latency_mode")
 
 
 def running_app_path() -> Path:

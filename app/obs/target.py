@@ -18,9 +18,12 @@ class SetupTarget:
     """``mic_sync_offset_ms`` is the measured mic → mouth delay, None when nobody measured
     it (the app is not running): then the mic's offset in OBS is left as it is.
     ``browser_source_url`` is None when the browser-source page is off. ``scene`` None
-    means OBS's current program scene; ``size`` is the browser source's, in pixels."""
+    means OBS's current program scene; ``size`` is the browser source's, in pixels.
+    ``display`` is the X display the avatar window is on (None: this process's)."""
 
     window_title: str = AVATAR_WINDOW_TITLE
+    window_on_top: bool = Settings.output_on_top
+    display: str | None = None
     background: str = Settings.output_background
     chroma_colour: str = Settings.chroma_colour
     browser_source_url: str | None = None
@@ -41,6 +44,8 @@ def target_from(settings: Settings, running: dict | None, scene: str | None = No
     if running is not None:
         return SetupTarget(
             window_title=running["avatar_window_title"] or AVATAR_WINDOW_TITLE,
+            window_on_top=running["avatar_window_on_top"],
+            display=running["display"],
             background=running["output_background"],
             chroma_colour=running["chroma_colour"],
             browser_source_url=running["browser_source_url"],
@@ -48,6 +53,7 @@ def target_from(settings: Settings, running: dict | None, scene: str | None = No
             latency_mode=running["latency_mode"],
             **common)
     return SetupTarget(
+        window_on_top=settings.output_on_top,
         background=settings.output_background,
         chroma_colour=settings.chroma_colour,
         browser_source_url=browser_source_url(settings.browser_source_port) if settings.browser_source else None,
