@@ -387,7 +387,7 @@ def _chosen_voice(args: argparse.Namespace):
         return voice, int(args.speaker)
     if args.speaker in voice.speakers:
         return voice, voice.speakers.index(args.speaker)
-    listed = ", ".join(f"{number} {name}" for number, name in enumerate(voice.speakers))
+    listed = ", ".join(map(voice.speaker_label, range(len(voice.speakers))))
     raise CliError(f"--speaker {args.speaker}: {voice.name} has no such speaker; its speakers "
                    f"are {listed}")
 

@@ -52,6 +52,12 @@ class Voice:
     def path(self) -> Path:
         return self.files.model
 
+    def speaker_label(self, number: int) -> str:
+        """How speaker `number` is shown: "2: bob", or "1" for one the config leaves
+        unnamed."""
+        name = self.speakers[number]
+        return name if name == str(number) else f"{number}: {name}"
+
     def as_json(self) -> dict:
         return {"name": self.name, "language": self.language, "quality": self.quality,
                 "sample_rate": self.sample_rate, "speakers": list(self.speakers),

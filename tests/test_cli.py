@@ -414,3 +414,19 @@ def test_render_face_picks_one_face_of_several(tmp_path):
     assert result.returncode == 0, result.stderr
     with av.open(str(out)) as video:
         assert (video.streams.video[0].width, video.streams.video[0].height) == (512, 256)
+
+
+def test_say_speaker_picks_by_number_or_name_and_lists_the_speakers(tmp_path):
+    from tests.test_voices import make_multi_speaker_voice
+
+    files = make_multi_speaker_voice(tmp_path / "voices", {"alice": 0, "bob": 2})
+    wav = tmp_path / "bob.wav"
+    for speaker in ("bob", "2"):
+        result = _run(["say", "Hello.", "--voice", str(files.model), "--speaker", speaker,
+                       "--wav", str(wav)])
+        assert result.returncode == 0, result.stderr
+    result = _run(["say", "Hello.", "--voice", str(files.model), "--speaker", "carol",
+                   "--wav", str(tmp_path / "carol.wav")])
+    assert result.returncode == 1 and result.stderr.splitlines() == [
+        f"lipsync-studio: --speaker carol: {files.name} has no such speaker; its speakers are "
+        "0: alice, 1, 2: bob"]

@@ -123,9 +123,8 @@ class VoicesBox(QWidget):
             voice = self.selected
             self.speaker.clear()
             if voice is not None:
-                for number, name in enumerate(voice.speakers):
-                    self.speaker.addItem(f"{number}: {name}" if name != str(number) else name,
-                                         number)
+                for number in range(len(voice.speakers)):
+                    self.speaker.addItem(voice.speaker_label(number), number)
                 if voice.speakers and settings.voice_speaker < len(voice.speakers):
                     self.speaker.setCurrentIndex(settings.voice_speaker)
             self.speaker.setEnabled(self.speaker.count() > 1)
