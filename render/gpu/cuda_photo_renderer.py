@@ -19,7 +19,9 @@ through the texture unit. The rig's records and triangles go up once per rig; th
 picture and its mipmaps are copied from its GL texture, device to device, once. The
 mouth frame texture is registered once and mapped around each frame on the kernels'
 own non-blocking stream (render/gpu/interop.py), so the render thread never waits for
-the device. The composite (picture, breathing, fades, the eyes) stays GL's; the eye
+the device. The composite (picture, breathing, fades, the eyes) and the face warp over
+it (head pose and expressions, render/rigs/photo_face.py) stay GL's, so this renderer
+draws every AvatarState as PhotoRenderer does (tests/test_gpu_photo_motion.py); the eye
 meshes' records go up to GL only while they blink, as the GL path sends all records.
 """
 
