@@ -228,6 +228,24 @@ def test_idle_ticks_blink_and_breathe_and_count_nothing():
     assert stats["fps"] == pytest.approx(60.0)
 
 
+def test_idle_ticks_show_the_avatar_motion_at_the_media_time_they_are_seen():
+    from pipeline.core.avatar_state import EXPRESSIONS
+    from render.timing.avatar_motion import AvatarMotion, MotionStrengths, placement
+
+    clock = FakeClock()
+    presenter = paced(clock)
+    strengths = MotionStrengths(sway=1.0)
+    motion = AvatarMotion(lambda: media(clock.t), strengths=strengths, fade_seconds=0.1)
+    motion.set_offered(("happy",))
+    presenter.set_avatar_motion(motion)
+    motion.set_expression("happy")
+    frames = [tick(presenter, clock) for _ in range(10)]
+    happy = [f.state.expressions[EXPRESSIONS.index("happy")] for f in frames]
+    assert happy[0] > 0.0 and happy[-1] == 1.0 and happy == sorted(happy)
+    last = frames[-1]
+    assert last.state.placement() == placement(last.state.openness, media(last.predicted), strengths)
+
+
 def test_vsync_ticks_on_swaps_and_falls_back_to_deadlines_when_they_stop():
     clock = FakeClock()
     presenter = Presenter(60.0, now=clock)

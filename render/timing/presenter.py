@@ -154,16 +154,17 @@ class Presenter:
 
     def set_avatar_motion(self, motion: AvatarMotion | None) -> None:
         """Draw motion and expressions from `motion` (shared by every presenter; None:
-        none, the avatar still but for blinks and breathing). Its times are media times:
-        an idle presenter, which has no media clock, reads it at monotonic time."""
+        none, the avatar still but for blinks and breathing)."""
         self.avatar_motion = motion
 
-    def _motion(self, state: AvatarState, t: float) -> None:
+    def _motion(self, state: AvatarState, t: float, motion_t: float | None = None) -> None:
+        """Idle motion at t, the avatar's motion at `motion_t` (its media time; t when
+        None): frames are made for media times, an idle tick for a monotonic one."""
         idle_motion.apply(state, t, self.seed, blinking=self._blinking,
                           breathing_on=self._breathing)
         motion = self.avatar_motion
         if motion is not None:
-            motion.apply(state, t)
+            motion.apply(state, t if motion_t is None else motion_t)
 
     @property
     def degraded(self) -> bool:
@@ -184,8 +185,12 @@ class Presenter:
         media_time_at = self._media_time_at
         shown = self._shown
         if media_time_at is None:
-            # Idle: the last mouth, with blinking and breathing at the tick's own time.
-            self._motion(shown, predicted)
+            # Idle: the last mouth, with blinking and breathing at the tick's own time, and
+            # the avatar's motion at the media time it is seen at (the studio's clock runs
+            # on where this presenter has none).
+            motion = self.avatar_motion
+            self._motion(shown, predicted,
+                         None if motion is None else motion.media_now() + predicted - self.now())
             return self._frame(tick, predicted, math.nan, IDLE)
         slots = self.slots
         heard = media_time_at(predicted)
