@@ -114,3 +114,18 @@ def test_an_expression_the_avatar_lacks_is_refused_with_its_list():
         check_expression("smug", ("happy", "sad"))
     assert caught.value.message == ("This avatar has no expression 'smug'; its expressions are: "
                                     "neutral, happy, sad.")
+
+
+def test_a_new_avatar_without_the_chosen_expression_fades_to_neutral_saying_so():
+    from render.timing.avatar_motion import AvatarMotion
+
+    now = [0.0]
+    motion = AvatarMotion(lambda: now[0], fade_seconds=FADE)
+    assert motion.set_offered(("happy", "sad")) is None
+    motion.set_expression("sad")
+    now[0] = 1.0
+    assert motion.set_offered(("sad",)) is None
+    version = motion.version
+    assert motion.set_offered(("happy",)) == "This avatar has no expression 'sad', so it shows neutral."
+    assert motion.version > version and motion.fader.chosen == NEUTRAL
+    assert not weights(motion.fader, 1.0 + FADE).any()

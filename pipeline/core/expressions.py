@@ -83,6 +83,11 @@ class ExpressionFader:
                 return fade
         return fades[0]
 
+    @property
+    def chosen(self) -> str:
+        """The expression chosen last (what the fades lead to)."""
+        return self._fades[-1].target
+
     def set_target(self, name: str, t: float) -> None:
         """Fade to expression `name` (one of EXPRESSIONS or "neutral") from media time t.
         Fades planned after t by an earlier call are replaced."""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.core.avatar_state import AvatarState
-from pipeline.core.expressions import ExpressionFader, check_expression
+from pipeline.core.expressions import NEUTRAL, ExpressionFader, check_expression
 from render.timing.idle_motion import hash01
 
 # Sizes at strength 1, chosen by eye on the bundled 512-px avatar shown at 512 px: a
@@ -90,9 +90,16 @@ class AvatarMotion:
         self.offered: tuple[str, ...] = ()
         self.version = 0
 
-    def set_offered(self, expressions: tuple[str, ...]) -> None:
-        """The expressions the avatar shown now draws (a new rig: its own)."""
+    def set_offered(self, expressions: tuple[str, ...]) -> str | None:
+        """The expressions the avatar shown now draws (a new rig: its own). Where it lacks
+        the one chosen, the avatar fades to neutral, and the message for the user says so."""
         self.offered = tuple(expressions)
+        chosen = self.fader.chosen
+        if chosen == NEUTRAL or chosen in self.offered:
+            return None
+        self.fader.set_target(NEUTRAL, self.media_now())
+        self.version += 1
+        return f"This avatar has no expression {chosen!r}, so it shows neutral."
 
     def set_expression(self, name: str) -> None:
         """Fade to `name` from now. ExpressionError (its message lists the avatar's
