@@ -344,8 +344,8 @@ BAD_MANIFESTS = [
 
 @pytest.mark.parametrize("spoil, message", BAD_MANIFESTS)
 def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
-    from render.rigs.photo import load_photo_rig, save_photo_rig
     from render.rigs.manifest import RigError
+    from render.rigs.photo import load_photo_rig, save_photo_rig
 
     manifest = save_photo_rig(rig, tmp_path / "avatar")
     data = json.loads(manifest.read_text())
@@ -356,8 +356,8 @@ def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
 
 
 def test_unreadable_manifests(tmp_path):
-    from render.rigs.photo import load_photo_rig
     from render.rigs.manifest import RigError
+    from render.rigs.photo import load_photo_rig
 
     with pytest.raises(RigError, match="manifest not found"):
         load_photo_rig(tmp_path)
