@@ -228,6 +228,8 @@ class MainWindow(QMainWindow):
     # -- start-up -----------------------------------------------------------------
 
     def _on_voice_progress(self, fraction: float) -> None:
+        # Shown again for a voice loading after start (another voice chosen) until ready.
+        self.progress.setVisible(True)
         self.progress.setValue(round(fraction * 100))
         if self.settings_panel is not None:
             self.settings_panel.show_voice_progress(fraction)
@@ -419,9 +421,6 @@ class MainWindow(QMainWindow):
             stage.status_text() if stage is not None else None))
 
     def closeEvent(self, event) -> None:
-        geometry = window_place.saved(self)
-        if geometry != self.settings.window_geometry:
-            self.apply_settings(replace(self.settings, window_geometry=geometry))
         if self.settings_panel is not None:
             self.settings_panel.close()
         self._status_timer.stop()
@@ -429,6 +428,12 @@ class MainWindow(QMainWindow):
         self.importer.close()
         self.view.shutdown()
         self.studio.close()
+        # Saved once the studio is closed (a voice still loading stops first); straight
+        # into the settings, not through apply_settings: nothing is to open or close.
+        geometry = window_place.saved(self)
+        if geometry != self.settings.window_geometry:
+            self.studio.settings = replace(self.settings, window_geometry=geometry)
+            self.studio.save_settings()
         super().closeEvent(event)
 
 
