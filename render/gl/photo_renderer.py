@@ -72,7 +72,6 @@ class PhotoRenderer:
         self._state = AvatarState()  # draw()'s scratch
         self._face_u: dict[str, int] = {}
         self._face_vao = self._face_vbo = self._face_src_vbo = self._face_ebo = 0
-        self._face_count = 0
         self._face_copy: tuple[int, int, tuple[int, int]] | None = None   # texture, framebuffer, size
         self._skin_u: dict[str, int] = {}
         self._warp_u: dict[str, int] = {}
@@ -209,7 +208,6 @@ class PhotoRenderer:
         GL.glBindVertexArray(self._face_vao)
         GL.glBufferData(GL.GL_ELEMENT_ARRAY_BUFFER, face.triangles.nbytes, face.triangles, GL.GL_STATIC_DRAW)
         GL.glBindVertexArray(0)
-        self._face_count = face.triangles.size
 
         for program, u in ((self.skin_program, self._skin_u), (self.warp_program, self._warp_u)):
             GL.glUseProgram(program)
@@ -546,7 +544,8 @@ class PhotoRenderer:
         GL.glActiveTexture(GL.GL_TEXTURE0)
         GL.glBindTexture(GL.GL_TEXTURE_2D, texture)
         GL.glBindVertexArray(self._face_vao)
-        GL.glDrawElements(GL.GL_TRIANGLES, self._face_count, GL.GL_UNSIGNED_INT, ctypes.c_void_p(0))
+        GL.glDrawElements(GL.GL_TRIANGLES, 3 * face.triangles_moved(coefficients), GL.GL_UNSIGNED_INT,
+                          ctypes.c_void_p(0))
         GL.glBindVertexArray(0)
         GL.glUseProgram(0)
 

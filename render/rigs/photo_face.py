@@ -118,7 +118,8 @@ _EXPRESSION = {name: INDEX[f"expression_{name}"] for name in EXPRESSIONS}
 class FaceWarp:
     """The face warp of one rig. `rest` (V×2, canvas pixels) is where each grid vertex
     samples the frame; `basis` (ROWS×V×2) its displacement per unit of each row's
-    coefficient; `triangles` (T×3 uint32) the grid. `limits` are the largest |yaw|,
+    coefficient; `triangles` (T×3 uint32) the grid, those expressions move first (`drawn[0]`
+    of them), then those only the head moves (`drawn[1]` in all), then the still ones. `limits` are the largest |yaw|,
     |pitch|, |roll| (radians) and |offset_x|, |offset_y| (canvas units) drawn, each
     alone within MAX_STRAIN; `rect` (x0, y0, x1, y1, canvas pixels) the grid's extent;
     `oval` the face oval's polygon, `center` the point its size is measured from."""
@@ -126,6 +127,7 @@ class FaceWarp:
     rest: np.ndarray
     basis: np.ndarray
     triangles: np.ndarray
+    drawn: tuple[int, int]                 # triangles moved by expressions, by anything
     shape: tuple[int, int]                 # grid vertices (rows, columns)
     rect: tuple[float, float, float, float]
     limits: tuple[float, float, float, float, float]
@@ -179,6 +181,11 @@ class FaceWarp:
         """Each point's distance from `center` as a multiple of the face oval's in its
         direction: < 1 inside the face."""
         return _oval_size(points, np.asarray(self.center), self.oval)
+
+    def triangles_moved(self, coefficients: np.ndarray) -> int:
+        """How many of the first `triangles` the warp at `coefficients` moves: the rest
+        lie still and need not be drawn."""
+        return self.drawn[1] if coefficients[HEAD_ROWS].any() else self.drawn[0]
 
 
 def mouth_and_lids(pose: MouthPose, blink: float, state: AvatarState) -> tuple[MouthPose, float]:
@@ -279,8 +286,16 @@ def build_face_warp(landmarks: np.ndarray, size: tuple[int, int]) -> FaceWarp:
     quads = (np.arange(rows - 1)[:, None] * cols + np.arange(cols - 1)[None, :]).ravel()
     triangles = np.concatenate([np.stack([quads, quads + 1, quads + cols], axis=1),
                                 np.stack([quads + 1, quads + cols + 1, quads + cols], axis=1)])
-    return FaceWarp(rest=rest.astype(np.float32), basis=basis.astype(np.float32),
-                    triangles=np.ascontiguousarray(triangles, dtype=np.uint32), shape=shape,
+    # The triangles expressions move first, then those only the head moves, then those
+    # nothing moves (they would draw their own pixels again): a frame draws the first
+    # range, or the first two, alone.
+    basis = basis.astype(np.float32)
+    by_expression = (basis[8:] != 0.0).any(axis=(0, 2))[triangles].any(axis=1)
+    by_head = (basis[HEAD_ROWS] != 0.0).any(axis=(0, 2))[triangles].any(axis=1) | by_expression
+    order = np.argsort(np.where(by_expression, 0, np.where(by_head, 1, 2)), kind="stable")
+    return FaceWarp(rest=rest.astype(np.float32), basis=basis,
+                    triangles=np.ascontiguousarray(triangles[order], dtype=np.uint32),
+                    drawn=(int(by_expression.sum()), int(by_head.sum())), shape=shape,
                     rect=(float(x0), float(y0), float(x1), float(y1)), limits=limits,
                     oval=oval.astype(np.float32), center=(float(center[0]), float(center[1])))
 
