@@ -26,8 +26,6 @@ def _offset(client) -> int:  # noqa: F811 (the fixture's value, passed on)
 
 def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_server, obs, client,  # noqa: F811
                                                                config):  # noqa: F811
-    from app.ui.settings_panel import SettingsPanel
-
     if MIC not in [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]:
         client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC,
                                     "inputKind": "pulse_input_capture", "inputSettings": {},
@@ -48,7 +46,7 @@ def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_serv
         assert running["pid"] == os.getpid() and running["output_background"] == "chroma"
         assert running["mic_sync_offset_ms"] == stage.sync_offset_ms
 
-        panel = SettingsPanel(window.settings, parent=window)
+        panel = window.open_settings()
         panel.obs_setup.password.setText(obs.password)
         panel.obs_setup.add()
         pump_until(lambda: panel.obs_setup.succeeded is not None, 90, "Add to OBS")
@@ -59,10 +57,9 @@ def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_serv
         assert SOURCE_NAME in names
         assert _offset(client) in offsets  # set by Add to OBS, from our record
 
-        # Accepted: from now on the app keeps the offset in step by itself.
+        # Ticked, which applies at once: from now on the app keeps the offset in step itself.
         client.send("SetInputAudioSyncOffset", {"inputName": MIC, "inputAudioSyncOffset": 0}, raw=True)
-        panel._accept()
-        window.apply_settings(panel.result_settings())
+        pump_until(lambda: window.settings.obs_live_updates, 5, "the tick applied")
         pump_until(lambda: _offset(client) == window.engine.mic_stage.sync_offset_ms != 0, 20,
                    "the app setting OBS's mic offset")
         # A latency mode change sends the offset again (OBS's is zeroed first to see it).
@@ -76,6 +73,35 @@ def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_serv
         window.close()
         pump(0.1)
     assert read_running_app() is None  # the app quit: obs setup uses the saved settings
+
+
+def test_the_offset_log_follows_each_move_from_where_the_last_one_left_it(qt_app, jack_server, config,  # noqa: F811
+                                                                          caplog):
+    # The voice loading restarts the mic's measurement: its delay goes back to where it
+    # started, with no raise or calm step-down to log it, and the log said "raised from
+    # 30 to 195 ms" and then "raised from 30 to 50 ms". Restarted here again once the
+    # delay has risen from its start value (it does within seconds here: 30 → 50 ms).
+    import re
+
+    window = open_window(config, replace(QUIET, mic_enabled=True, mic_device="system"))
+    try:
+        stage = window.engine.mic_stage
+        assert stage is not None, "the JACK test server's microphone did not open"
+        with caplog.at_level("INFO", logger="app.obs.live"):
+            stage.restart_measurement()  # from the start value, with the log listening
+            start = stage.sync_offset_ms
+            pump_until(lambda: stage.sync_offset_ms > start, 20, "the delay raised")
+            raised = stage.sync_offset_ms
+            stage.restart_measurement()
+            pump_until(lambda: stage.sync_offset_ms > start, 20, "the delay raised again")
+            pump(0.2)
+    finally:
+        window.close()
+        pump(0.1)
+    moves = [tuple(map(int, m.groups())) for m in
+             re.finditer(r"the mic's OBS sync offset: (\d+) → (\d+) ms", caplog.text)]
+    assert (start, raised) in moves and (raised, start) in moves, caplog.text
+    assert all(a[1] == b[0] for a, b in zip(moves, moves[1:])), f"a move left out: {moves}"
 
 
 def test_captions_reach_an_obs_text_source_as_they_are_heard(qt_app, jack_server, obs, client,  # noqa: F811

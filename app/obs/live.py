@@ -89,6 +89,14 @@ class ObsLive:
 
     def _delay_changed(self, change: DelayChange) -> None:
         # On the mic stage's thread: the pusher's offer and a small file write return at once.
+        # Every move is logged, from what the offset was to what it is, so that the log reads
+        # as the offset went: the stage logs its raises and its calm step-downs, but the
+        # reset when the voice has loaded (restart_measurement, which skips the 20-s calm)
+        # only here, and without it the next line's "from" did not follow the one before.
+        why = (f"raised: capture → pose latency up to {change.worst_ms:.0f} ms"
+               if change.new > change.old else "lowered")
+        log.info("the mic's OBS sync offset: %.0f → %.0f ms (%s)", change.old * 1e3,
+                 change.new * 1e3, why)
         self.write_record()
         self._push_offset()
 
