@@ -228,6 +228,22 @@ def test_the_shake_moves_the_drawn_avatar_only_on_loud_sound(soft, speech):
     assert np.abs(moved[loud]).max() > 0.3
 
 
+@pytest.mark.parametrize("place", [(0.0, 0.025, 0.0, -0.03), (0.0, 0.0, 0.1, 0.0),
+                                   (0.004, 0.02, -0.1, -0.02)], ids=["hop", "lean", "both"])
+def test_a_figure_standing_on_the_canvas_edge_shows_no_gap_under_it_when_it_moves(renderer, place):
+    """Pixie's hoodie is cut off by the canvas's bottom edge: lifted by a breath in (1 px
+    at 256: a gap flickered under her at every breath before), a 6-px hop or a 6° lean's
+    corner, it goes on below it, so the bottom row stays covered."""
+    state = AvatarState()
+    state.breath = 1.0                                  # inhaled: the body is scaled too
+    still = draw(renderer, state)
+    state.set_placement(*place)
+    moved = draw(renderer, state)
+    middle = slice(SIZE // 4, 3 * SIZE // 4)            # the hoodie, whichever way it leans
+    assert (still[-1, middle, 3] == 255).all()
+    assert (moved[-1, middle, 3] == 255).all()
+
+
 def test_no_strength_draws_todays_frames_exactly(target):
     """Frames of the renderer as it was before motion (the golden file was drawn by
     commit bcfc5e1's GLRenderer from the same states on this machine's llvmpipe)."""

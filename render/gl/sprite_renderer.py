@@ -184,6 +184,24 @@ class SpriteLayout:
     eyes_rect: tuple[float, float, float, float]
     mouth_rect: tuple[float, float, float, float]
     overlay_rects: dict[str, tuple[float, float, float, float]]
+    aspect: float  # the canvas's width over its height
+
+    def base_rect_at(self, state: AvatarState) -> tuple[float, float, float, float]:
+        """The base's rectangle, reaching below the canvas by as much as breathing in and
+        the placement (a bounce, a tilt's corner) lift the canvas's bottom edge: a figure
+        that stands on that edge, cut off by it, goes on below it (textures clamp, so its
+        bottom row is repeated) instead of showing a gap under it. Unlifted, the
+        rectangle itself."""
+        x0, y0, x1, y1 = self.base_rect
+        if y1 < 1.0:
+            return self.base_rect
+        _, offset_y, roll, squash = state.placement()
+        breath_offset, breath_scale = breath_transform(state.breath)
+        lift = (max(0.0, offset_y) + abs(math.sin(roll)) * 0.5 * self.aspect) / (1.0 - squash)
+        lift += max(0.0, breath_offset)
+        if lift == 0.0:
+            return self.base_rect
+        return (x0, y0, x1, 1.0 + lift / breath_scale)
 
     def layers(self, state: AvatarState, opacity: float = 1.0) -> list[LayerDraw]:
         """The frame of `state`, bottom layer first: base, eyes, the overlays of the two
@@ -195,7 +213,8 @@ class SpriteLayout:
         base_fade = s if ea.base != eb.base else 0.0
         eyes_fade = s if (ea.eyes_open, ea.eyes_closed) != (eb.eyes_open, eb.eyes_closed) else 0.0
         draws = [
-            LayerDraw(self.base_rect, (ea.base, ea.base, eb.base, eb.base), 0.0, base_fade, opacity),
+            LayerDraw(self.base_rect_at(state), (ea.base, ea.base, eb.base, eb.base), 0.0, base_fade,
+                      opacity),
             LayerDraw(self.eyes_rect, (ea.eyes_open, ea.eyes_closed, eb.eyes_open, eb.eyes_closed),
                       blink, eyes_fade, opacity),
         ]
@@ -227,6 +246,7 @@ def sprite_layout(rig: Rig) -> SpriteLayout:
                                   for n in (e.eyes_open, e.eyes_closed))),
         mouth_rect=coverage_rect(*rig.mouths.values()),
         overlay_rects={o: coverage_rect(images[o]) for e in expressions.values() for o in e.overlays},
+        aspect=rig.canvas_size[0] / rig.canvas_size[1],
     )
 
 
