@@ -44,7 +44,8 @@ class ChromaCompositor:
         GL.glBindTexture(GL.GL_TEXTURE_2D, self._texture)
         GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, width, height, 0, GL.GL_RGBA,
                         GL.GL_UNSIGNED_BYTE, None)
-        # One texel a pixel: nearest, so the pass copies rather than filters.
+        # No mipmaps: a filter that needs none, or the texture is incomplete and the
+        # shader's texelFetch reads zeros.
         GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER, GL.GL_NEAREST)
         GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MAG_FILTER, GL.GL_NEAREST)
         GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
