@@ -199,6 +199,9 @@ def test_every_setting_applies_as_it_is_edited(panel):
                  "motion_sway", "motion_head_turn", "window_geometry", "window_controls_hidden"}
     assert changed | devices == set(dialog.fields)
     assert set(dialog.fields) | elsewhere == {f.name for f in fields(Settings)}
+    from app.setting_labels import LABELS
+
+    assert set(LABELS) == set(dialog.fields)  # each named as the user sees it, in one place
     # Restore defaults: every field of the panel back, applied at once.
     dialog.restore_defaults()
     assert owner.settings == Settings()

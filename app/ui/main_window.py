@@ -160,8 +160,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self.avatar_only = AvatarOnly(self, self.controls, self._layout)
         self.avatar_only.show_hidden(settings.window_controls_hidden)
-        self.avatar_only.changed.connect(
-            lambda hidden: self.apply_settings(replace(self.settings, window_controls_hidden=hidden)))
+        self.avatar_only.changed.connect(lambda hidden: self.apply_settings(
+            replace(self.settings, window_controls_hidden=hidden)))
         window_place.place(self, settings.window_geometry)
 
         self.studio.outputs.attach(self.view)

@@ -76,7 +76,8 @@ def bind(name: str, label: str, widget: QWidget, on_edit: Callable[[str], None],
 
     if isinstance(widget, QCheckBox):
         widget.toggled.connect(edited)
-        return SettingField(name, label, widget, widget.isChecked, _quiet(widget, widget.setChecked))
+        return SettingField(name, label, widget, widget.isChecked,
+                            _quiet(widget, widget.setChecked))
     if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
         # Typed digits count once the field is left or Enter pressed, not per digit.
         widget.setKeyboardTracking(False)
@@ -85,8 +86,10 @@ def bind(name: str, label: str, widget: QWidget, on_edit: Callable[[str], None],
         return SettingField(name, label, widget, widget.value, _quiet(widget, widget.setValue))
     if isinstance(widget, QComboBox) and device:
         widget.currentIndexChanged.connect(edited)
-        return SettingField(name, label, widget,
-                            lambda: None if widget.currentText() == SYSTEM_DEFAULT else widget.currentText(),
+        def device() -> str | None:
+            return None if widget.currentText() == SYSTEM_DEFAULT else widget.currentText()
+
+        return SettingField(name, label, widget, device,
                             _quiet(widget, lambda value: _choose_device(widget, value)))
     if isinstance(widget, QComboBox) and widget.isEditable():
         widget.activated.connect(edited)
@@ -95,8 +98,8 @@ def bind(name: str, label: str, widget: QWidget, on_edit: Callable[[str], None],
                             _quiet(widget, widget.setCurrentText))
     if isinstance(widget, QComboBox):
         widget.currentIndexChanged.connect(edited)
-        return SettingField(name, label, widget, widget.currentData,
-                            _quiet(widget, lambda value: widget.setCurrentIndex(widget.findData(value))))
+        return SettingField(name, label, widget, widget.currentData, _quiet(
+            widget, lambda value: widget.setCurrentIndex(widget.findData(value))))
     if isinstance(widget, QLineEdit):
         widget.editingFinished.connect(edited)
         read = ((lambda: widget.text().strip() or None) if optional_text

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.setting_labels import LABELS
 from app.settings import Settings, validate
 from app.studio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO
 from app.ui import frame_rate_hints, latency_choices
@@ -167,9 +168,14 @@ class SettingsPanel(QDialog):
         if not self.isVisible():
             self._fit_first_tab()
 
-    def _field(self, name: str, label: str, widget: QWidget, **options) -> QWidget:
-        self.fields[name] = bind(name, label, widget, self._edited, **options)
+    def _field(self, name: str, widget: QWidget, **options) -> QWidget:
+        """`widget` edits setting `name` (setting_fields.bind)."""
+        self.fields[name] = bind(name, LABELS[name], widget, self._edited, **options)
         return widget
+
+    def _add(self, form: QFormLayout, name: str, widget: QWidget, **options) -> None:
+        """A row of its own for the field, labelled as the user knows it."""
+        form.addRow(LABELS[name], self._field(name, widget, **options))
 
     def _build_voice(self, form: QFormLayout, measured: dict[str, float]) -> None:
         self.mode = QComboBox()
@@ -177,7 +183,7 @@ class SettingsPanel(QDialog):
             self.mode.addItem("", name)
             self.mode.setItemData(self.mode.count() - 1, details, Qt.ItemDataRole.ToolTipRole)
         self.show_first_audio(measured)
-        form.addRow("Latency mode", self._field("latency_mode", "Latency mode", self.mode))
+        self._add(form, "latency_mode", self.mode)
         self.mode_description = _note("")
         self.mode.currentIndexChanged.connect(self._describe_mode)
         form.addRow(self.mode_description)
@@ -186,106 +192,97 @@ class SettingsPanel(QDialog):
         self.speech_queue = QComboBox()
         self.speech_queue.addItem("Interrupt: a new line cuts what is being said", "interrupt")
         self.speech_queue.addItem("Queue: new lines wait their turn (chat, donations)", "queue")
-        form.addRow("New lines", self._field("speech_queue", "New lines", self.speech_queue))
+        self._add(form, "speech_queue", self.speech_queue)
         self.rate = QDoubleSpinBox(minimum=0.5, maximum=2.0, singleStep=0.05, decimals=2)
-        form.addRow("Speaking rate", self._field("speech_rate", "Speaking rate", self.rate))
+        self._add(form, "speech_rate", self.rate)
         self.volume = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, decimals=2)
-        form.addRow("Volume", self._field("volume", "Volume", self.volume))
+        self._add(form, "volume", self.volume)
         # Both pickers list devices as a newly initialised PortAudio does, so that one
         # plugged in since the app started can be chosen (the engine then re-initialises
         # its own PortAudio to open it).
         self.output = device_box(_fresh("output"), self._current().audio_output_device)
-        form.addRow("Audio output", self._field("audio_output_device", "Audio output",
-                                                self.output, device=True))
+        self._add(form, "audio_output_device", self.output, device=True)
         self.inference = QComboBox()
         for name, label in (("auto", "Fastest available (GPU where there is one)"), ("cpu", "CPU"),
                             ("cuda", "NVIDIA GPU (CUDA)"), ("tensorrt", "NVIDIA GPU (TensorRT)")):
             self.inference.addItem(label, name)
         self.inference.setToolTip("Without the chosen one the voice runs on the next one down, "
                                   "and says why.")
-        form.addRow("Voice inference", self._field("inference_provider", "Voice inference",
-                                                   self.inference))
+        self._add(form, "inference_provider", self.inference)
         form.addRow(_note(f"Where the voice runs. {frame_rate_hints.RESTART}"))
 
     def _build_mic(self, form: QFormLayout) -> None:
         self.mic_enabled = QCheckBox("Mouth follows the microphone")
-        form.addRow("Microphone", self._field("mic_enabled", "Microphone", self.mic_enabled))
+        self._add(form, "mic_enabled", self.mic_enabled)
         self.mic = device_box(_fresh("input"), self._current().mic_device)
-        form.addRow("Microphone device", self._field("mic_device", "Microphone device", self.mic,
-                                                     device=True))
+        self._add(form, "mic_device", self.mic, device=True)
         self.mic_gain = QDoubleSpinBox(minimum=-20.0, maximum=30.0, singleStep=1.0, decimals=1,
                                        suffix=" dB")
-        form.addRow("Input gain", self._field("mic_gain_db", "Input gain", self.mic_gain))
+        self._add(form, "mic_gain_db", self.mic_gain)
         self.mic_gate = QDoubleSpinBox(minimum=-90.0, maximum=0.0, singleStep=1.0, decimals=1,
                                        suffix=" dBFS")
-        form.addRow("Noise gate", self._field("mic_gate_db", "Noise gate", self.mic_gate))
+        self._add(form, "mic_gate_db", self.mic_gate)
         self.mic_lipsync = QComboBox()
         self.mic_lipsync.addItem("Lip-shape model (15 mouth shapes)", "model")
         self.mic_lipsync.addItem("Volume gate (open / closed)", "volume")
-        form.addRow("Mic lip sync", self._field("mic_lipsync", "Mic lip sync", self.mic_lipsync))
+        self._add(form, "mic_lipsync", self.mic_lipsync)
 
     def _build_avatar(self, form: QFormLayout) -> None:
         self.avatar = QLineEdit()
         self.avatar.setPlaceholderText("bundled avatar")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse_avatar)
-        form.addRow("Avatar manifest", _row(self._field("avatar_manifest", "Avatar manifest",
-                                                        self.avatar, optional_text=True), browse))
+        form.addRow(LABELS["avatar_manifest"], _row(
+            self._field("avatar_manifest", self.avatar, optional_text=True), browse))
         self.blinking = QCheckBox("Blink")
         self.breathing = QCheckBox("Breathe")
-        form.addRow("Idle motion", _row(self._field("blinking", "Blink", self.blinking),
-                                        self._field("breathing", "Breathe", self.breathing)))
+        form.addRow("Idle motion", _row(self._field("blinking", self.blinking),
+                                        self._field("breathing", self.breathing)))
         self.background = QLineEdit()
-        form.addRow("Background colour", _with_picker(
-            self._field("background", "Background colour", self.background)))
+        form.addRow(LABELS["background"], _with_picker(
+            self._field("background", self.background)))
         self.fps = QSpinBox(minimum=24, maximum=144, suffix=" fps")
         self.fps_hint = _note("")
-        form.addRow("Frame rate", self._field("target_fps", "Frame rate", self.fps))
+        self._add(form, "target_fps", self.fps)
         form.addRow(self.fps_hint)
         self.software_gl_fps = QSpinBox(minimum=24, maximum=144, suffix=" fps")
         self.software_gl_fps_hint = _note("")
-        form.addRow("Frame rate with software OpenGL", self._field(
-            "software_gl_fps", "Frame rate with software OpenGL", self.software_gl_fps))
+        self._add(form, "software_gl_fps", self.software_gl_fps)
         form.addRow(self.software_gl_fps_hint)
 
     def _build_outputs(self, form: QFormLayout) -> None:
         """The avatar window, browser source, virtual camera, captions and OBS."""
         self.output_window = QCheckBox("Show the avatar-only window (for OBS window capture)")
-        form.addRow("Avatar window", self._field("output_window", "Avatar window",
-                                                 self.output_window))
+        self._add(form, "output_window", self.output_window)
         self.output_size = QComboBox()
         self.output_size.setEditable(True)
         self.output_size.addItems(["720p", "1080p"])
         self.output_size.setToolTip("720p, 1080p or any WIDTHxHEIGHT, e.g. 800x800")
-        form.addRow("Avatar window size", self._field("output_size", "Avatar window size",
-                                               self.output_size))
+        self._add(form, "output_size", self.output_size)
         self.output_borderless = QCheckBox("Borderless")
         self.output_on_top = QCheckBox("Always on top")
-        form.addRow("", _row(self._field("output_borderless", "Borderless", self.output_borderless),
-                             self._field("output_on_top", "Always on top", self.output_on_top)))
+        form.addRow("", _row(self._field("output_borderless", self.output_borderless),
+                             self._field("output_on_top", self.output_on_top)))
         self.output_background = QComboBox()
         for mode, label in ((TRANSPARENT, "Transparent (alpha)"), (SOLID, "Solid colour"),
                             (CHROMA, "Chroma key")):
             self.output_background.addItem(label, mode)
-        form.addRow("Output background", self._field("output_background", "Output background",
-                                                     self.output_background))
+        self._add(form, "output_background", self.output_background)
         self.output_colour = QLineEdit()
-        form.addRow("Output background colour", _with_picker(
-            self._field("output_colour", "Output background colour", self.output_colour)))
+        form.addRow(LABELS["output_colour"], _with_picker(
+            self._field("output_colour", self.output_colour)))
         self.chroma_colour = QLineEdit()
-        form.addRow("Chroma key colour", _with_picker(
-            self._field("chroma_colour", "Chroma key colour", self.chroma_colour)))
+        form.addRow(LABELS["chroma_colour"], _with_picker(
+            self._field("chroma_colour", self.chroma_colour)))
 
         self.browser_source = QCheckBox("Serve the avatar as a web page (OBS browser source)")
-        form.addRow("Browser source", self._field("browser_source", "Browser source",
-                                                  self.browser_source))
+        self._add(form, "browser_source", self.browser_source)
         self.browser_source_port = QSpinBox(minimum=1024, maximum=65535)
-        form.addRow("Page port (127.0.0.1)", self._field(
-            "browser_source_port", "Page port", self.browser_source_port))
+        form.addRow("Page port (127.0.0.1)",
+                    self._field("browser_source_port", self.browser_source_port))
 
         self.virtual_camera = QCheckBox("Send the avatar to a virtual camera")
-        form.addRow("Virtual camera", self._field("virtual_camera", "Virtual camera",
-                                                  self.virtual_camera))
+        self._add(form, "virtual_camera", self.virtual_camera)
         self.virtual_camera_size = QComboBox()
         for size in ("720p", "1080p"):
             self.virtual_camera_size.addItem(size, size)
@@ -293,42 +290,35 @@ class SettingsPanel(QDialog):
         self.virtual_camera_fps.addItem("30 fps", 30)
         self.virtual_camera_fps.addItem("60 fps", 60)
         form.addRow("Camera format", _row(
-            self._field("virtual_camera_size", "Camera size", self.virtual_camera_size),
-            self._field("virtual_camera_fps", "Camera frame rate", self.virtual_camera_fps)))
+            self._field("virtual_camera_size", self.virtual_camera_size),
+            self._field("virtual_camera_fps", self.virtual_camera_fps)))
 
         self.captions_lead = QDoubleSpinBox(minimum=0.0, maximum=2000.0, singleStep=10.0,
                                             decimals=0, suffix=" ms")
         self.captions_lead.setToolTip("Captions show each word this long before it is heard.")
-        form.addRow("Captions lead", self._field("captions_lead_ms", "Captions lead",
-                                                 self.captions_lead))
+        self._add(form, "captions_lead_ms", self.captions_lead)
         self.captions_in_window = QCheckBox("In the avatar window and the page")
         self.captions_to_obs = QCheckBox("Into an OBS text source")
         form.addRow("Captions", _row(
-            self._field("captions_in_window", "Captions in the avatar window",
-                        self.captions_in_window),
-            self._field("captions_to_obs", "Captions into OBS", self.captions_to_obs)))
+            self._field("captions_in_window", self.captions_in_window),
+            self._field("captions_to_obs", self.captions_to_obs)))
 
         self.obs_host = QLineEdit()
         self.obs_port = QSpinBox(minimum=1, maximum=65535)
-        form.addRow("OBS websocket", _row(self._field("obs_host", "OBS websocket address",
-                                                      self.obs_host),
-                                          self._field("obs_port", "OBS websocket port",
-                                                      self.obs_port)))
+        form.addRow("OBS websocket", _row(self._field("obs_host", self.obs_host),
+                                          self._field("obs_port", self.obs_port)))
         self.obs_scene = QLineEdit()
         self.obs_scene.setPlaceholderText("OBS's current scene")
-        form.addRow("OBS scene", self._field("obs_scene", "OBS scene", self.obs_scene,
-                                             optional_text=True))
+        self._add(form, "obs_scene", self.obs_scene, optional_text=True)
         self.obs_captions_source = QLineEdit()
-        form.addRow("OBS captions source", self._field(
-            "obs_captions_source", "OBS captions source", self.obs_captions_source))
+        self._add(form, "obs_captions_source", self.obs_captions_source)
         self.obs_fps = QSpinBox(minimum=10, maximum=240, suffix=" fps")
         self.obs_fps.setToolTip("OBS's video frame rate (Settings → Video): the avatar window shows "
                                 "each mouth half an OBS frame early, which is when OBS's capture "
                                 "takes it on average")
-        form.addRow("OBS frame rate", self._field("obs_fps", "OBS frame rate", self.obs_fps))
+        self._add(form, "obs_fps", self.obs_fps)
         self.obs_live_updates = QCheckBox("Keep OBS's mic sync offset at the measured delay")
-        form.addRow("", self._field("obs_live_updates", "Keep OBS's mic sync offset",
-                                    self.obs_live_updates))
+        form.addRow("", self._field("obs_live_updates", self.obs_live_updates))
         self.obs_setup = ObsSetupBox(self._checked_settings)
         self.obs_setup.finished.connect(self._obs_added)
         form.addRow("OBS", self.obs_setup)
@@ -337,59 +327,50 @@ class SettingsPanel(QDialog):
         """The API for bots and tools (docs/api.md), and our lip sync sent to VTube
         Studio and to VMC apps (VSeeFace, Warudo, VNyan)."""
         self.api_enabled = QCheckBox("Let bots and tools drive the app (HTTP and WebSocket)")
-        form.addRow("API", self._field("api_enabled", "API", self.api_enabled))
+        self._add(form, "api_enabled", self.api_enabled)
         self.api_port = QSpinBox(minimum=1024, maximum=65535)
-        form.addRow("API port", self._field("api_port", "API port", self.api_port))
+        self._add(form, "api_port", self.api_port)
         self.api_bind_address = QLineEdit()
         self.api_bind_address.setToolTip("127.0.0.1: this computer only. Another address (e.g. "
                                           "0.0.0.0) also needs the box below.")
-        form.addRow("Listen on", self._field("api_bind_address", "Listen on",
-                                             self.api_bind_address))
+        self._add(form, "api_bind_address", self.api_bind_address)
         self.api_allow_network = QCheckBox("Let other computers reach the API (each still "
                                            "needs a token)")
-        form.addRow("", self._field("api_allow_network", "Let other computers reach the API",
-                                    self.api_allow_network))
+        form.addRow("", self._field("api_allow_network", self.api_allow_network))
         self.api_allowed_origins = QLineEdit()
         self.api_allowed_origins.setPlaceholderText("none: pages of other sites are refused")
         self.api_allowed_origins.setToolTip("Web pages allowed to use the API from a browser, "
                                             "e.g. https://example.com, separated by spaces")
-        form.addRow("Allowed page origins", self._field(
-            "api_allowed_origins", "Allowed page origins", self.api_allowed_origins))
+        self._add(form, "api_allowed_origins", self.api_allowed_origins)
         self.api_max_message_bytes = QSpinBox(minimum=1024, maximum=16 * 2**20, singleStep=1024,
                                               suffix=" bytes")
-        form.addRow("Largest message", self._field(
-            "api_max_message_bytes", "Largest message", self.api_max_message_bytes))
+        self._add(form, "api_max_message_bytes", self.api_max_message_bytes)
         self.api_messages_per_second = QSpinBox(minimum=1, maximum=10_000, suffix=" a second")
-        form.addRow("Messages per connection", self._field(
-            "api_messages_per_second", "Messages per connection", self.api_messages_per_second))
+        self._add(form, "api_messages_per_second", self.api_messages_per_second)
         self.api_max_streams = QSpinBox(minimum=1, maximum=1024)
-        form.addRow("Speech streams at once", self._field(
-            "api_max_streams", "Speech streams at once", self.api_max_streams))
+        self._add(form, "api_max_streams", self.api_max_streams)
 
         self.vtube_studio = QCheckBox("Move a VTube Studio model's mouth (its plugin API)")
-        form.addRow("VTube Studio", self._field("vtube_studio", "VTube Studio", self.vtube_studio))
+        self._add(form, "vtube_studio", self.vtube_studio)
         self.vtube_studio_host = QLineEdit()
         self.vtube_studio_port = QSpinBox(minimum=1, maximum=65535)
         form.addRow("VTube Studio address", _row(
-            self._field("vtube_studio_host", "VTube Studio address", self.vtube_studio_host),
-            self._field("vtube_studio_port", "VTube Studio port", self.vtube_studio_port)))
+            self._field("vtube_studio_host", self.vtube_studio_host),
+            self._field("vtube_studio_port", self.vtube_studio_port)))
         self.vtube_studio_offset = _offset_box()
-        form.addRow("VTube Studio shows late by", self._field(
-            "vtube_studio_offset_ms", "VTube Studio shows late by", self.vtube_studio_offset))
+        self._add(form, "vtube_studio_offset_ms", self.vtube_studio_offset)
         self.vmc = QCheckBox("Send VMC blend shapes (VSeeFace, Warudo, VNyan)")
-        form.addRow("VMC", self._field("vmc", "VMC", self.vmc))
+        self._add(form, "vmc", self.vmc)
         self.vmc_host = QLineEdit()
         self.vmc_port = QSpinBox(minimum=1, maximum=65535)
-        form.addRow("VMC address", _row(self._field("vmc_host", "VMC address", self.vmc_host),
-                                        self._field("vmc_port", "VMC port", self.vmc_port)))
+        form.addRow("VMC address", _row(self._field("vmc_host", self.vmc_host),
+                                        self._field("vmc_port", self.vmc_port)))
         self.vmc_blendshapes = QComboBox()
         self.vmc_blendshapes.addItem("VRM 0.x: A I U E O", "vrm0")
         self.vmc_blendshapes.addItem("VRM 1.0: aa ih ou ee oh", "vrm1")
-        form.addRow("VMC blend shapes", self._field("vmc_blendshapes", "VMC blend shapes",
-                                                    self.vmc_blendshapes))
+        self._add(form, "vmc_blendshapes", self.vmc_blendshapes)
         self.vmc_offset = _offset_box()
-        form.addRow("The VMC app shows late by", self._field(
-            "vmc_offset_ms", "The VMC app shows late by", self.vmc_offset))
+        self._add(form, "vmc_offset_ms", self.vmc_offset)
 
     # -- showing --------------------------------------------------------------------
 

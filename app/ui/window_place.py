@@ -47,7 +47,8 @@ class _FitWhenFramed(QObject):
         self._window = window
 
     def eventFilter(self, watched, event) -> bool:
-        if event.type() == QEvent.Type.Move and self._window.frameGeometry().size() != self._window.size():
+        framed = self._window.frameGeometry().size() != self._window.size()
+        if event.type() == QEvent.Type.Move and framed:
             self._window.removeEventFilter(self)
             fit_to_screen(self._window)
             self.deleteLater()
