@@ -11,8 +11,9 @@
 // pixel mostly surrounded by avatar (a one-pixel gap, a notch in a staircase edge) is
 // kept, green. A key pixel with at least FILL_NEIGHBOURS covered neighbours is therefore
 // given their colour: no more than three neighbours are covered beside a straight edge,
-// and 3/9 of the farthest colour from a pure key (magenta, 1.05 in the filter's CbCr
-// distance) is below its similarity, 0.36 (app/obs/link.py CHROMA_TUNING).
+// and 3/9 of the farthest any colour is from the default key (#00ff00 to magenta, 1.05 in
+// the filter's CbCr distance: 0.35; from pure blue 0.29) is below its similarity, 0.36
+// (app/obs/link.py CHROMA_TUNING), so the key beside a straight edge is keyed out.
 uniform sampler2D u_avatar;
 uniform vec3 u_key;
 out vec4 frag;
