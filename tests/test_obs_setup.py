@@ -323,6 +323,7 @@ def test_setup_captures_the_window_keys_the_chroma_and_sets_the_mic_offset(obs, 
     assert {k: chroma["filterSettings"][k] for k in ("similarity", "smoothness", "spill")} == CHROMA_TUNING
     assert client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"] == 47
     assert f"set the audio sync offset of the microphone '{MIC}' to 47 ms" in out
+    assert f"added '{KEY_AT_SOURCE_SIZE_NAME}' after it" in out
 
     # Idempotent: a second run updates what the first made.
     inputs_before = client.send("GetInputList", raw=True)["inputs"]

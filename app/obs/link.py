@@ -531,6 +531,8 @@ class ObsLink:
         if not self._filter_exists(KEY_AT_SOURCE_SIZE_NAME):
             self._call("CreateSourceFilter", {"sourceName": SOURCE_NAME, "filterName": KEY_AT_SOURCE_SIZE_NAME,
                                               "filterKind": KEY_AT_SOURCE_SIZE_KIND, "filterSettings": {}})
+            say(f"added {KEY_AT_SOURCE_SIZE_NAME!r} after it, a Color Correction that changes nothing: "
+                "with it OBS keys the avatar at its own size and then scales it, leaving no green edge")
         names = [f["filterName"] for f in self._call("GetSourceFilterList", {"sourceName": SOURCE_NAME})["filters"]]
         after_key = names.index(CHROMA_FILTER_NAME) + 1
         if names.index(KEY_AT_SOURCE_SIZE_NAME) != after_key:
