@@ -73,8 +73,13 @@ def test_three_faces_are_reported_with_their_boxes_and_one_can_be_picked(landmar
     faces = landmarker.detect(np.concatenate([crop] * 3, axis=1))
     with pytest.raises(SeveralFacesError) as err:
         find_face(faces, "group.png")
-    assert err.value.message == "group.png shows 3 faces; pick the one to animate."
     boxes = err.value.boxes
+    # Numbered as face_index and --face N take them, each with its box in pixels.
+    assert err.value.message == "\n".join(
+        ["group.png shows 3 faces; pick the one to animate (numbered from 0, left to right):"]
+        + [f"  face {n}: {x1 - x0:.0f}×{y1 - y0:.0f} px at x {x0:.0f}-{x1:.0f}, y {y0:.0f}-{y1:.0f}"
+           for n, (x0, y0, x1, y1) in enumerate(boxes)])
+    assert err.value.message.splitlines()[1] == "  face 0: 91×108 px at x 60-151, y 51-158"
     assert len(boxes) == 3
     lefts = [b[0] for b in boxes]
     assert lefts == sorted(lefts)

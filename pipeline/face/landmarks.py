@@ -18,6 +18,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from pipeline.core.resources import ASSETS_DIR
+from pipeline.face.detection import MERGE_IOU, FaceBox, FaceDetector, iou
 
 FACE_LANDMARKER_MODEL = ASSETS_DIR / "models" / "face_landmarker.task"
 LANDMARK_COUNT = 478
@@ -37,6 +38,18 @@ MIN_SIDE = 64
 WORKING_MAX_SIDE = 4096
 # Face box width (landmark extent) below which a mouth is too few pixels to animate.
 MIN_FACE_PX = 64
+# A face's crop for its landmarks: its detected box (which is ~0.8 of the landmarks'
+# extent) times CROP_SIDES, so the landmarker's own detector sees it at a third of the
+# crop, inside the 15-70 % it finds surely; scaled to at most CROP_MAX_SIDE, which keeps
+# the face above the landmark model's 256×256 input.
+CROP_SIDES = 3.0
+CROP_MAX_SIDE = 960
+# The landmarks found in a crop must be of the face detected there: on 60 dev pictures
+# (tests/harness/face_pictures.py, seed 11) the 58 real faces had landmark boxes 0.8-1.26
+# times the detected box's side, centred within 0.12 of it; of the 31 boxes on no face
+# where the landmarker saw a face, 29 were outside these bounds.
+LANDMARKS_PER_BOX = (0.75, 1.4)
+MAX_CENTRE_OFFSET = 0.2
 FORMATS = ("PNG", "JPEG")
 LIMITS = (f"the limit is {MAX_SIDE} pixels on a side and {MAX_PIXELS // 1_000_000} megapixels "
           f"for a PNG, {MAX_JPEG_PIXELS // 1_000_000} megapixels for a JPEG (save a larger "
@@ -53,7 +66,8 @@ class PortraitError(Exception):
 
 class SeveralFacesError(PortraitError):
     """More than one face: `boxes` (x0, y0, x1, y1 in pixels, left to right) lets the
-    user pick one, which is then passed on as `face_index`."""
+    user pick one, which is then passed on as `face_index`. The message lists them
+    numbered as `face_index` (and the command line's --face N) takes them."""
 
     def __init__(self, message: str, boxes: list[tuple[float, float, float, float]]):
         super().__init__(message)
@@ -161,7 +175,9 @@ def _to_rgba(im: Image.Image) -> np.ndarray:
 
 
 class FaceLandmarker:
-    """MediaPipe's Face Landmarker in still-image mode, made once and reused.
+    """Faces of any size in a picture: `FaceDetector`'s tile pyramid says where they are,
+    then MediaPipe's Face Landmarker, in still-image mode, finds each one's landmarks in
+    a crop around it, mapped back to the whole picture's pixels. Made once and reused.
 
     Blocks of the calling thread only; not thread-safe (one image at a time)."""
 
@@ -173,49 +189,97 @@ class FaceLandmarker:
         from mediapipe.tasks.python import BaseOptions, vision
 
         self._mp = mp
+        self.max_faces = max_faces
         options = vision.FaceLandmarkerOptions(
             base_options=BaseOptions(model_asset_path=str(model_path)),
             running_mode=vision.RunningMode.IMAGE,
-            num_faces=max_faces,
+            # A crop may hold a neighbour's face too; the one at its centre is kept.
+            num_faces=2,
             output_face_blendshapes=True,
         )
         try:
+            self._detector = FaceDetector(model_path)
             self._landmarker = vision.FaceLandmarker.create_from_options(options)
         except (RuntimeError, ValueError) as e:
             raise PortraitError(f"The face landmark model {model_path.name} could not be loaded: {e}") from None
 
     def detect(self, image: np.ndarray) -> list[FaceLandmarks]:
-        """Faces in an H×W×3 or H×W×4 uint8 image, left to right. Transparent pixels are
-        seen as mid grey, so a cut-out portrait's hidden colours cannot fake a face."""
+        """Faces in an H×W×3 or H×W×4 uint8 image, left to right, down to MIN_FACE_PX
+        wide (and most to half that, so a face too small is told so, not missed); at most `max_faces`, the detector's surest. Transparent
+        pixels are seen as mid grey, so a cut-out portrait's hidden colours cannot fake
+        a face."""
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
             raise ValueError(f"expected an H×W×3 or H×W×4 uint8 image, not {image.dtype} {image.shape}")
         rgb = image[..., :3]
         if image.shape[2] == 4 and image[..., 3].min() < 255:
             alpha = image[..., 3:4].astype(np.uint16)
             rgb = ((rgb * alpha + 128 * (255 - alpha) + 127) // 255).astype(np.uint8)
-        mp_image = self._mp.Image(image_format=self._mp.ImageFormat.SRGB, data=np.ascontiguousarray(rgb))
-        result = self._landmarker.detect(mp_image)
-        h, w = image.shape[:2]
-        faces = []
-        for marks, shapes in zip(result.face_landmarks, result.face_blendshapes):
-            points = np.array([(p.x * w, p.y * h, p.z * w) for p in marks], dtype=np.float32)
-            x0, y0 = points[:, :2].min(axis=0)
-            x1, y1 = points[:, :2].max(axis=0)
-            faces.append(FaceLandmarks(points, {s.category_name: float(s.score) for s in shapes},
-                                       (float(x0), float(y0), float(x1), float(y1))))
+        faces: list[FaceLandmarks] = []
+        for found in self._detector.find(np.ascontiguousarray(rgb), MIN_FACE_PX):
+            face = self._landmarks_around(rgb, found)
+            if face is not None and all(iou(face.box, f.box) <= MERGE_IOU for f in faces):
+                faces.append(face)
+            if len(faces) == self.max_faces:
+                break
         faces.sort(key=lambda f: f.box[0])
         return faces
+
+    def _landmarks_around(self, rgb: np.ndarray, found: FaceBox) -> FaceLandmarks | None:
+        """The landmarks of the face in `found`, from a crop CROP_SIDES times its box
+        (clipped to the picture), scaled so the face reaches the landmark model at about
+        its own input size; None if the landmarker sees no face there of that box's
+        size and place."""
+        h, w = rgb.shape[:2]
+        cx, cy = found.centre
+        half = CROP_SIDES * found.side / 2
+        x0, y0 = max(0, int(cx - half)), max(0, int(cy - half))
+        x1, y1 = min(w, int(math.ceil(cx + half))), min(h, int(math.ceil(cy + half)))
+        crop = rgb[y0:y1, x0:x1]
+        scale = min(1.0, CROP_MAX_SIDE / max(crop.shape[:2]))
+        if scale < 1.0:
+            size = max(1, round(crop.shape[1] * scale)), max(1, round(crop.shape[0] * scale))
+            crop = np.asarray(Image.fromarray(crop).resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0))
+        ch, cw = crop.shape[:2]
+        mp_image = self._mp.Image(image_format=self._mp.ImageFormat.SRGB, data=np.ascontiguousarray(crop))
+        result = self._landmarker.detect(mp_image)
+        best = None
+        for marks, shapes in zip(result.face_landmarks, result.face_blendshapes):
+            points = np.array([(p.x * cw, p.y * ch, p.z * cw) for p in marks], dtype=np.float32)
+            points /= scale
+            points[:, 0] += x0
+            points[:, 1] += y0
+            lo, hi = points[:, :2].min(axis=0), points[:, :2].max(axis=0)
+            off = math.hypot((lo[0] + hi[0]) / 2 - cx, (lo[1] + hi[1]) / 2 - cy) / found.side
+            ratio = (hi[0] - lo[0]) / found.side
+            if not (LANDMARKS_PER_BOX[0] <= ratio <= LANDMARKS_PER_BOX[1] and off <= MAX_CENTRE_OFFSET):
+                continue
+            if best is None or off < best[0]:
+                box = (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))
+                best = off, FaceLandmarks(points, {s.category_name: float(s.score) for s in shapes}, box)
+        return None if best is None else best[1]
 
     def close(self) -> None:
         if self._landmarker is not None:
             self._landmarker.close()
             self._landmarker = None
+            self._detector.close()
 
     def __enter__(self) -> FaceLandmarker:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def several_faces_message(what: str, boxes: list[tuple[float, float, float, float]]) -> str:
+    """Each face on a line of its own, by number and where it is in the picture, so a
+    user can tell which number is whom."""
+    lines = [f"{what} shows {len(boxes)} faces; pick the one to animate "
+             "(numbered from 0, left to right):"]
+    for n, (x0, y0, x1, y1) in enumerate(boxes):
+        lines.append(f"  face {n}: {x1 - x0:.0f}×{y1 - y0:.0f} px at x {x0:.0f}-{x1:.0f}, "
+                     f"y {y0:.0f}-{y1:.0f}")
+    return "\n".join(lines)
 
 
 def find_face(faces: list[FaceLandmarks], what: str, face_index: int | None = None) -> FaceLandmarks:
@@ -227,7 +291,7 @@ def find_face(faces: list[FaceLandmarks], what: str, face_index: int | None = No
     if face_index is None:
         if len(faces) > 1:
             boxes = [f.box for f in faces]
-            raise SeveralFacesError(f"{what} shows {len(faces)} faces; pick the one to animate.", boxes)
+            raise SeveralFacesError(several_faces_message(what, boxes), boxes)
         face = faces[0]
     else:
         if isinstance(face_index, bool) or not isinstance(face_index, int) or not 0 <= face_index < len(faces):
