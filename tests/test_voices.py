@@ -8,6 +8,7 @@ import json
 import logging
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -309,6 +310,13 @@ def test_the_settings_box_lists_picks_adds_and_sets_speaker_and_rate(voices, qt_
         box.speaker.setCurrentIndex(2)
         assert held[0].voice_speaker == 2
         assert [row[0] for row in rows()] == [BUNDLED_VOICE.name, GERMAN, several.name]
+        # Chosen elsewhere (a voice put in the folder, an avatar's voice): shown as chosen.
+        french = make_voice(voices, "fr_FR-joe-medium", "fr")
+        box.show_settings(replace(held[0], voice=french.name))
+        assert box.selected.name == french.name and box.selected.language == "fr"
+        # A choice that cannot be used selects nothing and says why.
+        box.show_settings(replace(held[0], voice=str(broken.model)))
+        assert box.selected is None and box.problems.text().startswith(str(broken.config))
     finally:
         box.close()
         for added in voices.iterdir():

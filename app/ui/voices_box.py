@@ -40,8 +40,9 @@ PROBLEM_STYLE = "color: #c0392b"
 
 
 class VoicesBox(QWidget):
-    """Invariant: the selected row is the voice `current()` names (None: the bundled
-    one); the speaker and rate shown are that voice's."""
+    """Invariant: the selected row is the voice the settings shown name (None: the
+    bundled one; no row for one that cannot be used); the speaker and rate shown are
+    that voice's."""
 
     changed = Signal(object)
     # An "Add voice…" is done: the Voice added, or None (its problem shown).
@@ -97,10 +98,11 @@ class VoicesBox(QWidget):
 
     # -- showing --------------------------------------------------------------------
 
-    def refresh(self, problem: str | None = None) -> None:
-        """List the catalogue again (and `problem`, one to say besides its own)."""
+    def refresh(self, problem: str | None = None, settings: Settings | None = None) -> None:
+        """List the catalogue again (and `problem`, one to say besides its own), showing
+        `settings` (None: current()'s)."""
         found = catalogue()
-        settings = self._current()
+        settings = self._current() if settings is None else settings
         problems = list(found.problems.values())
         voices = list(found.voices)
         choices = [None if voice.bundled else voice.name for voice in voices]
@@ -121,15 +123,22 @@ class VoicesBox(QWidget):
         self._showing = False
         self.problems.setText("\n".join(([problem] if problem else []) + problems))
         self.problems.setVisible(bool(self.problems.text()))
-        self.show_settings(settings)
+        self._show(settings)
 
     def show_settings(self, settings: Settings) -> None:
-        """Select the voice `settings` name and show its speaker and rate."""
+        """Select the voice `settings` name and show its speaker and rate; a voice not
+        listed yet (added elsewhere: the library, the folder) lists the catalogue again."""
+        if self._index_of(settings.voice) is None:
+            self.refresh(settings=settings)
+        else:
+            self._show(settings)
+
+    def _show(self, settings: Settings) -> None:
         self._showing = True
         try:
             index = self._index_of(settings.voice)
-            if index is not None:
-                self.list.setCurrentItem(self.list.topLevelItem(index))
+            # A voice that cannot be used (its problem shown) has no row: none is selected.
+            self.list.setCurrentItem(None if index is None else self.list.topLevelItem(index))
             voice = self.selected
             self.speaker.clear()
             if voice is not None:
