@@ -189,7 +189,8 @@ class ObsLink:
         try:
             socket.create_connection((self.host, self.port), self.timeout).close()
         except socket.gaierror:
-            raise ObsError(f"cannot find the host {self.host!r} (check --host or the OBS host setting)") from None
+            raise ObsError(f"cannot find the host {self.host!r} (check the OBS websocket address: "
+                           "Settings → Outputs (OBS), or obs setup --host)") from None
         except ConnectionRefusedError:
             raise ObsError(self._nothing_listening(), retryable=True) from None
         except TimeoutError:
