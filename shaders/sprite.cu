@@ -4,7 +4,8 @@
 // For each pixel centre the vertex shader's placement is inverted (letterbox fit, then
 // the avatar's placement — bounce, squash, tilt, shake, sway: a 2x3 affine map given
 // inverted — then breathing), giving canvas coordinates p (0..1, y down) which are also
-// the texture coordinates. Each layer covers its rect (x0, y0, x1, y1); inside it, its
+// the texture coordinates; a pixel below the canvas's bottom edge gets the clear colour
+// alone (sprite.vert clips there). Each layer covers its rect (x0, y0, x1, y1); inside it, its
 // four premultiplied RGBA8 images are sampled bilinearly with clamped edges (GL_LINEAR,
 // CLAMP_TO_EDGE) and mixed as sprite.frag mixes them (mix(mix(a, b, inner),
 // mix(c, d, inner), outer), the second pair only where outer > 0), scaled by the
@@ -98,7 +99,9 @@ extern "C" __global__ void sprite_frame(const Params p) {
     float v = 1.0f - (1.0f - y - p.offset_y) / p.scale_y;
     float4 dst = make_float4(unorm8(p.clear[0]), unorm8(p.clear[1]), unorm8(p.clear[2]),
                              unorm8(p.clear[3]));
-    for (int i = 0; i < p.layer_count && i < MAX_LAYERS; i++) blend(dst, p, p.layers[i], u, v);
+    // Nothing below the canvas's bottom edge (sprite.vert's clip distance).
+    int layers = py < 1.0f ? p.layer_count : 0;
+    for (int i = 0; i < layers && i < MAX_LAYERS; i++) blend(dst, p, p.layers[i], u, v);
     uchar4 out = make_uchar4((unsigned char)rintf(dst.x * 255.0f), (unsigned char)rintf(dst.y * 255.0f),
                              (unsigned char)rintf(dst.z * 255.0f), (unsigned char)rintf(dst.w * 255.0f));
     surf2Dwrite(out, p.out, col * 4, p.height - 1 - row);

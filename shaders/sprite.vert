@@ -28,5 +28,9 @@ void main() {
     vec3 breathed = vec3(p.x, 1.0 - (1.0 - p.y) * u_scale_y - u_offset_y, 1.0);
     float x = dot(u_place_x, breathed);
     float y = dot(u_place_y, breathed);
+    // The canvas's bottom edge is the floor: nothing is drawn below it (GL_CLIP_DISTANCE0),
+    // so a figure standing on it, whose base reaches below the canvas when it moves,
+    // ends there as it always did.
+    gl_ClipDistance[0] = 1.0 - y;
     gl_Position = vec4((x * 2.0 - 1.0) * u_fit.x, (1.0 - 2.0 * y) * u_fit.y, 0.0, 1.0);
 }

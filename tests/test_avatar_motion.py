@@ -244,6 +244,29 @@ def test_a_figure_standing_on_the_canvas_edge_shows_no_gap_under_it_when_it_move
     assert (moved[-1, middle, 3] == 255).all()
 
 
+def test_nothing_is_drawn_below_the_canvas_in_a_view_taller_than_it(rig):
+    """In a tall view the canvas is letterboxed: the body reaching below the canvas as it
+    moves ends at the canvas's bottom edge, flat, as the still figure does."""
+    from render.gl.offscreen import OffscreenTarget
+    from render.gl.sprite_renderer import GLRenderer
+
+    with OffscreenTarget(SIZE, 2 * SIZE):
+        r = GLRenderer()
+        r.initialize()
+        r.set_rig(rig)
+        r.resize(SIZE, 2 * SIZE)
+        state = AvatarState()
+        still = draw(r, state)
+        state.set_placement(0.004, 0.02, -0.1, -0.02)
+        moved = draw(r, state)
+        r.release()
+    floor = SIZE // 2 + SIZE                            # the canvas's bottom edge, centred
+    middle = slice(SIZE // 4, 3 * SIZE // 4)
+    for frame in (still, moved):
+        assert not frame[floor:, :, 3].any()
+        assert (frame[floor - 1, middle, 3] == 255).all()
+
+
 def test_no_strength_draws_todays_frames_exactly(target):
     """Frames of the renderer as it was before motion (the golden file was drawn by
     commit bcfc5e1's GLRenderer from the same states on this machine's llvmpipe)."""

@@ -190,8 +190,8 @@ class SpriteLayout:
         """The base's rectangle, reaching below the canvas by as much as breathing in and
         the placement (a bounce, a tilt's corner) lift the canvas's bottom edge: a figure
         that stands on that edge, cut off by it, goes on below it (textures clamp, so its
-        bottom row is repeated) instead of showing a gap under it. Unlifted, the
-        rectangle itself."""
+        bottom row is repeated) instead of showing a gap under it, down to the canvas's
+        bottom edge, below which nothing is drawn. Unlifted, the rectangle itself."""
         x0, y0, x1, y1 = self.base_rect
         if y1 < 1.0:
             return self.base_rect
@@ -404,6 +404,7 @@ class GLRenderer:
         place = placement_matrix(state.placement(), self.canvas_size)
         GL.glDisable(GL.GL_DEPTH_TEST)
         GL.glEnable(GL.GL_BLEND)
+        GL.glEnable(GL.GL_CLIP_DISTANCE0)
         GL.glBlendFunc(GL.GL_ONE, GL.GL_ONE_MINUS_SRC_ALPHA)
         GL.glBindVertexArray(self._vao)
         textures = self._textures
@@ -427,6 +428,7 @@ class GLRenderer:
             GL.glUniform2f(u["u_mix"], layer.inner, layer.outer)
             GL.glUniform1f(u["u_alpha"], layer.alpha)
             GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
+        GL.glDisable(GL.GL_CLIP_DISTANCE0)
         GL.glBindVertexArray(0)
         GL.glUseProgram(0)
 
