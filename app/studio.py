@@ -26,6 +26,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.avatar_library import Avatar, AvatarLibrary, voice_of
 from app.engine import Engine
 from app.frame_rate_watch import FrameRateWatch
 from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
@@ -46,9 +47,10 @@ from pipeline.core.modes import MODE_NAMES
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.core.sync_metrics import viseme_change_offsets
 from pipeline.face.landmarks import PortraitError
+from pipeline.voice.voice_files import VoiceError
 from render.gl.offscreen import OffscreenError, gl_renderer, renders_on_cpu
 from render.outputs.avatar_view import PRESENTED
-from render.rigs.loader import AvatarRig, load_avatar_rig
+from render.rigs.loader import AvatarRig, is_picture, load_avatar_rig
 from render.rigs.manifest import RigError
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ AVATAR = "avatar"
 FELL_BEHIND = "fell behind"
 FRAME_RATE = "frame rate"
 MIC_MUTE = "microphone mute"
+LIBRARY = "avatar library"
 OBS = "obs"
 INFERENCE = "inference"
 API = "api"
@@ -111,9 +114,11 @@ class Studio(QObject):
     speech_started = Signal(object)
     # An API client asks for a token: the front end asks the user (ApiServer.decide).
     token_requested = Signal(str)
+    # The avatar in use changed (the library view marks it).
+    avatar_changed = Signal()
     # From worker threads to this one (queued delivery).
     _event = Signal(object)
-    _voice_loaded = Signal(object, object)
+    _voice_loaded = Signal(int, object, object)
     _voice_failed = Signal(str)
     _text = Signal(str, object)
     _call = Signal(object)
@@ -138,6 +143,7 @@ class Studio(QObject):
         self.engine.events.subscribe(self._event.emit, SpeechStarted, SpeechFinished,
                                      SpeechNotice, SpeechFailed, InputStatus, DeviceNotice)
         self.tts = None
+        self._voice_asked = 0  # the latest load_voice's number: an older load that ends later is dropped
         self.rig: AvatarRig | None = None
         self.first_audio: FirstAudio | None = None
         self.finished: SpeechFinished | None = None
@@ -167,6 +173,9 @@ class Studio(QObject):
         self._output_news: dict[str, str] = {}
         for number, problem in enumerate(store.problems):
             self.tell(f"In {store.path}: {problem}", key=(SETTINGS_FILE, number))
+        self.library = AvatarLibrary(store.path.parent / "avatars")
+        for number, problem in enumerate(self.library.problems):
+            self.tell(problem, key=(LIBRARY, number))
 
     # -- start and close ------------------------------------------------------------
 
@@ -186,7 +195,7 @@ class Studio(QObject):
         self.outputs_changed.emit()
         self._apply_api()
         self._follow.start(FOLLOW_INTERVAL_MS)
-        threading.Thread(target=self._load_voice, name="voice-loader", daemon=True).start()
+        self.load_voice()
 
     def close(self) -> None:
         self.closed.set()
@@ -243,30 +252,56 @@ class Studio(QObject):
 
     # -- the voice ------------------------------------------------------------------
 
-    def _load_voice(self) -> None:
+    def load_voice(self, voice: str | None = None, speaker: int | None = None) -> None:
+        """Load a voice on the voice-loader thread and speak with it once it is warm
+        (voice_progress, then voice_ready or a message): `voice` as Settings.voice says
+        (None: the avatar's own voice, else the settings'), `speaker` a multi-speaker
+        voice's (None: likewise). The voice in use speaks until then, and stays if the new one cannot
+        be loaded; a later call wins over one still loading."""
+        own_voice, own_speaker = self.voice_choice()
+        voice = own_voice if voice is None else voice
+        speaker = own_speaker if speaker is None else speaker
+        self._voice_asked += 1
+        self.forget(VOICE)  # a new choice: what was said of the last one is over
+        threading.Thread(target=self._load_voice, args=(self._voice_asked, voice, speaker),
+                         name="voice-loader", daemon=True).start()
+
+    def _load_voice(self, asked: int, voice: str | None, speaker: int) -> None:
         try:
             # A studio closed while its voice loads stops the warm-up at the next shape:
             # seconds of synthesis nobody would hear, on a core the rest of the process
             # (or, in the test suite, the next test) needs.
             tts = Engine.load_voice(self.voice_progress.emit, self.settings.inference_provider,
-                                    self.closed)
+                                    self.closed, voice=voice, speaker=speaker)
             if tts is None:
                 return
-            measured = Engine.measure_modes(tts) if self._measure else {}
-            self._voice_loaded.emit(tts, measured)
+            # The modes are timed once, with the first voice: the panel's figures.
+            measured = (Engine.measure_modes(tts) if self._measure and self.tts is None
+                        else self.mode_first_audio_ms)
+            self._voice_loaded.emit(asked, tts, measured)
+        except VoiceError as exc:  # in the user's words; the voice in use stays
+            if self.closed.is_set():
+                return
+            if self.tts is None and voice is not None:
+                # Nothing to keep (the app is starting): the bundled voice speaks, said so.
+                self._voice_failed.emit(f"The voice could not be loaded: {exc} The bundled "
+                                        "voice speaks until it is fixed or another is chosen.")
+                self._load_voice(asked, None, 0)
+                return
+            self._voice_failed.emit(f"The voice could not be loaded: {exc}")
         except Exception as exc:  # told; the studio stays usable
             if self.closed.is_set():
                 return
             log.exception("voice failed to load")
             self._voice_failed.emit(f"The voice could not be loaded: {exc}")
 
-    def _on_voice_loaded(self, tts, measured: dict[str, float]) -> None:
-        if self.closed.is_set():
-            # Closed after the warm-up: checked here, on the thread that closes, so no
-            # voice reaches a closed studio's engine.
+    def _on_voice_loaded(self, asked: int, tts, measured: dict[str, float]) -> None:
+        if self.closed.is_set() or asked != self._voice_asked:
+            # Closed after the warm-up (checked here, on the thread that closes, so no
+            # voice reaches a closed studio's engine), or another voice asked for since.
             tts.close()
             return
-        self.tts = tts
+        before, self.tts = self.tts, tts
         self.mode_first_audio_ms = measured
         self.engine.attach_voice(tts)
         self.outputs.attach_voice(tts)
@@ -274,6 +309,8 @@ class Studio(QObject):
         self.inference = text
         if fell_back:
             self.tell(text, key=INFERENCE)
+        if before is not None:
+            before.close()
         self.voice_ready.emit()
 
     def _on_voice_failed(self, message: str) -> None:
@@ -368,6 +405,9 @@ class Studio(QObject):
             elif self.say(text, source="clipboard") is None:
                 self.tell("The voice is still loading: the clipboard was not spoken.",
                           Severity.INFO, seconds=EVENT_SECONDS)
+        elif action in ("next_avatar", "previous_avatar"):
+            self.use_avatar(self.library.step(self.settings.avatar_manifest,
+                                              1 if action == "next_avatar" else -1))
         elif action == "toggle_avatar":
             self.apply(replace(self.settings, output_window=not self.settings.output_window))
         else:
@@ -501,7 +541,31 @@ class Studio(QObject):
         self.show_rig(rig)
         self.settings = replace(self.settings, avatar_manifest=manifest)
         self.save_settings()
+        self.avatar_changed.emit()
+        if manifest and not is_picture(manifest):
+            try:
+                self.library.adopt(Path(manifest))  # a sprite rig chosen in the settings
+            except OSError as exc:
+                self.tell(f"The avatar library could not keep {manifest}: "
+                          f"{exc.strerror or exc}.", key=LIBRARY)
         return rig
+
+    def use_avatar(self, avatar: Avatar) -> None:
+        """Show a library avatar (the view's choice, next/previous), with its own voice."""
+        before = self.voice_choice()
+        try:
+            self.set_avatar(avatar.setting)
+        except (RigError, PortraitError) as exc:
+            self.tell(f"{avatar.name} could not be shown: {exc.message} The avatar stays as "
+                      "it was.", key=AVATAR)
+            return
+        if self.voice_choice() != before:
+            self.load_voice(*self.voice_choice())
+
+    def voice_choice(self) -> tuple[str | None, int]:
+        """(voice, speaker) of the avatar in use: its own, else the settings'."""
+        return voice_of(self.library.in_use(self.settings.avatar_manifest),
+                        self.settings.voice, self.settings.voice_speaker)
 
     def _on_avatar_window_closed(self) -> None:
         """The user closed the avatar window itself: it stays closed, next start too."""
@@ -538,6 +602,9 @@ class Studio(QObject):
             self._request_modes = dict.fromkeys(self._request_modes)
         if settings.avatar_manifest != old.avatar_manifest:
             self.load_avatar(settings.avatar_manifest)
+        if self.voice_choice() != voice_of(self.library.in_use(old.avatar_manifest), old.voice,
+                                           old.voice_speaker):
+            self.load_voice()
         sources = (self.engine.mouth, self.engine.clock)
         for problem in self.engine.apply(settings):
             # A message for each device that is off: the output's is the engine's audio

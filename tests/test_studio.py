@@ -68,3 +68,95 @@ def test_speaking_an_empty_clipboard_says_so(studio):
     QGuiApplication.clipboard().setText("Hello chat")
     studio.do_action("speak_clipboard")  # no voice loaded in this studio
     assert any(m.text.startswith("The voice is still loading") for m in studio.messages.shown())
+
+
+def _wait(qt_app, condition, timeout: float = 60.0) -> bool:
+    import time
+
+    end = time.monotonic() + timeout
+    while not condition() and time.monotonic() < end:
+        qt_app.processEvents()
+        time.sleep(0.02)
+    return condition()
+
+
+def test_the_voice_switches_live_and_a_broken_one_keeps_the_voice_in_use(qt_app, tmp_path):
+    import shutil
+    from dataclasses import replace
+
+    from app.voices import voices_folder
+    from tests.test_voices import make_voice
+
+    make_voice(voices_folder(), "de_DE-joe-medium")
+    broken = make_voice(tmp_path, "xx_XX-broken-medium")
+    broken.config.write_text("{")
+    s = Studio(SettingsStore(tmp_path / "settings.json"), Settings(mic_enabled=False),
+               measure_modes=False)
+    try:
+        s.start()
+        assert _wait(qt_app, lambda: s.tts is not None)
+        first = s.tts
+        assert first.voice.name == "en_US-joe-medium"
+        s.apply(replace(s.settings, voice="de_DE-joe-medium", voice_rates={"de_DE-joe-medium": 0.7}))
+        assert _wait(qt_app, lambda: s.tts is not first)
+        assert s.engine.tts.voice.name == "de_DE-joe-medium" and s.engine.speaker.speech_rate == 0.7
+        german = s.tts
+        s.apply(replace(s.settings, voice=str(broken.model)))
+        assert _wait(qt_app, lambda: any("is not a voice config" in m.text
+                                         for m in s.messages.shown()))
+        assert s.tts is german and s.engine.tts is german
+        # Two choices in a row: the later one wins, even if the earlier loads last.
+        s.apply(replace(s.settings, voice="de_DE-joe-medium"))
+        s.apply(replace(s.settings, voice=None))
+        assert _wait(qt_app, lambda: s.tts.voice.name == "en_US-joe-medium")
+        assert not _wait(qt_app, lambda: s.tts.voice.name != "en_US-joe-medium", timeout=3.0)
+        assert not any("is not a voice config" in m.text for m in s.messages.shown())
+    finally:
+        s.close()
+        shutil.rmtree(voices_folder())
+
+
+def test_a_broken_voice_at_start_leaves_the_bundled_one_speaking(qt_app, tmp_path):
+    from tests.test_voices import make_voice
+
+    broken = make_voice(tmp_path, "xx_XX-broken-medium")
+    broken.config.write_text("{")
+    s = Studio(SettingsStore(tmp_path / "settings.json"),
+               Settings(mic_enabled=False, voice=str(broken.model)), measure_modes=False)
+    try:
+        s.start()
+        assert _wait(qt_app, lambda: s.tts is not None)
+        assert s.tts.voice.name == "en_US-joe-medium"
+        assert any("The bundled voice speaks until" in m.text for m in s.messages.shown())
+    finally:
+        s.close()
+
+
+def test_each_avatar_keeps_its_voice_and_next_avatar_brings_it(qt_app, tmp_path):
+    import shutil
+
+    from app.voices import voices_folder
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from tests.test_voices import make_voice
+
+    make_voice(voices_folder(), "de_DE-joe-medium")
+    store = SettingsStore(tmp_path / "settings.json")
+    # A second sprite avatar: the bundled one's files under another folder.
+    sprite = tmp_path / "avatars" / "twin"
+    shutil.copytree(DEFAULT_AVATAR_MANIFEST.parent, sprite)
+    s = Studio(store, Settings(mic_enabled=False), measure_modes=False)
+    try:
+        twin = s.library.adopt(sprite / "manifest.json")
+        s.library.set_voice(twin, "de_DE-joe-medium")
+        s.start()
+        assert _wait(qt_app, lambda: s.tts is not None)
+        assert s.tts.voice.name == "en_US-joe-medium"
+        s.do_action("next_avatar")
+        assert s.settings.avatar_manifest == str(sprite / "manifest.json")
+        assert _wait(qt_app, lambda: s.tts.voice.name == "de_DE-joe-medium")
+        s.do_action("previous_avatar")
+        assert s.settings.avatar_manifest is None  # the bundled one, first in the library
+        assert _wait(qt_app, lambda: s.tts.voice.name == "en_US-joe-medium")
+    finally:
+        s.close()
+        shutil.rmtree(voices_folder())
