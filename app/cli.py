@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app import library_command
 from app.api import command as api_command
 from app.obs import command as obs_command
 from app.settings import Settings
@@ -50,8 +51,8 @@ class CliError(Exception):
 
 
 WINDOWLESS = ("Without a command it opens the app's window. These open no window: say, "
-              "lipsync, render, voices, obs setup, api token, and --headless (the app without "
-              "its window).")
+              "lipsync, render, voices, avatars, obs setup, api token, and --headless (the app "
+              "without its window).")
 VOICE_HELP = ("the voice: a name 'lipsync-studio voices' lists, or the path of a piper voice's "
               ".onnx (its .onnx.json beside it); default: the settings' voice, else the bundled "
               "one")
@@ -163,6 +164,7 @@ def _parser() -> argparse.ArgumentParser:
         "directory. Voices that cannot be used are named on stderr with what is wrong.",
     )
     voices.add_argument("--json", action="store_true", help="print them as JSON")
+    library_command.add_parser(commands)
     obs_command.add_parser(commands)
     api_command.add_parser(commands)
     return parser
@@ -193,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             return _export(args)
         if args.command == "voices":
             return _voices(args)
+        if args.command == "avatars":
+            return library_command.run(args)
         if args.command == "obs":
             return obs_command.run(args)
         if args.command == "api":

@@ -266,16 +266,9 @@ def test_thumbnails_show_the_avatar_and_are_made_once(folder, pictures, landmark
 # -- a new process, and the commands --------------------------------------------------
 
 # The command group as app/cli.py registers it (add_parser on its sub-commands, run).
-CLI = ("import argparse, sys\n"
-       "from app import library_command\n"
-       "parser = argparse.ArgumentParser(prog='lipsync-studio')\n"
-       "library_command.add_parser(parser.add_subparsers(dest='command'))\n"
-       "sys.exit(library_command.run(parser.parse_args()))\n")
-
-
 def _avatars(config: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "LIPSYNC_STUDIO_CONFIG_DIR": str(config)}
-    return subprocess.run([sys.executable, "-c", CLI, "avatars", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "app", "avatars", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

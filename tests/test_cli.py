@@ -164,7 +164,8 @@ def test_version_and_which_commands_open_no_window():
     assert result.returncode == 0 and result.stdout.strip() == f"lipsync-studio {version()}"
     assert version().split()[0] == "0.1.0"
     shown = " ".join(_run(["--help"]).stdout.split())
-    assert ("These open no window: say, lipsync, render, voices, obs setup, api token, and "
+    assert ("These open no window: say, lipsync, render, voices, avatars, obs setup, api token, "
+            "and "
             "--headless") in shown
 
 
