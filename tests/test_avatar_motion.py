@@ -14,7 +14,7 @@ from pipeline.core.avatar_state import EXPRESSIONS, INDEX, AvatarState
 from pipeline.core.expressions import ExpressionError
 from pipeline.core.frames import MouthPose
 from render.timing import avatar_motion
-from render.timing.avatar_motion import AvatarMotion, MotionStrengths, placement
+from render.timing.avatar_motion import AvatarMotion, MotionStrengths, head_turn, placement
 from tests.harness.fake_clock import FakeClock
 from tests.test_presenter import media, paced, tick
 
@@ -138,6 +138,20 @@ def test_no_strength_is_no_motion_at_all():
             assert placement(openness, t, MotionStrengths()) == (0.0, 0.0, 0.0, 0.0)
 
 
+def test_the_head_looks_about_with_the_sway_and_nods_with_the_tilt():
+    for openness in (0.0, 0.5, 1.0):
+        assert head_turn(openness, 2.5, MotionStrengths(bounce=1.0, shake=1.0)) == (0.0, 0.0)
+    looks = np.array([head_turn(0.0, t, MotionStrengths(sway=1.0)) for t in np.arange(0, 60, 0.1)])
+    assert np.abs(looks[:, 0]).max() <= avatar_motion.HEAD_YAW_RADIANS
+    assert np.abs(looks[:, 0]).max() > 0.5 * avatar_motion.HEAD_YAW_RADIANS
+    assert np.abs(looks[:, 1]).max() <= avatar_motion.HEAD_PITCH_RADIANS
+    # Slow: a sine's speed is at most its size × 2π × its rate, 1.8°/s for the yaw's two.
+    top_speed = avatar_motion.HEAD_YAW_RADIANS * 0.5 * 2 * math.pi * sum(avatar_motion.HEAD_HZ)
+    assert np.abs(np.diff(looks[:, 0])).max() <= top_speed * 0.1 < math.radians(0.2)
+    assert head_turn(1.0, 2.5, MotionStrengths(tilt=1.0)) == (0.0, -avatar_motion.NOD_RADIANS)
+    assert head_turn(0.0, 2.5, MotionStrengths(tilt=1.0)) == (0.0, 0.0)
+
+
 def test_each_motion_has_its_own_strength():
     loud, t = 0.95, 0.3
     bounce = placement(loud, t, MotionStrengths(bounce=1.0))
@@ -165,6 +179,8 @@ def test_the_frame_path_writes_motion_made_from_each_frames_own_mouth(speech):
     assert len(frames) >= 59
     for stamp, state in frames:
         assert state.placement() == placement(state.openness, stamp, strengths)
+        yaw, pitch = state.values[INDEX["yaw"]], state.values[INDEX["pitch"]]
+        assert (yaw, pitch) == head_turn(state.openness, stamp, strengths)
     assert max(state.openness for _, state in frames) > 0.5
 
 

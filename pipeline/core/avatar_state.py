@@ -93,6 +93,10 @@ class AvatarState:
         v[INDEX["offset_x"]], v[INDEX["offset_y"]] = offset_x, offset_y
         v[INDEX["roll"]], v[INDEX["squash"]] = roll, squash
 
+    def set_head_turn(self, yaw: float, pitch: float) -> None:
+        """The head's turn and nod (radians, FIELDS' signs)."""
+        self.values[INDEX["yaw"]], self.values[INDEX["pitch"]] = yaw, pitch
+
     def placement(self) -> tuple[float, float, float, float]:
         """(offset_x, offset_y, roll, squash), as set_placement takes them."""
         v = self.values

@@ -1,12 +1,14 @@
 """The avatar's motion and expression on the frame path: a bounce and stretch while
 speaking, a tilt with emphasis, a shake on loud sound, a gentle idle sway (the PNGtuber
-conventions), and the expression chosen by the studio, cross-faded.
+conventions), the head's look about and nod (for rigs that can turn a head), and the
+expression chosen by the studio, cross-faded.
 
 Motion is a pure function of the frame's own mouth openness and media time, computed
 where the mouth is (the producer's motion step, after the pose is set), so it is
 frame-exact with the sound: no timer, no state carried from frame to frame. It is written
-into the avatar state's offset, roll and squash, which every rig and pose output reads
-(the sprite renderer draws it as a transform of the whole avatar about its bottom centre).
+into the avatar state's offset, roll, squash, yaw and pitch, which every rig and pose
+output reads (the sprite renderer draws the first three as a transform of the whole
+avatar about its bottom centre; the photo renderer turns the head).
 
 One AvatarMotion is shared by every presenter, so all outputs show the same expression
 and motion at the same media time; the studio's thread sets it, the producers' threads
@@ -39,6 +41,14 @@ SHAKE_THRESHOLD = 0.7       # openness above which the sound counts as loud
 SWAY_RADIANS = math.radians(1.5)
 SWAY_WIDTH = 0.004
 SWAY_HZ = 0.14
+# The head's turn and nod, for rigs that draw them (photo rigs; a flat drawing cannot
+# turn): with the sway a slow look about of ±4° and ±2°, two frequencies apart so it
+# never repeats; with the tilt a nod of 3° down on emphasis. Small beside the photo
+# warp's limits, which the photo rig scales by settings.motion_head_turn.
+HEAD_YAW_RADIANS = math.radians(4.0)
+HEAD_PITCH_RADIANS = math.radians(2.0)
+HEAD_HZ = (0.053, 0.087)
+NOD_RADIANS = math.radians(3.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +81,24 @@ def placement(openness: float, t: float, strengths: MotionStrengths, seed: int =
         roll += strengths.sway * SWAY_RADIANS * math.sin(phase)
         offset_x += strengths.sway * SWAY_WIDTH * math.sin(phase + 0.5 * math.pi)
     return offset_x, offset_y, roll, squash
+
+
+def head_turn(openness: float, t: float, strengths: MotionStrengths, seed: int = 0
+              ) -> tuple[float, float]:
+    """(yaw, pitch) of the head in radians (AvatarState's signs) for a frame of mouth
+    openness `openness` at media time t: the sway's look about and the tilt's nod. All
+    strengths 0 give exactly (0, 0)."""
+    yaw = pitch = 0.0
+    if strengths.sway:
+        slow, slower = HEAD_HZ
+        yaw = strengths.sway * HEAD_YAW_RADIANS * 0.5 * (
+            math.sin(2.0 * math.pi * (slow * t + hash01(seed, 0, 7)))
+            + math.sin(2.0 * math.pi * (slower * t + hash01(seed, 0, 8))))
+        pitch = strengths.sway * HEAD_PITCH_RADIANS * math.sin(
+            2.0 * math.pi * (slower * t + hash01(seed, 0, 9)))
+    if strengths.tilt:
+        pitch -= strengths.tilt * NOD_RADIANS * openness * openness
+    return yaw, pitch
 
 
 class AvatarMotion:
@@ -119,5 +147,7 @@ class AvatarMotion:
     def apply(self, state: AvatarState, t: float) -> None:
         """Write the placement and expression weights of the frame at media time t into
         `state`, whose mouth is set already."""
-        state.set_placement(*placement(state.openness, t, self.strengths, self.seed))
+        openness, strengths = state.openness, self.strengths
+        state.set_placement(*placement(openness, t, strengths, self.seed))
+        state.set_head_turn(*head_turn(openness, t, strengths, self.seed))
         self.fader.weights_into(state.expressions, t)
