@@ -60,6 +60,11 @@ class AvatarOnly(QObject):
 
     def eventFilter(self, watched, event) -> bool:
         kind = event.type()
+        # Nothing else looked at for other events: the window sends some while it is
+        # destroyed, and asking its parts then crashed the process at exit.
+        if kind not in (QEvent.Type.MouseButtonDblClick, QEvent.Type.KeyPress,
+                        QEvent.Type.ContextMenu):
+            return False
         if self.hidden and (kind == QEvent.Type.MouseButtonDblClick or (
                 kind == QEvent.Type.KeyPress and event.key() == Qt.Key.Key_Escape)):
             self.action.setChecked(False)

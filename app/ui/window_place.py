@@ -47,8 +47,11 @@ class _FitWhenFramed(QObject):
         self._window = window
 
     def eventFilter(self, watched, event) -> bool:
-        framed = self._window.frameGeometry().size() != self._window.size()
-        if event.type() == QEvent.Type.Move and framed:
+        # The event's kind first: the window is not to be asked of anything else (its
+        # frame) while it is being destroyed, which crashed the process at exit.
+        if event.type() != QEvent.Type.Move:
+            return False
+        if self._window.frameGeometry().size() != self._window.size():
             self._window.removeEventFilter(self)
             fit_to_screen(self._window)
             self.deleteLater()
