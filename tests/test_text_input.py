@@ -96,22 +96,22 @@ def test_mixed_chinese_and_english_keeps_the_english():
     prepared = prepare_text("Hello 你好世界 world，how are you？")
     assert prepared.text == "Hello world, how are you?"
     assert prepared.notices == [
-        "Skipped 4 Chinese characters: the bundled voice speaks English"
+        "Skipped 4 Chinese characters: the voice speaks English"
     ]
 
 
 def test_kanji_beside_kana_are_counted_as_japanese():
     prepared = prepare_text("こんにちは世界 hello")
     assert prepared.text == "hello"
-    assert prepared.notices == ["Skipped 7 Japanese characters: the bundled voice speaks English"]
+    assert prepared.notices == ["Skipped 7 Japanese characters: the voice speaks English"]
 
 
 def test_korean_and_cyrillic_each_get_a_notice():
     prepared = prepare_text("안녕 hi Привет")
     assert prepared.text == "hi"
     assert set(prepared.notices) == {
-        "Skipped 2 Korean characters: the bundled voice speaks English",
-        "Skipped 6 Cyrillic characters: the bundled voice speaks English",
+        "Skipped 2 Korean characters: the voice speaks English",
+        "Skipped 6 Cyrillic characters: the voice speaks English",
     }
 
 
@@ -122,8 +122,9 @@ def test_digits_of_other_scripts_are_skipped_with_their_script():
 
 def test_latin_accents_digits_and_symbols_are_kept():
     prepared = prepare_text("Café order #A7X92: 3.5 hours, 20% off")
-    # The order code is spelled out by the normalizer; accents, digits and "%" survive.
-    assert prepared.text == "Café order number A7 X 9 2: 3.5 hours, 20% off"
+    # The order code is spelled out by the normalizer; accents and digits survive, and
+    # "%" is said as a word.
+    assert prepared.text == "Café order number A7 X 9 2: 3.5 hours, 20 percent off"
     assert prepared.notices == []
 
 
@@ -167,3 +168,23 @@ def test_split_sentences_is_lazy():
     pieces = split_sentences("First sentence. " + "More words here. " * 5000)
     assert iter(pieces) is pieces
     assert next(pieces) == "First sentence."
+
+
+def test_a_voice_of_another_language_reads_its_own_script_and_numbers():
+    # espeak reads numbers and signs in the voice's language: only English is rewritten.
+    german = prepare_text("Das kostet 10% mehr", "de")
+    assert german.text == "Das kostet 10% mehr" and german.notices == []
+    russian = prepare_text("Привет, мир! Hello", "ru")
+    assert russian.text == "Привет, мир! Hello" and russian.notices == []
+    # Another script than the voice's is still skipped, named by the voice's language.
+    assert prepare_text("Hallo 你好", "de").notices == [
+        "Skipped 2 Chinese characters: the voice speaks German"]
+    assert prepare_text("你好，世界。", "cmn").text == "你好, 世界."
+    with pytest.raises(TextInputError, match="the voice speaks German, and the text has only Korean"):
+        prepare_text("안녕", "de")
+
+
+def test_the_typed_text_behind_each_sentence_is_kept_beside_what_is_said():
+    prepared = prepare_text("It costs $5 today. Mail ann@x.com now!")
+    assert "".join(spoken for _, spoken in prepared.spans) == prepared.text
+    assert "".join(typed for typed, _ in prepared.spans) == "It costs $5 today. Mail ann@x.com now!"

@@ -143,7 +143,7 @@ def test_notices_travel_on_the_first_segment_only(tts):
     segments = list(tts.synthesize("Hello 你好 😀. Goodbye 再见.", WHOLE))
     assert segments[0].notices == [
         "Skipped 1 emoji",
-        "Skipped 4 Chinese characters: the bundled voice speaks English",
+        "Skipped 4 Chinese characters: the voice speaks English",
     ]
     assert segments[1].notices == []
     assert [s.text for s in segments] == ["Hello.", "Goodbye."]
@@ -182,3 +182,13 @@ def test_letters_the_voice_cannot_pronounce_raise_instead_of_silence(tts):
     # no pronunciation for it.
     with pytest.raises(TextInputError, match="no pronunciation"):
         list(tts.synthesize("ꜣꜣ"))
+
+
+def test_each_sentence_plan_carries_what_was_typed_for_it():
+    from pipeline.voice.streaming_tts import SentencePlan, StreamingTTS
+
+    plans = [item for item in StreamingTTS().stream("It costs $5 today. Wow, 3.5% more!")
+             if isinstance(item, SentencePlan) and item.text]
+    assert [(p.text, p.typed) for p in plans] == [
+        ("It costs 5 dollars today.", "It costs $5 today."),
+        ("Wow, 3.5 percent more!", "Wow, 3.5% more!")]

@@ -63,11 +63,13 @@ class SpeechFinished:
 
 @dataclass(frozen=True, slots=True)
 class SentenceTimed:
-    """A sentence scheduled: heard from ``start`` (media time, seconds) on."""
+    """A sentence scheduled: heard from ``start`` (media time, seconds) on; ``typed`` is
+    what was typed for it ("$5" where ``text`` says "5 dollars"; "" = as ``text``)."""
 
     request: int
     text: str
     start: float
+    typed: str = ""
 
 
 @dataclass(frozen=True, slots=True)

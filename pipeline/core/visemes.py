@@ -60,6 +60,12 @@ IPA_TO_VISEME: dict[str, str] = {
     "ɔ": "oh", "ɔː": "oh", "o": "oh", "oʊ": "oh", "ɔɪ": "oh", "əʊ": "oh",
     # rounded close and the glide w
     "u": "ou", "uː": "ou", "ʊ": "ou", "w": "ou", "ʊə": "ou", "ʍ": "ou",
+    # Sounds of other espeak languages (checked on de, fr, es, it, pt, nl, pl, sv: they fell
+    # to "ih" before). German espeak writes ç decomposed (c + U+0327), hence both keys.
+    "ç": "CH", "c\u0327": "CH", "ɧ": "CH", "ɕ": "CH", "ʑ": "CH", "ʁ": "RR", "χ": "kk",
+    "ɣ": "kk", "c": "kk", "ɟ": "kk", "ɲ": "nn", "ʎ": "nn", "β": "FF",
+    # front rounded vowels are shaped by their rounding; ɯ is an unrounded close vowel
+    "y": "ou", "ʏ": "ou", "ʉ": "ou", "ø": "oh", "œ": "oh", "ɵ": "oh", "ɤ": "oh", "ɯ": "ih",
 }
 
 # Diphthongs and affricates piper emits as separate symbols, matched longest first.

@@ -1,4 +1,4 @@
-"""Typed text → text the bundled English voice can speak, plus what was left out and why.
+"""Typed text → text a voice can speak in its language, plus what was left out and why.
 
 Also cuts long text into sentence-sized pieces lazily, so a worker can start speaking
 the first sentence of a long paste before it has looked at the rest.
@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pipeline.text.normalizer import normalize
+from pipeline.text.normalizer import normalize_spans
 
 # Beyond this a paste is almost certainly a mistake (a log file, a book); refusing it up
 # front beats minutes of speech the user cannot easily stop.
@@ -22,7 +22,36 @@ MAX_TEXT_CHARS = 100_000
 # audio comes quickly and no model call is huge, long enough to keep a clause's melody.
 MAX_PIECE_CHARS = 250
 
-_VOICE_LANGUAGE = "English"
+# The bundled voice's espeak language.
+DEFAULT_LANGUAGE = "en-us"
+
+# Languages by espeak's code (its prefix before "-"), as a user names them.
+_LANGUAGE_NAMES = {
+    "en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian",
+    "pt": "Portuguese", "nl": "Dutch", "pl": "Polish", "sv": "Swedish", "da": "Danish",
+    "nb": "Norwegian", "no": "Norwegian", "fi": "Finnish", "cs": "Czech", "sk": "Slovak",
+    "hu": "Hungarian", "ro": "Romanian", "tr": "Turkish", "ca": "Catalan", "is": "Icelandic",
+    "ru": "Russian", "uk": "Ukrainian", "bg": "Bulgarian", "sr": "Serbian", "el": "Greek",
+    "ar": "Arabic", "fa": "Persian", "he": "Hebrew", "hi": "Hindi", "ne": "Nepali",
+    "mr": "Marathi", "th": "Thai", "ka": "Georgian", "hy": "Armenian", "cmn": "Chinese",
+    "yue": "Cantonese", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "vi": "Vietnamese",
+    "sw": "Swahili", "cy": "Welsh", "lb": "Luxembourgish", "kk": "Kazakh",
+}
+
+# The scripts (as _script_of names them) a voice of each language reads: the rest are
+# skipped and said. Latin is read by every espeak voice.
+_SCRIPTS_OF_LANGUAGE = {
+    "cmn": {"Chinese"}, "yue": {"Chinese"}, "zh": {"Chinese"}, "ja": {"Japanese", "Chinese"},
+    "ko": {"Korean"}, "ru": {"Cyrillic"}, "uk": {"Cyrillic"}, "bg": {"Cyrillic"},
+    "sr": {"Cyrillic"}, "kk": {"Cyrillic"}, "el": {"Greek"}, "ar": {"Arabic"}, "fa": {"Arabic"},
+    "he": {"Hebrew"}, "hi": {"Devanagari"}, "mr": {"Devanagari"}, "ne": {"Devanagari"},
+    "th": {"Thai"}, "ka": {"Georgian"}, "hy": {"Armenian"},
+}
+
+
+def language_name(language: str) -> str:
+    """A user's name for an espeak language code ("en-us" → "English")."""
+    return _LANGUAGE_NAMES.get(language.lower().split("-")[0], f"the language {language!r}")
 
 
 class TextInputError(ValueError):
@@ -31,8 +60,12 @@ class TextInputError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class PreparedText:
+    """`text` to speak; `spans` the (typed, spoken) pairs tiling it, so captions can show
+    what was typed ("$5") timed by what is said ("5 dollars")."""
+
     text: str
     notices: list[str] = field(default_factory=list)
+    spans: list[tuple[str, str]] = field(default_factory=list)
 
 
 # Scripts are told apart by the first word of the Unicode character name: cheap, and
@@ -103,8 +136,13 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def prepare_text(raw: str) -> PreparedText:
-    """Clean `raw` for the English voice, or raise TextInputError if nothing is speakable."""
+def prepare_text(raw: str, language: str = DEFAULT_LANGUAGE) -> PreparedText:
+    """Clean `raw` for a voice of the espeak `language`, or raise TextInputError if
+    nothing is speakable. Numbers, units and codes are written out for English voices;
+    espeak reads them in the voice's own language otherwise."""
+    code = language.lower().split("-")[0]
+    readable = _SCRIPTS_OF_LANGUAGE.get(code, set())
+    speaks = language_name(language)
     if len(raw) > MAX_TEXT_CHARS:
         raise TextInputError(
             f"The text is {len(raw):,} characters long; the limit is {MAX_TEXT_CHARS:,}. "
@@ -156,7 +194,7 @@ def prepare_text(raw: str) -> PreparedText:
             out.append(" ")
             continue
         script = _script_of(ch)
-        if script is not None:
+        if script is not None and script not in readable:
             skipped[script] += 1
             out.append(" ")
             continue
@@ -167,7 +205,7 @@ def prepare_text(raw: str) -> PreparedText:
     # Skipped characters leave spaces behind; none may separate a word from its comma.
     cleaned = re.sub(r" +(?=[.,!?;:])", "", re.sub(r" {2,}", " ", cleaned)).strip()
 
-    if "Japanese" in skipped and "Chinese" in skipped:
+    if "Japanese" in skipped and "Chinese" in skipped and code not in ("cmn", "yue", "zh"):
         # Kanji next to kana are Japanese, not Chinese.
         skipped["Japanese"] += skipped.pop("Chinese")
 
@@ -181,13 +219,13 @@ def prepare_text(raw: str) -> PreparedText:
     for script, count in skipped.most_common():
         notices.append(
             f"Skipped {_plural(count, script + ' character')}: "
-            f"the bundled voice speaks {_VOICE_LANGUAGE}"
+            f"the voice speaks {speaks}"
         )
 
     if not any(ch.isalnum() for ch in cleaned):
         if skipped:
             raise TextInputError(
-                f"Nothing to speak: the bundled voice speaks {_VOICE_LANGUAGE}, and the text "
+                f"Nothing to speak: the voice speaks {speaks}, and the text "
                 f"has only {', '.join(skipped)} characters."
             )
         if left_out:
@@ -195,7 +233,8 @@ def prepare_text(raw: str) -> PreparedText:
             raise TextInputError(f"Nothing to speak: the text has only {kinds}.")
         raise TextInputError("Nothing to speak: the text has no letters or digits.")
     # Last, so numbers, units and codes are read as a person would say them on every path.
-    return PreparedText(normalize(cleaned), notices)
+    spans = normalize_spans(cleaned) if code == "en" else [(cleaned, cleaned)]
+    return PreparedText("".join(spoken for _, spoken in spans), notices, spans)
 
 
 # A sentence ends at . ! ? or … (with any closing quotes/brackets) followed by a space.

@@ -549,8 +549,11 @@ def normalize_spans(text: str) -> list[tuple[str, str]]:
         rough.append((m[0], _url(m) if m[0].lower().startswith(("http", "www")) else _email(m[0])))
         start = m.end()
     rough += _rewrite(text[start:])
+    # Text said as typed is a pair a word (with its trailing space), so a sentence piece
+    # cut from it takes only its own words (TypedText).
     return [pair for typed, spoken in rough if typed for pair in
-            (word_pairs(typed, spoken) if typed != spoken else [(typed, typed)])]
+            (word_pairs(typed, spoken) if typed != spoken
+             else [(w, w) for w in re.findall(r"\S+\s*|\s+", typed)])]
 
 
 def normalize(text: str) -> str:

@@ -245,7 +245,7 @@ class CaptionTrack:
         if isinstance(event, WordTimed):
             self.word(event.phonemes, event.start, event.end)
         elif isinstance(event, SentenceTimed):
-            self.sentence(event.text, event.start)
+            self.sentence(event.text, event.start, event.typed)
         elif isinstance(event, SpeechFinished):
             self.finish()
 
@@ -253,7 +253,7 @@ class CaptionTrack:
         """Feed a plan of the voice's stream heard from `start` on, as the speaker
         announces it (its sentence, if it starts one, then its words)."""
         if plan.text:
-            self.sentence(plan.text, start)
+            self.sentence(plan.text, start, plan.typed)
         for w in plan.words:
             self.word(w.phonemes, start + w.start, start + w.end)
 

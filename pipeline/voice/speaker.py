@@ -295,7 +295,7 @@ class Speaker:
         """Publish the plan's sentence, words and visemes at their media times; returns
         the count of the sentence's words so far (``words`` before this plan)."""
         if plan.text:
-            self._emit(SentenceTimed(request, plan.text, start))
+            self._emit(SentenceTimed(request, plan.text, start, plan.typed))
             words = 0
         for word in plan.words:
             self._emit(WordTimed(request, words, word.phonemes, start + word.start, start + word.end))

@@ -63,6 +63,7 @@ from pipeline.infer.engine import Engine
 from pipeline.infer.sessions import ProviderChoice
 from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input
 from pipeline.text.input import PreparedText, prepare_text
+from pipeline.text.normalizer import TypedText
 from pipeline.voice.phonemes import (
     nothing_to_speak,
     phonemize,
@@ -271,6 +272,8 @@ class SentencePlan:
     # Whether the plan ends its sentence (a long sentence's earlier windows do not): its
     # words are then all known, for whoever times written words by them (captions).
     ends_sentence: bool = True
+    # The sentence as it was typed ("$5" where `text` says "5 dollars"); "" = as `text`.
+    typed: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +311,7 @@ class _Window:
 class _Sentence:
     text: str
     symbols: list[str]  # BOS, phonemes, EOS
+    typed: str = ""  # what was typed for `text` (SentencePlan.typed)
     committed: int = 0  # symbols whose frames are fixed
     prior: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     # Priors of the latest window's lookahead: not committed, but close enough to serve
@@ -489,7 +493,7 @@ class StreamingTTS:
         for text with nothing speakable (or from the iterator, if the voice can pronounce
         none of it). After `cancel` is set no further chunk is made.
         """
-        prepared = prepare_text(text)
+        prepared = prepare_text(text, self._voice.config.espeak_voice)
         scale = _checked_length_scale(length_scale) or self._length_scale
         current = mode if callable(mode) else (lambda: mode)
         return self._stream(prepared, current, cancel or threading.Event(), scale)
@@ -519,10 +523,12 @@ class StreamingTTS:
         state = _StreamState(notices=list(prepared.notices))
         self._started, self._emitted = time.perf_counter(), 0
         spoke = False
+        behind = TypedText(prepared.spans)
         for piece, phonemes in spoken_sentences(self._voice, prepared.text):
             if cancel.is_set():
                 return
-            sentence = _Sentence(piece, [BOS, *phonemes, EOS])
+            sentence = _Sentence(piece, [BOS, *phonemes, EOS],
+                                 typed=behind.typed(piece) if piece else "")
             yield from self._sentence(sentence, state, current, cancel, length_scale)
             spoke = True
         if not spoke:
@@ -762,6 +768,7 @@ class StreamingTTS:
             notices=notices,
             words=word_timings(alignments, self.sample_rate),
             ends_sentence=end == len(symbols),
+            typed=sentence.typed if start == 0 else "",
         )
         sentence.spans.append(_Span(plan, span_start, span_start + total // self.hop))
 
