@@ -202,8 +202,20 @@ def test_every_setting_applies_as_it_is_edited(panel):
     from app.setting_labels import LABELS
 
     assert set(LABELS) == set(dialog.fields)  # each named as the user sees it, in one place
-    # Restore defaults: every field of the panel back, applied at once.
-    dialog.restore_defaults()
+    # Restore defaults: asked first (nothing can be cancelled after), then every field of
+    # the panel back, applied at once.
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QMessageBox
+
+    box = dialog.restore_defaults()
+    QTest.mouseClick(box.button(QMessageBox.StandardButton.Cancel), Qt.MouseButton.LeftButton)
+    assert owner.settings == expected
+    box = dialog.restore_defaults()
+    # It holds the panel alone: Stop and speaking in the main window go on.
+    assert box.windowModality() == Qt.WindowModality.WindowModal
+    QTest.mouseClick(box.button(QMessageBox.StandardButton.RestoreDefaults),
+                     Qt.MouseButton.LeftButton)
     assert owner.settings == Settings()
     assert dialog.fps.value() == Settings().target_fps and dialog.vmc.isChecked() is False
 

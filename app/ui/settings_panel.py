@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -434,7 +435,19 @@ class SettingsPanel(QDialog):
         self.changed.emit(settings)
         self.busy.setText("")
 
-    def restore_defaults(self) -> None:
+    def restore_defaults(self) -> QMessageBox:
+        """Asks first, in a box of the panel's own (the main window goes on): every
+        field is applied as it changes, so there is no Cancel to take it back after."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Restore defaults?",
+                          "Put every setting of this panel back to its default, the devices, "
+                          "outputs, OBS and API ones included? They apply at once.",
+                          QMessageBox.StandardButton.RestoreDefaults
+                          | QMessageBox.StandardButton.Cancel, self)
+        box.button(QMessageBox.StandardButton.RestoreDefaults).clicked.connect(self._restore)
+        box.open()
+        return box
+
+    def _restore(self) -> None:
         """Every field of the panel back to the model's default, applied at once."""
         defaults = Settings()
         for name, field in self.fields.items():
