@@ -143,6 +143,10 @@ def _parser() -> argparse.ArgumentParser:
                         "left to right (without it such a picture is refused, listing the faces)")
     render.add_argument("--voice", help=VOICE_HELP)
     render.add_argument("--speaker", help=SPEAKER_HELP)
+    render.add_argument("--expression", metavar="NAME",
+                        help="the avatar's expression throughout (happy, surprised, angry, sad… "
+                        "as the avatar has them; default neutral); it moves (bounce, tilt, "
+                        "sway) as the settings' motion strengths say")
     render.add_argument("--out", type=Path, required=True, help="the .mp4 file to write")
     render.add_argument("--captions", type=Path, help=CAPTIONS_HELP + " (with TEXT)")
     render.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30)")
@@ -261,6 +265,8 @@ def _export(args: argparse.Namespace) -> int:
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
     from PySide6.QtGui import QGuiApplication
 
+    from app.outputs import motion_strengths
+    from pipeline.core.expressions import ExpressionError
     from pipeline.face.landmarks import PortraitError
     from pipeline.text.input import TextInputError
     from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
@@ -279,15 +285,16 @@ def _export(args: argparse.Namespace) -> int:
         parse_size,
         speech_soundtrack,
     )
-    from render.rigs.loader import is_picture, load_avatar_rig
+    from render.rigs.loader import is_picture, load_avatar_rig, rig_expressions
     from render.rigs.manifest import RigError
     from render.rigs.photo import import_portrait
+    from render.timing.avatar_motion import AvatarMotion
 
     if (args.text is None) == (args.audio is None):
         return _fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")
+    # As the app shows it: the settings' avatar, background and motion, unless told otherwise.
+    settings = _saved_settings()
     if args.avatar is None or args.background is None:
-        # As the app shows it: the settings' avatar and background, unless told otherwise.
-        settings = _saved_settings()
         if args.avatar is None:
             args.avatar = Path(settings.avatar_manifest or DEFAULT_AVATAR_MANIFEST)
         if args.background is None:
@@ -325,6 +332,11 @@ def _export(args: argparse.Namespace) -> int:
         rig = (import_portrait(args.avatar, args.face)
                if args.face is not None and args.avatar.exists() else load_avatar_rig(args.avatar))
         size = size or fit_size(rig.canvas_size, args.height)
+        motion = AvatarMotion(lambda: 0.0, strengths=motion_strengths(settings))
+        motion.set_offered(rig_expressions(rig))
+        if args.expression is not None:
+            motion.fader.fade_seconds = 0.0  # the whole video in it, from its first frame
+            motion.set_expression(args.expression)
         # The GL target before the speech: a machine that cannot draw is told so at once.
         with offscreen_target(*size) as target:
             print(f"rendering on {target.description}", file=sys.stderr)
@@ -337,11 +349,11 @@ def _export(args: argparse.Namespace) -> int:
                 captions = _caption_track(tts, args.captions)
                 _, segments = _render(tts, args.text, LATENCY_MODES[args.mode], args.rate, captions)
                 soundtrack = speech_soundtrack(segments)
-            settings = VideoSettings(args.fps, size, (r * a, g * a, b * a))
-            result = export_video(args.out, rig, soundtrack, settings, target,
-                                  ProgressLine(sys.stderr))
+            video = VideoSettings(args.fps, size, (r * a, g * a, b * a))
+            result = export_video(args.out, rig, soundtrack, video, target,
+                                  ProgressLine(sys.stderr), motion=motion)
     except (ExportError, RigError, PortraitError, OffscreenError, TextInputError,
-            VoiceError) as exc:
+            VoiceError, ExpressionError) as exc:
         return _fail(str(exc))
     if args.captions is not None:
         _write_captions(args.captions, captions, captions_format, result.duration)

@@ -80,6 +80,10 @@ WAYLAND_MESSAGE = (
     "session, where no program may see keys pressed in another. For hotkeys that work in "
     "a game, log in to an X11 (Xorg) session, or bind a key in your desktop's own shortcut "
     "settings to a command that drives the app through its API.")
+MACOS_UNTRUSTED_MESSAGE = (
+    "Hotkeys are not heard yet: macOS lets an app watch the keyboard only once allowed. "
+    "Allow Lipsync Studio in System Settings → Privacy & Security → Accessibility, then "
+    "restart it.")
 NO_RECORD_MESSAGE = (
     "Hotkeys are off: this X server has no RECORD extension, through which they are "
     "heard (Xorg has it unless xorg.conf turns it off).")
@@ -373,48 +377,55 @@ class Hotkeys:
         self._down: set = set()  # pynput's thread only
         self._active: set[_Binding] = set()  # pynput's thread only
         self.problems: list[Problem] = []
+        self._standing: list[Problem] = []  # the listening's own, from start
         self.is_global = False
 
     def start(self) -> list[Problem]:
         """Listen; the problems (also kept in `problems`)."""
         if self._listener is not None:
             return self.reconfigure(self._bindings)
+        self._standing = self._listen()
+        return self.reconfigure(self._bindings)
+
+    def _listen(self) -> list[Problem]:
+        """Start pynput's listener where the desktop allows; why it does not, or does not
+        hear yet: what holds for every hotkey until the next start."""
         kind = desktop(self._environ)
         if kind in ("wayland", "none"):
-            self.problems = [Problem((), WAYLAND_MESSAGE if kind == "wayland"
-                                     else NO_DISPLAY_MESSAGE)]
-            return self.problems
+            return [Problem((), WAYLAND_MESSAGE if kind == "wayland" else NO_DISPLAY_MESSAGE)]
         try:
             from pynput import keyboard
-        except ImportError as e:  # pynput cannot reach the display: says which and why
-            self.problems = [Problem((), "Hotkeys are off: the keyboard cannot be listened "
-                                     f"to ({str(e).splitlines()[0]})")]
-            return self.problems
+        except ImportError:  # pynput connects to the display as it is imported
+            return [Problem((), (
+                f"Hotkeys are off: the X display {self._environ.get('DISPLAY')} cannot be "
+                "reached." if kind == "x11" else
+                "Hotkeys are off: this system does not let the app listen to the keyboard."))]
         if kind == "x11" and not _x_has_record():
-            self.problems = [Problem((), NO_RECORD_MESSAGE)]
-            return self.problems
+            return [Problem((), NO_RECORD_MESSAGE)]
         self._keyboard = keyboard
         self._listener = keyboard.Listener(on_press=self._on_press, on_release=self._on_release)
         self._listener.start()
         self._listener.wait()
         self.is_global = True
-        return self.reconfigure(self._bindings)
+        if getattr(self._listener, "IS_TRUSTED", True) is False:
+            # macOS: pynput's listener runs but hears nothing until the user allows it.
+            return [Problem((), MACOS_UNTRUSTED_MESSAGE)]
+        return []
 
     def reconfigure(self, bindings: Mapping[str, str]) -> list[Problem]:
         """Hear `bindings` from now on, in place of the ones before (a combination held
-        down meanwhile is told its release as before)."""
+        down meanwhile is told its release as before); the problems, as for start."""
         self._bindings = dict(bindings)
         bound, problems = check(self._bindings)
-        if self._listener is None:
-            self.problems = problems
-            return problems
-        if desktop(self._environ) == "x11":
+        problems = self._standing + problems
+        if self._listener is not None and desktop(self._environ) == "x11":
             x_problems = _x_reserved_elsewhere(bound, self._keyboard)
             problems += x_problems
             for problem in x_problems:
                 if not problem.bound:
                     bound = {c: a for c, a in bound.items() if a not in problem.actions}
-        self._table = tuple(self._binding(combo, action) for combo, action in bound.items())
+        if self._listener is not None:
+            self._table = tuple(self._binding(combo, action) for combo, action in bound.items())
         self.problems = problems
         return problems
 
@@ -422,6 +433,7 @@ class Hotkeys:
         """Stop listening; no dispatch is queued after this returns."""
         listener, self._listener = self._listener, None
         self._table = ()
+        self._standing = []
         if listener is not None:
             listener.stop()
             if desktop(self._environ) == "x11":

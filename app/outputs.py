@@ -38,7 +38,8 @@ from render.outputs.avatar_window import AvatarWindow
 from render.outputs.background import CHROMA, SOLID, TRANSPARENT, Background, parse_colour
 from render.outputs.contract import Output, OutputError, OutputStatus
 from render.outputs.pixel_output import PixelOutput
-from render.rigs.loader import AvatarRig
+from render.rigs.loader import AvatarRig, rig_expressions
+from render.timing.avatar_motion import AvatarMotion, MotionStrengths
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,11 @@ class OutputKind:
     open: Callable[[Outputs, Settings, Wants], Output]
     announce: Callable[[Output, Settings], str] | None = None
     adjust: Callable[[Output, Settings], None] | None = None
+
+
+def motion_strengths(settings: Settings) -> MotionStrengths:
+    return MotionStrengths(settings.motion_bounce, settings.motion_tilt, settings.motion_shake,
+                           settings.motion_sway, settings.motion_head_turn)
 
 
 def output_background(settings: Settings) -> Background:
@@ -257,6 +263,10 @@ class Outputs:
         self._caption_timer = QTimer()
         self._caption_timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._caption_timer.timeout.connect(self._show_caption)
+        # Expressions and motion, one for every output, so all show the same face.
+        self.avatar_motion = AvatarMotion(
+            lambda: engine.clock.media_time_at(time.monotonic()),
+            strengths=motion_strengths(settings), fade_seconds=settings.expression_fade_ms / 1e3)
 
     # -- what is open ---------------------------------------------------------------------
 
@@ -298,6 +308,9 @@ class Outputs:
 
     def set_rig(self, rig: AvatarRig) -> None:
         self._rig = rig
+        told = self.avatar_motion.set_offered(rig_expressions(rig))
+        if told is not None:
+            self._tell(told)
         for output in self.pullers():
             output.set_rig(rig)
 
@@ -315,6 +328,7 @@ class Outputs:
         source, version = self.engine.mouth_source()
         output.set_sources(source, self.engine.clock.media_time_at, version)
         output.set_idle_motion(blinking=self._blinking, breathing=self._breathing)
+        output.set_avatar_motion(self.avatar_motion)
 
     def attach_voice(self, tts) -> None:
         """The voice is loaded: captions can phonemize its sentences from now on."""
@@ -328,6 +342,8 @@ class Outputs:
         if wants is not None:
             self.wants = wants
         self._blinking, self._breathing = settings.blinking, settings.breathing
+        self.avatar_motion.set_strengths(motion_strengths(settings))
+        self.avatar_motion.set_fade(settings.expression_fade_ms / 1e3)
         old_lead = self.captions.lead_s if self.captions is not None else None
         for kind in OUTPUT_KINDS:
             self._apply_kind(kind, settings)

@@ -154,7 +154,7 @@ class Settings:
     expression_fade_ms: float = 150.0
     # The avatar's motion, each a strength from 0 (off) to 1 (the most a rig allows):
     # a bounce and squash while speaking, a tilt with the voice's emphasis, a shake on
-    # loud sound, a gentle idle sway, and (photo avatars) head turn and tilt.
+    # loud sound, a gentle idle sway, and (photo avatars) head turn and nod.
     motion_bounce: float = 0.5
     motion_tilt: float = 0.3
     motion_shake: float = 0.0

@@ -43,6 +43,7 @@ from pipeline.core.events import (
     SpeechNotice,
     SpeechStarted,
 )
+from pipeline.core.expressions import NEUTRAL, ExpressionError
 from pipeline.core.modes import MODE_NAMES
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.core.sync_metrics import viseme_change_offsets
@@ -65,6 +66,7 @@ FELL_BEHIND = "fell behind"
 FRAME_RATE = "frame rate"
 MIC_MUTE = "microphone mute"
 LIBRARY = "avatar library"
+EXPRESSION = "expression"
 OBS = "obs"
 INFERENCE = "inference"
 API = "api"
@@ -116,6 +118,8 @@ class Studio(QObject):
     token_requested = Signal(str)
     # The avatar in use changed (the library view marks it).
     avatar_changed = Signal()
+    # An expression was chosen (by a hotkey, the window or the API): its name.
+    expression_changed = Signal(str)
     # From worker threads to this one (queued delivery).
     _event = Signal(object)
     _voice_loaded = Signal(int, object, object)
@@ -408,11 +412,35 @@ class Studio(QObject):
         elif action in ("next_avatar", "previous_avatar"):
             self.use_avatar(self.library.step(self.settings.avatar_manifest,
                                               1 if action == "next_avatar" else -1))
+        elif action.startswith("expression:"):
+            self.set_expression(action.removeprefix("expression:"))
         elif action == "toggle_avatar":
             self.apply(replace(self.settings, output_window=not self.settings.output_window))
         else:
             self.tell(f"The hotkey action {action!r} does nothing yet.", Severity.INFO,
                       seconds=EVENT_SECONDS)
+
+    def set_expression(self, name: str) -> str | None:
+        """Cross-fade every output's avatar to expression `name` ("neutral" for none).
+        Where the avatar has none of that name: the message listing those it has (also
+        told the user)."""
+        try:
+            self.outputs.avatar_motion.set_expression(name)
+        except ExpressionError as exc:
+            self.tell(exc.message, Severity.INFO, key=EXPRESSION, seconds=EVENT_SECONDS)
+            return exc.message
+        self.forget(EXPRESSION)
+        self.expression_changed.emit(name)
+        return None
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        """The avatar's expressions, neutral first."""
+        return (NEUTRAL, *self.outputs.avatar_motion.offered)
+
+    @property
+    def expression(self) -> str:
+        return self.outputs.avatar_motion.fader.chosen
 
     def set_push_to_talk(self, on: bool) -> None:
         """With a push-to-talk key in use, the mic drives the mouth only while it is held."""
@@ -521,6 +549,7 @@ class Studio(QObject):
     def show_rig(self, rig: AvatarRig) -> None:
         self.rig = rig
         self.outputs.set_rig(rig)
+        self.avatar_changed.emit()
 
     def _read_rig(self, manifest: str | None) -> AvatarRig | None:
         path = Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST
@@ -549,6 +578,16 @@ class Studio(QObject):
                 self.tell(f"The avatar library could not keep {manifest}: "
                           f"{exc.strerror or exc}.", key=LIBRARY)
         return rig
+
+    def avatar_saved(self, manifest: str) -> None:
+        """An avatar shown already (an import) is saved at `manifest`: it is the avatar in
+        the settings now, and its voice (none of its own yet: the settings') speaks."""
+        before = self.voice_choice()
+        self.settings = replace(self.settings, avatar_manifest=manifest)
+        self.save_settings()
+        self.avatar_changed.emit()
+        if self.voice_choice() != before:
+            self.load_voice(*self.voice_choice())
 
     def use_avatar(self, avatar: Avatar) -> None:
         """Show a library avatar (the view's choice, next/previous), with its own voice."""
@@ -734,7 +773,8 @@ class Studio(QObject):
             "speaking": speaker is not None and not speaker.idle,
             "latency_mode": self.settings.latency_mode,
             "avatar": {"name": self.rig.name if self.rig is not None else None,
-                       "manifest": self.settings.avatar_manifest},
+                       "manifest": self.settings.avatar_manifest,
+                       "expression": self.expression, "expressions": list(self.expressions)},
             "audio": ({"device": output.device_name, "sample_rate": output.sample_rate}
                       if output is not None else None),
             "mic": {"on": mic is not None, "device": mic.status.device if mic and mic.status else None,

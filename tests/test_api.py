@@ -274,7 +274,13 @@ def test_control_commands_and_their_errors(app):
         assert _ask(ws, {"type": "set_latency_mode", "mode": "warp"}, valid=False)["code"] == "bad_field"
         assert _ask(ws, {"type": "set_avatar", "avatar": "/no/such/rig.json"})["code"] == "not_found"
         assert _ask(ws, {"type": "set_avatar", "avatar": None})["type"] == "avatar"
-        assert _ask(ws, {"type": "set_expression", "expression": "happy"})["code"] == "not_supported"
+        chosen = _ask(ws, {"type": "set_expression", "expression": "happy"})
+        assert chosen["type"] == "expression" and chosen["expression"] == "happy"
+        assert {"neutral", "happy", "surprised", "angry", "sad"} <= set(chosen["expressions"])
+        assert _ask(ws, {"type": "status"})["avatar"]["expression"] == "happy"
+        refused = _ask(ws, {"type": "set_expression", "expression": "smug"})
+        assert refused["code"] == "not_supported" and "happy" in refused["message"]
+        assert _ask(ws, {"type": "set_expression", "expression": "neutral"})["type"] == "expression"
         assert _ask(ws, {"type": "speak", "text": "   "}, valid=False)["code"] == "nothing_to_speak"
         assert _ask(ws, {"type": "append", "text": "Half a", "final": False})["held"] is True
         assert _ask(ws, {"type": "stop"}) == {"type": "stopped"}

@@ -24,6 +24,7 @@ from pipeline.core.visemes import OVR_VISEMES
 from pipeline.voice.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS
 from render.outputs.avatar_view import PRESENTED
 from tests.harness.app_driver import (
+    STILL,
     open_window,
     pump,
     pump_until,
@@ -40,8 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 HARNESS_DEVICE = "system"
 # The mic has its own tests; here it would only add load and nothing to look at. At 60 fps
 # on Xvfb's software GL too, so that A/V sync is checked on the finer frame grid.
-QUIET = Settings(audio_output_device=HARNESS_DEVICE, blinking=False, breathing=False,
-                 mic_enabled=False, software_gl_fps=60)
+QUIET = Settings(audio_output_device=HARNESS_DEVICE, mic_enabled=False, software_gl_fps=60,
+                 **STILL)
 TEXT = "Papa made a map of five big boats. Wow, what a view!"
 
 

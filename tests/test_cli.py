@@ -431,3 +431,29 @@ def test_say_speaker_picks_by_number_or_name_and_lists_the_speakers(tmp_path):
     assert result.returncode == 1 and result.stderr.splitlines() == [
         f"lipsync-studio: --speaker carol: {files.name} has no such speaker; its speakers are "
         "0: alice, 1, 2: bob"]
+
+
+def test_render_draws_the_expression_asked_for_and_refuses_one_the_avatar_lacks(tmp_path):
+    import av
+
+    config = tmp_path / "config"
+    config.mkdir()
+    # Motion off: the frames then differ only by the expression's layers.
+    (config / "settings.json").write_text(json.dumps(
+        {"motion_bounce": 0.0, "motion_tilt": 0.0, "motion_sway": 0.0, "motion_shake": 0.0}))
+    frames = {}
+    for name in ("neutral", "happy"):
+        out = tmp_path / f"{name}.mp4"
+        result = _run(["render", "Hi.", "--out", str(out), "--height", "240",
+                       "--expression", name], config=config)
+        assert result.returncode == 0, result.stderr
+        with av.open(str(out)) as video:
+            frames[name] = next(video.decode(video=0)).to_ndarray(format="rgb24").astype(int)
+    changed = np.abs(frames["happy"] - frames["neutral"]).max(axis=2) > 24
+    # Happy swaps the eyes and adds blush: a real share of the picture, not all of it.
+    assert 0.002 < changed.mean() < 0.3, changed.mean()
+    refused = _run(["render", "Hi.", "--out", str(tmp_path / "x.mp4"), "--expression", "smug"],
+                   config=config)
+    assert refused.returncode == 1
+    assert "no expression 'smug'" in refused.stderr and "happy" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -17,7 +17,7 @@ from app.obs.target import SetupTarget
 from app.settings import Settings
 from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from tests.harness import recording_score as rs
-from tests.harness.app_driver import open_window, pump, pump_until
+from tests.harness.app_driver import STILL, open_window, pump, pump_until
 from tests.harness.obs import Obs
 from tests.test_app import harness_device  # noqa: F401  (the fixture, used by name)
 
@@ -44,7 +44,7 @@ def obs(window_manager, x_display, jack_server, tmp_path_factory):
 def app(qt_app, jack_server, tmp_path):
     window = open_window(tmp_path, Settings(
         output_window=True, output_size=f"{SIZE[0]}x{SIZE[1]}", output_on_top=True,
-        output_background="chroma", blinking=False, breathing=False, mic_enabled=False,
+        output_background="chroma", mic_enabled=False, **STILL,
         audio_output_device="system"))
     pump_until(lambda: window.outputs.avatar_window.draws > 5, 20, "the avatar window drawing")
     yield window

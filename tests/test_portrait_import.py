@@ -13,6 +13,7 @@ from PIL import Image
 from app.settings import Settings, SettingsStore
 from render.rigs.photo import PhotoRig, load_photo_rig
 from tests.harness.app_driver import (
+    STILL,
     open_window,
     pump,
     pump_until,
@@ -23,7 +24,7 @@ from tests.harness.app_driver import (
 pytestmark = [pytest.mark.display, pytest.mark.audio]
 
 # Idle motion off: then only speech may change the picture.
-QUIET = Settings(audio_output_device="system", blinking=False, breathing=False, mic_enabled=False)
+QUIET = Settings(audio_output_device="system", mic_enabled=False, **STILL)
 
 
 @pytest.fixture(scope="module")

@@ -221,12 +221,12 @@ async def _avatar(server, data: dict) -> dict:
 
 async def _expression(server, data: dict) -> dict:
     expression = field(data, "expression", str)
-    field(data, "weight", float, required=False, default=1.0, low=0.0, high=1.0)
-    rig = server.studio.rig
-    # The avatar state carries expressions (pipeline/core/avatar_state.py), but no rig
-    # of this version draws one: said, not pretended.
-    raise ApiFault("not_supported", f"the avatar {getattr(rig, 'name', '')!r} has no expression "
-                   f"{expression!r}: the sprite and photo avatars of this version draw none")
+
+    refused = await server.on_studio(lambda: server.studio.set_expression(expression))
+    if refused is not None:
+        raise ApiFault("not_supported", refused)
+    return {"type": "expression", "expression": expression,
+            "expressions": list(await server.on_studio(lambda: server.studio.expressions))}
 
 
 async def _status(server, data: dict) -> dict:

@@ -16,6 +16,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QApplication,
+    QDialog,
     QFileDialog,
     QHBoxLayout,
     QMainWindow,
@@ -32,14 +33,17 @@ from app.settings import Settings, SettingsStore
 from app.studio import Studio
 from app.ui import window_place
 from app.ui.avatar_only import AvatarOnly
+from app.ui.expression_picker import ExpressionPicker
+from app.ui.library_view import LibraryView
 from app.ui.message_view import MessageArea, MessageHistory
 from app.ui.mic_meter import MicMeter
 from app.ui.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
 from app.ui.queue_view import QueueView
-from app.ui.settings_panel import SettingsPanel
+from app.ui.settings_panel import VOICE, SettingsPanel
 from app.ui.status_label import StatusLabel
 from app.ui.status_line import status_line
 from app.ui.text_entry import TextEntry
+from app.ui.voices_box import VoicesBox
 from render.outputs.avatar_view import AvatarView
 from render.rigs.loader import PICTURE_SUFFIXES, is_picture
 
@@ -114,12 +118,26 @@ class MainWindow(QMainWindow):
         self.avatar_window_button.toggled.connect(self._toggle_avatar_window)
         self.landmarks = LandmarkOverlay(self.view)
         self.face_picker: FacePicker | None = None
-        self.importer = PortraitImporter(store.path.parent / "avatars", self)
+        self.importer = PortraitImporter(self.studio.library, self)
         self.importer.imported.connect(self._on_portrait_imported)
         self.importer.saved.connect(self._on_portrait_saved)
         self.importer.several_faces.connect(self._on_several_faces)
         self.importer.failed.connect(
             lambda message: self.tell(message, key=PORTRAIT, seconds=EVENT_SECONDS))
+        self.library_view = LibraryView(self.studio.library, settings.avatar_manifest)
+        self.library_view.chosen.connect(self.studio.use_avatar)
+        self.library_view.voice_changed.connect(self._on_avatar_voice_changed)
+        self.library_view.told.connect(
+            lambda text, severity: self.tell(text, severity, seconds=EVENT_SECONDS))
+        self.studio.avatar_changed.connect(self._show_settings)
+        self.library_dialog = QDialog(self)
+        self.library_dialog.setWindowTitle("Avatars")
+        QVBoxLayout(self.library_dialog).addWidget(self.library_view)
+        self.library_button = QPushButton("Avatars…")
+        self.library_button.setToolTip("Every avatar you imported or added: switch, rename, "
+                                       "delete, give each its voice")
+        self.library_button.clicked.connect(self.library_dialog.show)
+        self.expression_picker = ExpressionPicker(self.studio)
         self.setAcceptDrops(True)
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
@@ -137,6 +155,8 @@ class MainWindow(QMainWindow):
         tools = QHBoxLayout()
         tools.addWidget(self.settings_button)
         tools.addWidget(self.import_button)
+        tools.addWidget(self.library_button)
+        tools.addWidget(self.expression_picker)
         tools.addWidget(self.avatar_window_button)
         tools.addWidget(self.mic_level, 1)
         messages = QHBoxLayout()
@@ -268,15 +288,18 @@ class MainWindow(QMainWindow):
         self.studio.forget("avatar")
         self.studio.show_rig(rig)
         self.landmarks.show_for(rig)
-        self.tell(f"{rig.name} is the avatar now (face found and rigged in {seconds:.2f} s).",
+        how = "its rig from before, loaded" if self.importer.reused else "face found and rigged"
+        self.tell(f"{rig.name} is the avatar now ({how} in {seconds:.2f} s).",
                   Severity.INFO, key=PORTRAIT, seconds=EVENT_SECONDS)
 
     def _on_portrait_saved(self, rig, manifest: str) -> None:
         # Straight into the settings (not through apply_settings): the rig is on screen.
-        self.studio.settings = replace(self.settings, avatar_manifest=manifest)
-        self.studio.save_settings()
-        self._show_settings()
+        self.studio.avatar_saved(manifest)
         log.info("photo avatar %s saved as %s", rig.name, manifest)
+
+    def _on_avatar_voice_changed(self, avatar) -> None:
+        if avatar == self.studio.library.in_use(self.settings.avatar_manifest):
+            self.studio.load_voice(*self.studio.voice_choice())
 
     def dragEnterEvent(self, event) -> None:
         if self._dropped_files(event):
@@ -323,6 +346,7 @@ class MainWindow(QMainWindow):
                                                 self.studio.mode_first_audio_ms, self,
                                                 shown_fps=self.studio.frame_rate)
             self.settings_panel.changed.connect(self.apply_settings)
+            self.settings_panel.add_section(VOICE, VoicesBox(lambda: self.settings))
         self.settings_panel.show_settings(self.settings)
         self.settings_panel.show()
         self.settings_panel.raise_()

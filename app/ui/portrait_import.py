@@ -39,7 +39,7 @@ THUMBNAIL_PX = 120
 
 
 class PortraitImporter(QObject):
-    """Imports one picture at a time into the library of `avatars_dir`; its signals
+    """Imports one picture at a time into `library` (the studio's); its signals
     arrive on the thread that owns it. `reused` tells whether the last import found the
     picture's rig from before (no face finding, nothing new saved)."""
 
@@ -48,10 +48,10 @@ class PortraitImporter(QObject):
     several_faces = Signal(str, object, object)  # picture path, RGBA image, face boxes
     failed = Signal(str)
 
-    def __init__(self, avatars_dir: Path, parent: QObject | None = None) -> None:
+    def __init__(self, library: AvatarLibrary, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.avatars_dir = avatars_dir
-        self.library = AvatarLibrary(avatars_dir)
+        self.library = library
+        self.avatars_dir = library.folder
         self.reused = False
         self._busy = threading.Lock()
         # Kept between imports: the model loads once, ideally while the user is still

@@ -60,7 +60,8 @@ class PhotoRenderer:
     AvatarState its head pose and expressions.
 
     `clear_color` is straight RGBA in 0..1; alpha 0 gives a transparent background.
-    `head_turn` (0..1, settings.motion_head_turn) scales the head's angles."""
+    The head's angles are drawn as the state has them (the frame path scales them by
+    settings.motion_head_turn: render/timing/avatar_motion.py), within the rig's limits."""
 
     def __init__(self, clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
                  shaders_dir=SHADERS_DIR) -> None:
@@ -68,7 +69,6 @@ class PhotoRenderer:
         self.shaders_dir = shaders_dir
         self.skin_program = self.warp_program = self.cavity_program = 0
         self.picture_program = self.mouth_program = self.face_program = 0
-        self.head_turn = 1.0
         self._state = AvatarState()  # draw()'s scratch
         self._face_u: dict[str, int] = {}
         self._face_vao = self._face_vbo = self._face_src_vbo = self._face_ebo = 0
@@ -474,11 +474,6 @@ class PhotoRenderer:
             GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, read_target)
             GL.glViewport(0, 0, *self.viewport)
 
-    def set_head_turn(self, strength: float) -> None:
-        """How much of the state's head angles to draw, 0 (none) to 1 (all, within the
-        rig's limits): settings.motion_head_turn."""
-        self.head_turn = min(max(float(strength), 0.0), 1.0)
-
     def draw(self, pose: MouthPose, blink: float, breath: float, opacity: float = 1.0) -> None:
         """draw_state for a neutral, unmoved avatar at this mouth, blink and breath."""
         self.draw_state(still_state(pose, blink, breath, self._state), opacity)
@@ -504,7 +499,7 @@ class PhotoRenderer:
         """Move the face of the frame in the bound framebuffer (drawn by composite at
         `breath`) to the state's head pose and expressions; nothing at rest."""
         face = self._rig.face
-        coefficients = face.coefficients(state, self.head_turn)
+        coefficients = face.coefficients(state)
         if not coefficients.any():
             return
         positions = face.positions(coefficients)

@@ -97,6 +97,9 @@ class AvatarSurface(QOpenGLWindow):
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
         self.presenter.set_idle_motion(blinking, breathing)
 
+    def set_avatar_motion(self, motion) -> None:
+        self.presenter.set_avatar_motion(motion)
+
     @property
     def rig(self) -> AvatarRig | None:
         """The rig shown (or to be shown once GL is up)."""
@@ -186,7 +189,7 @@ class AvatarSurface(QOpenGLWindow):
         if frame is None:
             self.renderer.draw(REST, 0.0, 0.0)
         else:
-            self.renderer.draw(frame.pose, frame.blink, frame.breath)
+            self.renderer.draw_state(frame.state)
         if chroma:
             self._compositor.finish(target_fbo, self._background.colour)
 

@@ -108,6 +108,9 @@ class AvatarView(QWidget):
         """Switch blinking and breathing on or off (both on by default)."""
         self._surface.set_idle_motion(blinking, breathing)
 
+    def set_avatar_motion(self, motion) -> None:
+        self._surface.set_avatar_motion(motion)
+
     def set_clear_color(self, color: tuple[float, float, float, float]) -> None:
         """Background as straight RGBA in 0..1; alpha 0 is transparent (grab() keeps the
         alpha)."""

@@ -54,6 +54,10 @@ class Output(Protocol):
 
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None: ...
 
+    def set_avatar_motion(self, motion) -> None:
+        """The studio's one AvatarMotion (render/timing/avatar_motion.py): expressions
+        and motion, written into every frame's state at its own media time."""
+
     def status(self) -> OutputStatus: ...
 
     def close(self) -> None: ...

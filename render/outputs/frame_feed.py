@@ -99,6 +99,9 @@ class FrameFeed(QObject):
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
         self.ticker.set_idle_motion(blinking, breathing)
 
+    def set_avatar_motion(self, motion) -> None:
+        self.ticker.set_avatar_motion(motion)
+
     def start(self) -> None:
         # No buffer swaps offscreen: ticks are paced by deadlines from the start.
         self.presenter.clock.fall_back_to_deadline(self._now())
@@ -155,7 +158,7 @@ class FrameFeed(QObject):
     def _draw(self, frame: AvatarFrame) -> None:
         started = time.perf_counter()
         self._target.bind()
-        self.renderer.draw(frame.pose, frame.blink, frame.breath)
+        self.renderer.draw_state(frame.state)
         heard = frame.heard if not math.isnan(frame.heard) else frame.stamp
         if self.request_with_draw:
             self._readback.request(heard)  # flushes the drawing and the copy together

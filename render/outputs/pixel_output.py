@@ -74,6 +74,9 @@ class PixelOutput:
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
         self.feed.set_idle_motion(blinking, breathing)
 
+    def set_avatar_motion(self, motion) -> None:
+        self.feed.set_avatar_motion(motion)
+
     def set_caption(self, text: str) -> None:
         if self.shows_captions:
             self.sink.set_caption(text)

@@ -43,6 +43,7 @@ from av.video.reformatter import ColorRange
 from OpenGL import GL
 
 from pipeline.audio.audio_file import AudioFileError, audio_info, read_blocks
+from pipeline.core.avatar_state import AvatarState, still_state
 from pipeline.core.frames import PhonemeTiming, SpeechSegment
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.lipsync.model import infer_file
@@ -53,6 +54,7 @@ from render.gl.readback import read_sync
 from render.gl.yuv_pack import YuyvPass
 from render.rigs.loader import AvatarRig, renderer_for
 from render.timing import idle_motion
+from render.timing.avatar_motion import AvatarMotion
 from render.timing.frame_producer import PoseSource
 
 FPS_RANGE = (1.0, 120.0)
@@ -196,14 +198,15 @@ def check_output(path: Path) -> None:
 def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: VideoSettings,
                  target: FramebufferTarget,
                  progress: Callable[[int, int], None] | None = None,
-                 readback: str | None = None) -> ExportResult:
+                 readback: str | None = None, motion: AvatarMotion | None = None) -> ExportResult:
     """Render the avatar `rig` speaking `soundtrack` into the MP4 `out`, drawn on
     `target` (render/gl/offscreen.py offscreen_target(), made by the caller so that a
     machine with no GL is told so before the speech is synthesised; resized here to the
     video's size, closed by the caller). The file appears only when complete.
 
     `readback`: "yuyv" or "rgba" (the module's docstring), or None for the one that suits
-    the target's GL (frame_readback)."""
+    the target's GL (frame_readback). `motion` moves the avatar and sets its expression
+    at each frame's time, as the live outputs do (None: still and neutral)."""
     check_output(out)
     check_fps(settings.fps)
     # Even sides (checked here): H.264's 4:2:0 needs them, and YUYV packs pixel pairs.
@@ -226,7 +229,7 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
             with av.open(str(partial), "w", format="mp4",
                          options={"movflags": "+faststart"}) as container:
                 _encode(container, target, renderer, frames_from, soundtrack, fps, period,
-                        frames, progress)
+                        frames, progress, motion)
         finally:
             target.make_current()
             if renderer is not None:
@@ -319,17 +322,22 @@ def video_stream(container, fps: Fraction, width: int, height: int):
 
 def _encode(container, target: FramebufferTarget, renderer, frames_from: FrameReadback,
             soundtrack: Soundtrack, fps: Fraction, period: float, frames: int,
-            progress: Callable[[int, int], None] | None) -> None:
+            progress: Callable[[int, int], None] | None, motion: AvatarMotion | None) -> None:
     video = video_stream(container, fps, target.width, target.height)
     rate = soundtrack.sample_rate
     audio = container.add_stream("aac", rate=rate if rate in AAC_RATES else 48_000)
     audio.layout = "mono"
     audio_blocks = iter(soundtrack.blocks())
     fed = 0  # audio samples handed to the encoder
+    state = AvatarState()
     for k in range(frames):
         t = k * period
         target.bind()
-        renderer.draw(soundtrack.pose(t, period), idle_motion.blink(t), idle_motion.breathing(t))
+        still_state(soundtrack.pose(t, period), idle_motion.blink(t), idle_motion.breathing(t),
+                    state)
+        if motion is not None:
+            motion.apply(state, t)
+        renderer.draw_state(state)
         frame = frames_from.frame()
         frame.pts = k
         container.mux(video.encode(frame))

@@ -216,6 +216,9 @@ class VmcOutput:
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
         self.ticker.set_idle_motion(blinking, breathing)
 
+    def set_avatar_motion(self, motion) -> None:
+        self.ticker.set_avatar_motion(motion)
+
     def send(self, frame: AvatarFrame) -> None:
         """The ticker's sink: send `frame` (on the ticker's thread). Never raises for a
         failed send: it is counted and kept for status()."""

@@ -204,6 +204,10 @@ class VTubeStudioOutput:
         """Nothing to do: only the mouth is sent, VTube Studio blinks and breathes the
         model itself."""
 
+    def set_avatar_motion(self, motion) -> None:
+        """Nothing to do: VTube Studio moves and poses its model itself (its own
+        hotkeys set expressions); only the mouth is sent."""
+
     def status(self) -> OutputStatus:
         state, detail, problem = self._status
         late = sorted(self._late)

@@ -142,15 +142,13 @@ class FaceWarp:
         self._out = np.empty_like(self.rest)
         self._basis_flat = self.basis.reshape(ROWS, -1)
 
-    def coefficients(self, state: AvatarState, head_turn: float = 1.0) -> np.ndarray:
-        """The rows' coefficients for a state (a reused array). Angles are scaled by
-        `head_turn` (0..1, settings.motion_head_turn), then all head motion together
+    def coefficients(self, state: AvatarState) -> np.ndarray:
+        """The rows' coefficients for a state (a reused array). All head motion together
         is scaled down so the sum of each term's share of its limit is at most 1 (the
         strains of small displacements add at most)."""
         v, c = state.values, self._coeffs
         c.fill(0.0)
-        strength = _unit(head_turn)
-        yaw, pitch, roll = (strength * float(v[INDEX[k]]) for k in ("yaw", "pitch", "roll"))
+        yaw, pitch, roll = (float(v[INDEX[k]]) for k in ("yaw", "pitch", "roll"))
         moves = (yaw, pitch, roll, float(v[INDEX["offset_x"]]), float(v[INDEX["offset_y"]]))
         share = sum(abs(m) / max(limit, 1e-9) for m, limit in zip(moves, self.limits))
         scale = 1.0 / max(share, 1.0)

@@ -44,7 +44,7 @@ SWAY_HZ = 0.14
 # The head's turn and nod, for rigs that draw them (photo rigs; a flat drawing cannot
 # turn): with the sway a slow look about of ±4° and ±2°, two frequencies apart so it
 # never repeats; with the tilt a nod of 3° down on emphasis. Small beside the photo
-# warp's limits, which the photo rig scales by settings.motion_head_turn.
+# warp's limits, and scaled by settings.motion_head_turn (MotionStrengths.head_turn).
 HEAD_YAW_RADIANS = math.radians(4.0)
 HEAD_PITCH_RADIANS = math.radians(2.0)
 HEAD_HZ = (0.053, 0.087)
@@ -59,6 +59,9 @@ class MotionStrengths:
     tilt: float = 0.0
     shake: float = 0.0
     sway: float = 0.0
+    # The head's turn and nod (rigs that draw them: photo rigs), over what sway and tilt
+    # make of them: settings.motion_head_turn.
+    head_turn: float = 1.0
 
 
 def placement(openness: float, t: float, strengths: MotionStrengths, seed: int = 0
@@ -149,5 +152,6 @@ class AvatarMotion:
         `state`, whose mouth is set already."""
         openness, strengths = state.openness, self.strengths
         state.set_placement(*placement(openness, t, strengths, self.seed))
-        state.set_head_turn(*head_turn(openness, t, strengths, self.seed))
+        yaw, pitch = head_turn(openness, t, strengths, self.seed)
+        state.set_head_turn(yaw * strengths.head_turn, pitch * strengths.head_turn)
         self.fader.weights_into(state.expressions, t)

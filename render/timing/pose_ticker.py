@@ -59,6 +59,9 @@ class PoseTicker:
     def set_idle_motion(self, blinking: bool = True, breathing: bool = True) -> None:
         self.presenter.set_idle_motion(blinking, breathing)
 
+    def set_avatar_motion(self, motion) -> None:
+        self.presenter.set_avatar_motion(motion)
+
     def step(self, t: float) -> tuple[AvatarFrame | None, float]:
         """The timer fired at monotonic time `t`: the frame to hand over now (None: not
         yet) and the seconds until the next step."""

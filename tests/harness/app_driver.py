@@ -10,6 +10,11 @@ from PySide6.QtWidgets import QApplication
 
 from app.settings import Settings, SettingsStore
 
+# Settings with no idle motion of any kind (blinks, breathing, sway): the app's idle
+# frames are then all alike, for tests that compare them.
+STILL = dict(blinking=False, breathing=False, motion_bounce=0.0, motion_tilt=0.0,
+             motion_shake=0.0, motion_sway=0.0, motion_head_turn=0.0)
+
 
 def pump(seconds: float) -> None:
     """Run the Qt event loop for `seconds` (timers, signals, repaints all happen)."""
