@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QKeyCombination, QObject, Qt
+from PySide6.QtCore import QEvent, QKeyCombination, QObject, Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -478,12 +478,23 @@ class Hotkeys:
         self._call_soon(lambda: self._dispatch(action, pressed))
 
 
+# X repeats a held key as a release and a press with one timestamp; Qt marks the pair as a
+# repeat only when the press is already queued as it reads the release, and under load it
+# was not (push to talk told released and pressed again 2-6 times in one 1.2-s hold, in 3
+# runs of 5 of the test file on the 2-core VM). So a release is told once this long has
+# passed without the key going down again: the pair's press comes with its release, and
+# the next repeat would be 40 ms later (X's 25 repeats a second), so a press later than
+# this is a new one.
+RELEASE_GRACE_MS = 50
+
+
 class WindowShortcuts(QObject):
     """The hotkeys as shortcuts of one window, heard only while it has focus: what works
     where global hotkeys cannot (Wayland). `dispatch(action, pressed)` runs on the GUI
     thread, with the same meaning as for `Hotkeys`; a HOLD_ACTIONS combination's release
     is seen by an application-wide event filter, since the key's release goes to whichever
-    widget has focus and a QShortcut tells only presses.
+    widget has focus and a QShortcut tells only presses, and is told RELEASE_GRACE_MS
+    after it, unless the key was a repeat.
 
     `remove()` takes them all off the window again."""
 
@@ -494,7 +505,8 @@ class WindowShortcuts(QObject):
         bound, self.problems = check(bindings)
         self._shortcuts = []
         self._held: dict[int, str] = {}  # Qt key → hold action, while it is down
-        self._hold_keys: dict[int, str] = {}
+        self._releasing: dict[int, QTimer] = {}  # held keys let go, within the grace
+        hold_keys = False
         for combo, action in bound.items():
             sequence = combo.qt_sequence()
             shortcut = QShortcut(sequence, window)
@@ -503,21 +515,34 @@ class WindowShortcuts(QObject):
             shortcut.activated.connect(lambda action=action, key=sequence[0].key().value:
                                        self._pressed(action, key))
             self._shortcuts.append(shortcut)
-            if action in HOLD_ACTIONS:
-                self._hold_keys[sequence[0].key().value] = action
-        if self._hold_keys:
+            hold_keys |= action in HOLD_ACTIONS
+        if hold_keys:
             QApplication.instance().installEventFilter(self)
 
     def _pressed(self, action: str, key: int) -> None:
         if action in HOLD_ACTIONS:
+            timer = self._releasing.pop(key, None)
+            if timer is not None:
+                timer.stop()  # the release was the key's repeat: still held
+            if key in self._held:
+                return
             self._held[key] = action
         self._dispatch(action, True)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if (event.type() == QEvent.Type.KeyRelease and not event.isAutoRepeat()
-                and event.key() in self._held):
-            self._dispatch(self._held.pop(event.key()), False)
+                and event.key() in self._held and event.key() not in self._releasing):
+            key = event.key()
+            timer = QTimer(self)
+            timer.setSingleShot(True)
+            timer.timeout.connect(lambda: self._released(key))
+            timer.start(RELEASE_GRACE_MS)
+            self._releasing[key] = timer
         return False
+
+    def _released(self, key: int) -> None:
+        self._releasing.pop(key).deleteLater()
+        self._dispatch(self._held.pop(key), False)
 
     def remove(self) -> None:
         QApplication.instance().removeEventFilter(self)
@@ -525,6 +550,9 @@ class WindowShortcuts(QObject):
             shortcut.setParent(None)
             shortcut.deleteLater()
         self._shortcuts = []
+        for timer in self._releasing.values():
+            timer.stop()
+        self._releasing.clear()
         self._held.clear()
         self.setParent(None)
 
