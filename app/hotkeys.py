@@ -362,7 +362,8 @@ class Hotkeys:
 
     `problems` is what the latest start or reconfigure refused or warned about; `is_global`
     says whether keys are heard in other applications (False: the window should install
-    `install_window_shortcuts`)."""
+    `install_window_shortcuts`); while `paused`, no combination goes down (one held already
+    is still told its release)."""
 
     def __init__(self, bindings: Mapping[str, str], dispatch: Dispatch,
                  call_soon: Callable[[Callable[[], None]], None], *,
@@ -379,6 +380,9 @@ class Hotkeys:
         self.problems: list[Problem] = []
         self._standing: list[Problem] = []  # the listening's own, from start
         self.is_global = False
+        # While the user sets a combination in the settings (HotkeyEditor.capturing), the
+        # keys pressed there are not the actions they are bound to.
+        self.paused = False
 
     def start(self) -> list[Problem]:
         """Listen; the problems (also kept in `problems`)."""
@@ -457,6 +461,8 @@ class Hotkeys:
         if key in self._down:
             return  # the key's auto-repeat
         self._down.add(key)
+        if self.paused:
+            return
         held = frozenset(k for k in self._down if isinstance(k, self._keyboard.Key))
         for binding in self._table:
             if binding.key == key and binding.modifiers == held:

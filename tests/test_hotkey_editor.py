@@ -157,3 +157,33 @@ def test_a_bound_combination_is_taken_by_the_field_not_its_shortcut(qt_app, edit
         assert heard == ["stop"], "outside the fields the shortcut works"
     finally:
         shortcuts.remove()
+
+
+def test_the_global_hotkeys_pause_while_a_field_takes_keys(qt_app, editor):
+    """Setting Ctrl+Alt+S anew must not also stop speaking: the editor says when a field
+    has the keys, and the running Hotkeys, paused, tells nothing meanwhile."""
+    from app.hotkeys import Hotkeys
+
+    told = []
+    hotkeys = Hotkeys({"stop": "<ctrl>+<alt>+s"}, lambda action, pressed: told.append(action),
+                      lambda call: call())  # told on pynput's thread: the list is enough here
+    for field in editor.fields.values():  # as the panel opens: no field has the keys yet
+        field.clearFocus()
+    settle(qt_app)
+    capturing = []
+    editor.capturing.connect(capturing.append)
+    editor.capturing.connect(lambda on: setattr(hotkeys, "paused", on))
+    assert hotkeys.start() == []
+    try:
+        press_in(qt_app, editor, "stop", "ctrl+alt+d")
+        press_in(qt_app, editor, "mic_mute", "ctrl+alt+s")  # focus moved field to field
+        assert capturing == [True] and told == []
+        assert editor.emitted[-1].hotkeys["mic_mute"] == "<ctrl>+<alt>+s"
+        editor.fields["mic_mute"].clearFocus()
+        settle(qt_app)
+        assert capturing == [True, False]
+        xdotool("key", "ctrl+alt+s")
+        settle(qt_app)
+        assert told == ["stop"], "heard again once no field has the keys"
+    finally:
+        hotkeys.stop()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QLineEdit, QPushButton, QWidget
 
@@ -59,6 +59,7 @@ class KeyCaptureField(QLineEdit):
     combination already bound can be set again (or moved) here."""
 
     captured = Signal(str)  # the new combination in pynput's form, "" for none
+    focused = Signal(bool)  # it has the keyboard focus: keys pressed are for it
 
     def __init__(self, text: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -69,6 +70,14 @@ class KeyCaptureField(QLineEdit):
     def show_combination(self, text: str) -> None:
         self._text = text
         self.setText(_shown(text))
+
+    def focusInEvent(self, event) -> None:
+        super().focusInEvent(event)
+        self.focused.emit(True)
+
+    def focusOutEvent(self, event) -> None:
+        super().focusOutEvent(event)
+        self.focused.emit(False)
 
     def event(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ShortcutOverride:
@@ -111,6 +120,9 @@ class HotkeyEditor(QWidget):
     hidden when nothing."""
 
     changed = Signal(object)
+    # A field has the keyboard focus (True) or none has (False): the global hotkeys should
+    # pause meanwhile (Hotkeys.paused), or setting Ctrl+Alt+S anew would also stop speaking.
+    capturing = Signal(bool)
 
     def __init__(self, current: Callable[[], Settings], expressions: Sequence[str] = (),
                  parent: QWidget | None = None) -> None:
@@ -129,6 +141,7 @@ class HotkeyEditor(QWidget):
         self.problem_labels: dict[str, QLabel] = {}
         self._rows: list[QWidget] = []
         self._live: list[Problem] = []
+        self._capturing = False
         self._expressions: tuple[str, ...] = ()
         self.show_expressions(expressions)
 
@@ -151,6 +164,7 @@ class HotkeyEditor(QWidget):
             field = KeyCaptureField(hotkeys.get(action, ""))
             label.setBuddy(field)
             field.captured.connect(lambda text, action=action: self._edited(action, text))
+            field.focused.connect(self._focus_moved)
             clear = QPushButton("Clear")
             clear.setToolTip(f"No hotkey for {action_label(action)}")
             clear.clicked.connect(lambda _=False, action=action: self._clear(action))
@@ -178,6 +192,18 @@ class HotkeyEditor(QWidget):
         """Show what the running hotkeys found besides `check` (kept until the next call)."""
         self._live = list(problems)
         self._show_problems()
+
+    def _focus_moved(self, into: bool) -> None:
+        if into:
+            self._follow_focus()
+        else:  # focus going from one field to the next: the next has it once Qt is done
+            QTimer.singleShot(0, self._follow_focus)
+
+    def _follow_focus(self) -> None:
+        now = any(field.hasFocus() for field in self.fields.values())
+        if now != self._capturing:
+            self._capturing = now
+            self.capturing.emit(now)
 
     def _clear(self, action: str) -> None:
         self.fields[action].show_combination("")
