@@ -31,8 +31,6 @@ from PySide6.QtCore import QEvent, QKeyCombination, QObject, Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.settings import HOTKEY_ACTIONS
-
 EXPRESSION_PREFIX = "expression:"
 # Actions told both when their combination goes down and when it comes up again; every
 # other action is told once, when it goes down.
@@ -47,7 +45,6 @@ _ACTION_LABELS = {
     "previous_avatar": "Previous avatar",
     "toggle_avatar": "Show or hide the avatar",
 }
-assert set(_ACTION_LABELS) == set(HOTKEY_ACTIONS), "every action has its label"
 
 # pynput's modifier names, in the order a combination is written and shown, with what
 # Qt calls each (Qt's Meta is the Super/Windows key on X11 and Windows, Command on macOS).
@@ -120,10 +117,13 @@ class Combination:
 
     def label(self) -> str:
         """The form people read: "Ctrl+Alt+S"."""
-        key = _KEY_LABELS.get(self.key) or (
-            _upper(self.key) if self.key not in _NAMED_KEYS else self.key.capitalize())
         return "+".join([_MODIFIER_LABELS[m] for m in _MODIFIERS if m in self.modifiers]
-                        + [key])
+                        + [self.key_label()])
+
+    def key_label(self) -> str:
+        """The key without its modifiers, as people read it: "S", "Page Up"."""
+        return _KEY_LABELS.get(self.key) or (
+            _upper(self.key) if self.key not in _NAMED_KEYS else self.key.capitalize())
 
     def qt_sequence(self) -> QKeySequence:
         flags = Qt.KeyboardModifier.NoModifier
@@ -313,7 +313,7 @@ def _x_reserved_elsewhere(bound: Mapping[Combination, str], keyboard) -> list[Pr
             keycode = display.keysym_to_keycode(keysym)
             missing = [_MODIFIER_LABELS[m] for m in combo.modifiers if m not in bits]
             if not keycode or missing:
-                what = ", ".join(missing) if missing else combo.label().rsplit("+", 1)[-1]
+                what = ", ".join(missing) if missing else combo.key_label()
                 problems.append(Problem((action,), (
                     f"{action_label(action)}: {combo.label()} cannot be pressed on this "
                     f"keyboard (its layout has no {what} key)")))
@@ -506,7 +506,6 @@ class WindowShortcuts(QObject):
 
     def __init__(self, window: QWidget, bindings: Mapping[str, str], dispatch: Dispatch) -> None:
         super().__init__(window)
-        self._window = window
         self._dispatch = dispatch
         bound, self.problems = check(bindings)
         self._shortcuts = []

@@ -23,12 +23,13 @@ from app.hotkeys import (
     WAYLAND_MESSAGE,
     Combination,
     Hotkeys,
+    action_label,
     check,
     desktop,
     install_window_shortcuts,
     parse,
 )
-from app.settings import DEFAULT_HOTKEYS
+from app.settings import DEFAULT_HOTKEYS, HOTKEY_ACTIONS
 from tests.harness.other_program import OtherProgram
 
 pytestmark = pytest.mark.display
@@ -301,6 +302,13 @@ def test_a_combination_survives_pynputs_form_and_qts(qt_app, text):
     assert parse(combo.text()) == combo
     sequence = combo.qt_sequence()[0]
     assert Combination.from_qt(sequence.key().value, sequence.keyboardModifiers()) == combo
+
+
+def test_every_action_has_a_label_for_users():
+    labels = [action_label(action) for action in HOTKEY_ACTIONS]
+    assert all(label != action and "_" not in label
+               for label, action in zip(labels, HOTKEY_ACTIONS)), labels
+    assert action_label("expression:happy") == "Expression: happy"
 
 
 def test_written_forms_of_one_combination_are_equal():
