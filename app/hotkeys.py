@@ -338,8 +338,9 @@ def _x_reserved_elsewhere(bound: Mapping[Combination, str], keyboard) -> list[Pr
 
 
 Dispatch = Callable[[str, bool], None]
-# How long stop waits for pynput's thread to end; it took under 10 ms once its recording
-# was ended (measured under Xvfb). A thread that outlives it is a daemon, and tells nothing.
+# How long stop waits for pynput's thread to end; stop took 10-52 ms under Xvfb on the
+# 2-core VM (the latter while it was busy installing packages). A thread that outlives the
+# wait is a daemon, and tells nothing.
 STOP_WAIT_S = 2.0
 
 
