@@ -112,21 +112,17 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
 def _typed(studio, line: str) -> None:
     """A line from standard input, on the studio's thread."""
     from app.messages import Severity
-    from pipeline.text.input import TextInputError, prepare_text
+    from pipeline.text.input import TextInputError
 
     if not line:
         studio.tell("Nothing to speak: the line was empty.", Severity.INFO)
         return
     if not line.startswith("/"):
         try:
-            # Before the queue: a line with nothing to speak (emoji only) must not cut
-            # the one being spoken, as a new line does, only to fail after.
-            prepare_text(line)
+            if studio.say(line) is None:
+                studio.tell("The voice is still loading; try again in a moment.", Severity.INFO)
         except TextInputError as exc:
             studio.tell(str(exc), Severity.INFO)
-            return
-        if studio.say(line) is None:
-            studio.tell("The voice is still loading; try again in a moment.", Severity.INFO)
         return
     command, _, argument = line[1:].partition(" ")
     argument = argument.strip()

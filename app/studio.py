@@ -48,6 +48,7 @@ from pipeline.core.modes import MODE_NAMES
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.core.sync_metrics import viseme_change_offsets
 from pipeline.face.landmarks import PortraitError
+from pipeline.text.input import TextInputError
 from pipeline.voice.voice_files import VoiceError
 from render.gl.offscreen import OffscreenError, gl_renderer, renders_on_cpu
 from render.outputs.avatar_view import PRESENTED
@@ -330,9 +331,12 @@ class Studio(QObject):
             ) -> QueuedSpeech | None:
         """Speak `text` through the speech queue: cutting what is being said
         ("interrupt") or after what is waiting ("queue"); `mode` None takes the setting.
-        The queue's entry, None while the voice loads."""
+        The queue's entry, None while the voice loads. TextInputError (its message for the
+        user) for text with nothing the voice can speak, before the queue: it must not cut
+        what is being said, as a new line does, only to fail after."""
         if not self.voice_ready_for_speech:
             return None
+        self.tts.prepare(text)
         return self.queue.add(text, mode or self.settings.speech_queue, source)
 
     def _say_now(self, text: str) -> int | None:
@@ -406,9 +410,14 @@ class Studio(QObject):
             if not text:
                 self.tell("The clipboard holds no text to speak.", Severity.INFO,
                           seconds=EVENT_SECONDS)
-            elif self.say(text, source="clipboard") is None:
-                self.tell("The voice is still loading: the clipboard was not spoken.",
-                          Severity.INFO, seconds=EVENT_SECONDS)
+            else:
+                try:
+                    if self.say(text, source="clipboard") is None:
+                        self.tell("The voice is still loading: the clipboard was not spoken.",
+                                  Severity.INFO, seconds=EVENT_SECONDS)
+                except TextInputError as exc:
+                    self.tell(f"The clipboard was not spoken. {exc}", Severity.INFO,
+                              seconds=EVENT_SECONDS)
         elif action in ("next_avatar", "previous_avatar"):
             self.use_avatar(self.library.step(self.settings.avatar_manifest,
                                               1 if action == "next_avatar" else -1))

@@ -29,7 +29,7 @@ from app.api.tokens import TokenError, check_name
 from app.speech_queue import MODES
 from pipeline.core.events import EVENT_KINDS, event_json
 from pipeline.core.modes import MODE_NAMES
-from pipeline.text.input import TextInputError, prepare_text
+from pipeline.text.input import TextInputError
 from render.rigs.manifest import RigError
 
 # Events waiting per connection: a speech's visemes arrive a sentence at a time (~50
@@ -169,14 +169,13 @@ async def _command(server, ws, events: _Events, data: dict) -> dict:
 async def _speak(server, data: dict) -> dict:
     text = field(data, "text", str)
     mode = field(data, "mode", str, required=False, choices=SPEAK_MODES)
-    try:
-        prepare_text(text)
-    except TextInputError as exc:
-        raise ApiFault("nothing_to_speak", str(exc)) from None
 
-    def speak() -> dict | None:
+    def speak() -> dict | str | None:
         studio = server.studio
-        entry = studio.say(text, mode, source="api")
+        try:
+            entry = studio.say(text, mode, source="api")
+        except TextInputError as exc:  # read for the voice's own language
+            return str(exc)
         if entry is None:
             return None
         queue = studio.queue
@@ -187,6 +186,8 @@ async def _speak(server, data: dict) -> dict:
     said = await server.on_studio(speak)
     if said is None:
         raise ApiFault("voice_loading", "the voice is still loading; try again shortly")
+    if isinstance(said, str):
+        raise ApiFault("nothing_to_speak", said)
     return {"type": "speaking", **said}
 
 

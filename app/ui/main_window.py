@@ -44,6 +44,7 @@ from app.ui.status_label import StatusLabel
 from app.ui.status_line import status_line
 from app.ui.text_entry import TextEntry
 from app.ui.voices_box import VoicesBox
+from pipeline.text.input import TextInputError
 from render.outputs.avatar_view import AvatarView
 from render.rigs.loader import PICTURE_SUFFIXES, is_picture
 
@@ -332,8 +333,11 @@ class MainWindow(QMainWindow):
         if not text.strip():
             self.tell("Nothing to speak: type some text first.")
             return
-        if self.studio.say(text) is not None:
-            self.text.accept_line(text)
+        try:
+            if self.studio.say(text) is not None:
+                self.text.accept_line(text)
+        except TextInputError as exc:  # what is being said goes on
+            self.tell(str(exc), Severity.INFO, seconds=EVENT_SECONDS)
 
     def stop(self) -> None:
         self.studio.stop()

@@ -474,6 +474,11 @@ class StreamingTTS:
         window closed while its voice loaded, a test done with it. Safe to call twice."""
         self._acoustic_worker.shutdown(wait=False, cancel_futures=True)
 
+    def prepare(self, text: str) -> PreparedText:
+        """`text` made ready for this voice's language (TextInputError: nothing in it this
+        voice can speak): what stream() speaks."""
+        return prepare_text(text, self._voice.config.espeak_voice)
+
     def phonemes_of(self, text: str) -> str:
         """The voice's symbols for `text` read on its own, its sentences run together:
         what captions match written words by (pipeline.voice.captions)."""
@@ -493,7 +498,7 @@ class StreamingTTS:
         for text with nothing speakable (or from the iterator, if the voice can pronounce
         none of it). After `cancel` is set no further chunk is made.
         """
-        prepared = prepare_text(text, self._voice.config.espeak_voice)
+        prepared = self.prepare(text)
         scale = _checked_length_scale(length_scale) or self._length_scale
         current = mode if callable(mode) else (lambda: mode)
         return self._stream(prepared, current, cancel or threading.Event(), scale)
