@@ -282,7 +282,7 @@ def parse_size(text: str) -> tuple[int, int]:
     raise ValueError(f"{text!r} is not a size: use 720p, 1080p or WIDTHxHEIGHT (16 to 7680 each)")
 
 
-def _check(name: str, value: Any) -> str | None:
+def check(name: str, value: Any) -> str | None:
     """Why `value` is not acceptable for field `name`, or None when it is."""
     rule = RULES[name]
     if value is None:
@@ -359,7 +359,7 @@ def validate(data: dict[str, Any]) -> tuple[Settings, list[str]]:
     for name in RULES:
         if name not in data:
             continue
-        why = _check(name, data[name])
+        why = check(name, data[name])
         if why is None and RULES[name].kind is dict:
             # Entry by entry: one bad hotkey or rate loses only itself.
             kept = {}

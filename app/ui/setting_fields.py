@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 # The model's own check of one field. Private in app.settings for now: the one place
 # that says why a value is refused, which the panel words for the user.
-from app.settings import _check as model_check
+from app.settings import check as model_check
 
 SYSTEM_DEFAULT = "System default"
 # How a refused field looks: the panel's style sheet marks widgets with this property.
