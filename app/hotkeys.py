@@ -208,16 +208,23 @@ class Problem:
     bound: bool = False
 
 
-def check(bindings: Mapping[str, str]) -> tuple[dict[Combination, str], list[Problem]]:
-    """What can be bound (combination → action) and what cannot, with no display: a
-    string that is not a combination, or one combination set for two or more actions."""
+def check(bindings: Mapping[str, str], base: Mapping[str, str] | None = None,
+          ) -> tuple[dict[Combination, str], list[Problem]]:
+    """What can be bound (combination → action) and what cannot: a string that is not a
+    combination, or one combination set for two or more actions. `base` maps a character
+    typed with Shift to the one its key types without ("!" → "1" on a US layout; the
+    keyboard map's, `_x_base_chars`), so that Ctrl+Shift+1 and Ctrl+Shift+! are one
+    combination, as they are one set of keys; without it, characters are taken as written."""
     by_combo: dict[Combination, list[str]] = {}
     problems = []
     for action, text in bindings.items():
         if not text:
             continue
         try:
-            by_combo.setdefault(parse(text), []).append(action)
+            combo = parse(text)
+            if base:
+                combo = Combination(combo.modifiers, base.get(combo.key, combo.key))
+            by_combo.setdefault(combo, []).append(action)
         except ComboError as e:
             problems.append(Problem((action,), f"{action_label(action)}: {e}"))
     bound = {}
@@ -256,6 +263,35 @@ def _x_has_record() -> bool:
     display = Xlib.display.Display()
     try:
         return display.has_extension("RECORD")
+    finally:
+        display.close()
+
+
+def _keysym_char(keysym: int) -> str | None:
+    """The character of a keysym: its code point in Latin-1, 0x1000000 above it beyond
+    (the X protocol's rule); None for keysyms of no character."""
+    if 0x20 < keysym < 0x100 and keysym != 0x7f:
+        return chr(keysym)
+    if 0x1000000 < keysym < 0x1110000:
+        return chr(keysym - 0x1000000)
+    return None
+
+
+def _x_base_chars() -> dict[str, str]:
+    """Each character typed with Shift on this keyboard map → the one its key types
+    without (lower case, as pynput's canonical keys are)."""
+    import Xlib.display
+
+    display = Xlib.display.Display()
+    try:
+        first = display.display.info.min_keycode
+        count = display.display.info.max_keycode - first + 1
+        base = {}
+        for keysyms in display.get_keyboard_mapping(first, count):
+            plain, shifted = (_keysym_char(k) for k in (list(keysyms) + [0, 0])[:2])
+            if plain and shifted and shifted.lower() != plain.lower():
+                base.setdefault(shifted.lower(), plain.lower())
+        return base
     finally:
         display.close()
 
@@ -305,8 +341,8 @@ def _x_reserved_elsewhere(bound: Mapping[Combination, str], keyboard) -> list[Pr
                     bits.setdefault(name, 1 << index)
         problems = []
         for combo, action in bound.items():
-            # A character's keysym is its code point in Latin-1, and 0x1000000 above it
-            # beyond (the X protocol's rule); a named key's is pynput's vk on X.
+            # A character's keysym: _keysym_char's rule backwards; a named key's is
+            # pynput's vk on X.
             keysym = (keyboard.Key[combo.key].value.vk if combo.key in _NAMED_KEYS
                       else ord(combo.key) if ord(combo.key) < 0x100
                       else 0x1000000 + ord(combo.key))
@@ -380,6 +416,7 @@ class Hotkeys:
         self._active: set[_Binding] = set()  # pynput's thread only
         self.problems: list[Problem] = []
         self._standing: list[Problem] = []  # the listening's own, from start
+        self._base: dict[str, str] = {}  # see check
         self.is_global = False
         # While the user sets a combination in the settings (HotkeyEditor.capturing), the
         # keys pressed there are not the actions they are bound to.
@@ -421,9 +458,13 @@ class Hotkeys:
         """Hear `bindings` from now on, in place of the ones before (a combination held
         down meanwhile is told its release as before); the problems, as for start."""
         self._bindings = dict(bindings)
-        bound, problems = check(self._bindings)
+        on_x = self._listener is not None and desktop(self._environ) == "x11"
+        # pynput tells a key by the character it types, Shift applied (Ctrl+Shift+1 comes
+        # as "!"): both sides are taken to the key's own character.
+        self._base = _x_base_chars() if on_x else {}
+        bound, problems = check(self._bindings, self._base)
         problems = self._standing + problems
-        if self._listener is not None and desktop(self._environ) == "x11":
+        if on_x:
             x_problems = _x_reserved_elsewhere(bound, self._keyboard)
             problems += x_problems
             for problem in x_problems:
@@ -458,7 +499,7 @@ class Hotkeys:
         listener = threading.current_thread()
         if key is None or injected or listener is not self._listener:
             return  # a stopped listener's thread, until it ends, tells nothing
-        key = listener.canonical(key)
+        key = self._base_key(listener.canonical(key))
         if key in self._down:
             return  # the key's auto-repeat
         self._down.add(key)
@@ -474,12 +515,18 @@ class Hotkeys:
         listener = threading.current_thread()
         if key is None or injected or listener is not self._listener:
             return
-        key = listener.canonical(key)
+        key = self._base_key(listener.canonical(key))
         self._down.discard(key)
         for binding in [b for b in self._active if key == b.key or key in b.modifiers]:
             self._active.discard(binding)
             if binding.action in HOLD_ACTIONS:
                 self._tell(binding.action, False)
+
+    def _base_key(self, key):
+        char = getattr(key, "char", None)
+        if char is not None and char in self._base:
+            return self._keyboard.KeyCode.from_char(self._base[char])
+        return key
 
     def _tell(self, action: str, pressed: bool) -> None:
         self._call_soon(lambda: self._dispatch(action, pressed))

@@ -183,6 +183,19 @@ def test_two_actions_on_one_combination_are_refused_by_name(other, heard, hotkey
     assert heard.wait(1) == [("expression:happy", True)]
 
 
+def test_a_character_typed_with_shift_is_its_key(other, heard, hotkeys_of):
+    """pynput tells Ctrl+Shift+1 by the character it types, "!": written either way, the
+    combination is heard, and the two ways are one combination (their keys are the same)."""
+    hotkeys = hotkeys_of({"stop": "<ctrl>+<shift>+1", "mic_mute": "<ctrl>+<shift>+s"})
+    assert hotkeys.start() == []
+    xdotool("key", "ctrl+shift+1", "ctrl+shift+s", "ctrl+1")
+    assert heard.wait(2) == [("stop", True), ("mic_mute", True)]
+    problems = hotkeys.reconfigure({"stop": "<ctrl>+<shift>+1", "next_avatar": "<ctrl>+<shift>+!"})
+    assert [p.text for p in problems] == [
+        "Ctrl+Shift+1 is set for both Stop speaking and Next avatar: neither works until one "
+        "of them has another combination"]
+
+
 def test_a_combination_another_program_reserved_is_reported(x_display, window_manager,
                                                              heard, hotkeys_of):
     grabber = OtherProgram(x_display, grab=("g", CTRL_ALT_MASK))
