@@ -117,8 +117,8 @@ class Combination:
 
     def label(self) -> str:
         """The form people read: "Ctrl+Alt+S"."""
-        return "+".join([_MODIFIER_LABELS[m] for m in _MODIFIERS if m in self.modifiers]
-                        + [self.key_label()])
+        held = [modifiers_label(self.modifiers)] if self.modifiers else []
+        return "+".join(held + [self.key_label()])
 
     def key_label(self) -> str:
         """The key without its modifiers, as people read it: "S", "Page Up"."""
@@ -137,12 +137,22 @@ class Combination:
     def from_qt(cls, key: int, modifiers: Qt.KeyboardModifier) -> Combination | None:
         """The combination of a Qt key event, or None while only modifiers are down (or for
         a key pynput has no name for)."""
-        mods = frozenset(name for name, flag in _QT_MODIFIERS.items() if modifiers & flag)
+        mods = modifiers_from_qt(modifiers)
         if key in _QT_KEYS:
             return cls(mods, _QT_KEYS[key])
         if 0x20 < key < 0x01000000:  # a character: Qt's key is its upper-case code point
             return cls(mods, chr(key).lower())
         return None
+
+
+def modifiers_from_qt(modifiers: Qt.KeyboardModifier) -> frozenset[str]:
+    """pynput's names of the modifiers a Qt event has down."""
+    return frozenset(name for name, flag in _QT_MODIFIERS.items() if modifiers & flag)
+
+
+def modifiers_label(modifiers: frozenset[str]) -> str:
+    """Modifiers as people read them, in the usual order: "Ctrl+Alt"."""
+    return "+".join(_MODIFIER_LABELS[m] for m in _MODIFIERS if m in modifiers)
 
 
 def _upper(char: str) -> str:

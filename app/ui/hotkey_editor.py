@@ -27,6 +27,8 @@ from app.hotkeys import (
     Problem,
     action_label,
     check,
+    modifiers_from_qt,
+    modifiers_label,
     parse,
 )
 from app.settings import HOTKEY_ACTIONS, Settings, validate
@@ -98,8 +100,8 @@ class KeyCaptureField(QLineEdit):
             self.captured.emit("")
             return
         if key in _MODIFIER_KEYS:
-            held = Combination.from_qt(ord("x"), modifiers)
-            self.setText(held.label()[:-1] + "…" if held.modifiers else _shown(self._text))
+            held = modifiers_from_qt(modifiers)
+            self.setText(modifiers_label(held) + "+…" if held else _shown(self._text))
             return
         combo = Combination.from_qt(key, modifiers)
         if combo is None:
