@@ -1,10 +1,12 @@
 """Portrait pictures in, face landmarks out: what a photo avatar is built from.
 
 `load_portrait` decodes a PNG or JPEG into RGBA and refuses, with a message for the
-user, anything that cannot become an avatar. `FaceLandmarker` wraps MediaPipe's Face
-Landmarker (Google's face_landmarker.task, bundled in assets/models): 478 landmarks in
-pixels and 52 ARKit-style blendshapes per face. MediaPipe is imported only when a
-landmarker is made, so code that merely loads a saved rig never pays for it.
+user, anything that cannot become an avatar. `FaceLandmarker` finds faces of any size
+(detection.py's tile pyramid) and runs MediaPipe's Face Landmarker (Google's
+face_landmarker.task, bundled in assets/models) on each: 478 landmarks in pixels and 52
+ARKit-style blendshapes per face. `find_face` picks the one to animate. MediaPipe is
+imported only when a landmarker is made, so code that merely loads a saved rig never
+pays for it.
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ MIN_SIDE = 64
 WORKING_MAX_SIDE = 4096
 # Face box width (landmark extent) below which a mouth is too few pixels to animate.
 MIN_FACE_PX = 64
-# A face's crop for its landmarks: its detected box (which is ~0.8 of the landmarks'
-# extent) times CROP_SIDES, so the landmarker's own detector sees it at a third of the
-# crop, inside the 15-70 % it finds surely; scaled to at most CROP_MAX_SIDE, which keeps
+# A face's crop for its landmarks: its detected box (about as wide as the landmarks'
+# extent: 0.8-1.26 times, below) times CROP_SIDES, so the landmarker's own detector sees
+# it at about a third of the crop, inside the 15-70 % it finds surely; scaled to at most CROP_MAX_SIDE, which keeps
 # the face above the landmark model's 256×256 input.
 CROP_SIDES = 3.0
 CROP_MAX_SIDE = 960
