@@ -486,7 +486,7 @@ class Hotkeys:
         return problems
 
     def stop(self) -> None:
-        """Stop listening; no dispatch is queued after this returns."""
+        """Stop listening: no key pressed after this returns is told."""
         listener, self._listener = self._listener, None
         self._table = ()
         self._standing = []
