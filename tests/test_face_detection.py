@@ -154,11 +154,12 @@ def test_a_face_too_small_to_animate_is_told_so(landmarker):
 
 # The most faces found where there is none, over the twelve pictures below, that each set
 # may show. bench/face_detection.py (bench/results/face_detection_vm_2core_epyc.json), 128
-# pictures a set: DEV 2 (one, 75 px, in a picture with no face); HELD_OUT 17
-# (each ≥ 64 px, so offered), all on four of its backgrounds: the Pompeii coins (heads in
+# pictures a set: DEV 2 (one, 75 px, in a picture with no face); HELD_OUT 17 (each
+# ≥ 64 px, so offered), all on four of its backgrounds: the Pompeii coins (heads in
 # relief), a cell's blob, the rocket and noise, which the detector scores as faces from
-# every tile. These twelve include coins and cell.
-EXTRA_FACES = {"dev": 0, "held_out": 2}
+# every tile. At those rates twelve pictures show 0.19 and 1.6 on average, and more than
+# 1 and 4 with 1.6 % and 2.3 % probability (Poisson); here they showed 0 and 2.
+EXTRA_FACES = {"dev": 1, "held_out": 4}
 
 
 @pytest.mark.parametrize("name,face_set", [("dev", DEV), ("held_out", HELD_OUT)], ids=["dev", "held_out"])
