@@ -39,6 +39,7 @@ from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.face.landmarks import (
     FaceLandmarker,
     SeveralFacesError,
+    animatable,
     find_face,
     load_portrait,
 )
@@ -317,7 +318,7 @@ class AvatarLibrary:
                 avatar = self._replace(before, manifest=manifest)
             else:
                 avatar = Avatar(label, "photo", manifest, picture_sha256=sha256,
-                                face=face_index or 0, faces=len(faces))
+                                face=face_index or 0, faces=len(animatable(faces)))
                 self._write(self._avatars + (avatar,))
         self._thumbnail_from(avatar, rig)
         return Imported(avatar, rig, reused=False)

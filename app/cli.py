@@ -267,7 +267,7 @@ def _export(args: argparse.Namespace) -> int:
 
     from app.outputs import motion_strengths
     from pipeline.core.expressions import ExpressionError
-    from pipeline.face.landmarks import PortraitError
+    from pipeline.face.landmarks import PortraitError, SeveralFacesError
     from pipeline.text.input import TextInputError
     from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
     from pipeline.voice.voice_files import VoiceError
@@ -352,6 +352,8 @@ def _export(args: argparse.Namespace) -> int:
             video = VideoSettings(args.fps, size, (r * a, g * a, b * a))
             result = export_video(args.out, rig, soundtrack, video, target,
                                   ProgressLine(sys.stderr), motion=motion)
+    except SeveralFacesError as exc:  # its message lists the faces, numbered as --face takes them
+        return _fail(f"{exc.message}\nChoose one with --face N.")
     except (ExportError, RigError, PortraitError, OffscreenError, TextInputError,
             VoiceError, ExpressionError) as exc:
         return _fail(str(exc))

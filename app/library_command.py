@@ -81,10 +81,8 @@ def run(args: argparse.Namespace) -> int:
             _remove(library, store, args.name)
         else:
             _voice(library, args)
-    except SeveralFacesError as exc:
-        lines = [f"  --face {n}: the face at x {x0:.0f}-{x1:.0f}, y {y0:.0f}-{y1:.0f} px"
-                 for n, (x0, y0, x1, y1) in enumerate(exc.boxes)]
-        return _fail("\n".join([f"{exc.message} Choose it with --face N:", *lines]))
+    except SeveralFacesError as exc:  # its message lists the faces, numbered as --face takes them
+        return _fail(f"{exc.message}\nChoose one with --face N.")
     except (PortraitError, RigError) as exc:
         return _fail(exc.message)
     except (LibraryError, VoiceError) as exc:

@@ -29,6 +29,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.avatar_library import Avatar, AvatarLibrary, voice_of
 from app.engine import Engine
 from app.frame_rate_watch import FrameRateWatch
+from app.hotkeys import Hotkeys, Problem
 from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
 from app.obs.live import ObsLive
 from app.outputs import Outputs, Wants
@@ -68,6 +69,7 @@ FRAME_RATE = "frame rate"
 MIC_MUTE = "microphone mute"
 LIBRARY = "avatar library"
 EXPRESSION = "expression"
+HOTKEYS = "hotkeys"
 OBS = "obs"
 INFERENCE = "inference"
 API = "api"
@@ -121,6 +123,8 @@ class Studio(QObject):
     avatar_changed = Signal()
     # An expression was chosen (by a hotkey, the window or the API): its name.
     expression_changed = Signal(str)
+    # The hotkeys were (re)bound: their problems are in hotkey_problems.
+    hotkeys_changed = Signal()
     # From worker threads to this one (queued delivery).
     _event = Signal(object)
     _voice_loaded = Signal(int, object, object)
@@ -174,6 +178,13 @@ class Studio(QObject):
         self.mic_muted = False
         self.push_to_talk = False
         self.push_to_talk_held = False
+        # Heard in every application where the desktop allows (is_global), else the
+        # window installs them as its own shortcuts.
+        self.hotkeys = Hotkeys(settings.hotkeys, self.do_action, self.call_soon)
+        self.hotkey_problems: list[Problem] = []
+        # A front end with a window sets this: it binds the hotkeys as its own shortcuts
+        # where they cannot be global. Headless has none: then no key is heard at all.
+        self.hotkeys_in_window = False
         # What was last said of each output that is not simply on (its status line).
         self._output_news: dict[str, str] = {}
         for number, problem in enumerate(store.problems):
@@ -194,7 +205,7 @@ class Studio(QObject):
         if problem:
             self.tell(problem, key=MIC)
         self._show_mic_state()
-        self._apply_mic_mute()
+        self._bind_hotkeys(self.hotkeys.start())
         self.outputs.apply(self.settings, self.wants)
         self.outputs.connect_sources()
         self.outputs_changed.emit()
@@ -205,6 +216,7 @@ class Studio(QObject):
     def close(self) -> None:
         self.closed.set()
         self._follow.stop()
+        self.hotkeys.stop()
         if self.api is not None:
             self.api.close()
             self.api = None
@@ -451,6 +463,24 @@ class Studio(QObject):
     def expression(self) -> str:
         return self.outputs.avatar_motion.fader.chosen
 
+    def _bind_hotkeys(self, problems: list[Problem]) -> None:
+        """Say what the hotkeys just bound could not do (each problem once, until it is
+        gone), and put push to talk in force where it has a key."""
+        for number in range(len(self.hotkey_problems)):
+            self.forget((HOTKEYS, number))
+        self.hotkey_problems = problems
+        for number, problem in enumerate(problems):
+            # Of all hotkeys at once (Wayland, no desktop): news of how they work here;
+            # of some: a fault in the user's choice.
+            self.tell(problem.text, Severity.INFO if not problem.actions else Severity.WARNING,
+                      key=(HOTKEYS, number))
+        # Push to talk in force only where its key can be heard: else the mic stayed shut.
+        heard = self.hotkeys.is_global or self.hotkeys_in_window
+        bound = heard and bool(self.settings.hotkeys.get("push_to_talk")) and not any(
+            "push_to_talk" in p.actions and not p.bound for p in problems)
+        self.set_push_to_talk(bound)
+        self.hotkeys_changed.emit()
+
     def set_push_to_talk(self, on: bool) -> None:
         """With a push-to-talk key in use, the mic drives the mouth only while it is held."""
         self.push_to_talk = on
@@ -663,6 +693,8 @@ class Studio(QObject):
         if not settings.mic_enabled:
             self.forget(MIC)
         self._show_mic_state()
+        if settings.hotkeys != old.hotkeys:
+            self._bind_hotkeys(self.hotkeys.reconfigure(settings.hotkeys))
         self._apply_mic_mute()
         if (settings.target_fps, settings.software_gl_fps) != (old.target_fps, old.software_gl_fps):
             self.tell("The new frame rate takes effect when the app restarts.", Severity.INFO)

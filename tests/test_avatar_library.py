@@ -275,7 +275,7 @@ def _avatars(config: Path, *args: str) -> subprocess.CompletedProcess:
 def _errors(result: subprocess.CompletedProcess) -> list[str]:
     """The command's own lines on stderr (MediaPipe's native logging prints there too)."""
     return [line for line in result.stderr.splitlines()
-            if line.startswith(("lipsync-studio:", "  --face"))]
+            if line.startswith(("lipsync-studio:", "  face ", "Choose one"))]
 
 
 def test_the_commands_and_a_new_process_see_one_library(tmp_path, pictures):
@@ -291,9 +291,10 @@ def test_the_commands_and_a_new_process_see_one_library(tmp_path, pictures):
     several = _avatars(config, "import", str(pictures / "three.png"))
     assert several.returncode == 1 and several.stdout == ""
     errors = _errors(several)
-    assert errors[0] == ("lipsync-studio: three.png shows 3 faces; pick the one to animate. "
-                         "Choose it with --face N:")
-    assert [line.split(":")[0] for line in errors[1:]] == ["  --face 0", "  --face 1", "  --face 2"]
+    assert errors[0] == ("lipsync-studio: three.png shows 3 faces; pick the one to animate "
+                         "(numbered from 0, left to right):")
+    assert [line.split(":")[0] for line in errors[1:4]] == ["  face 0", "  face 1", "  face 2"]
+    assert errors[4] == "Choose one with --face N."
     assert "Traceback" not in several.stderr
     chosen = _avatars(config, "import", str(pictures / "three.png"), "--face", "1")
     assert chosen.returncode == 0 and "Added three" in chosen.stdout

@@ -406,6 +406,9 @@ def test_render_face_picks_one_face_of_several(tmp_path):
     out = tmp_path / "v.mp4"
     refused = _run(["render", "Papa made a map.", "--avatar", str(picture), "--out", str(out)])
     assert refused.returncode == 1 and "shows 2 faces" in refused.stderr
+    # The faces are listed as --face takes them, and how to pick one is said.
+    assert "  face 0: " in refused.stderr and "  face 1: " in refused.stderr
+    assert "Choose one with --face N." in refused.stderr
     assert "Traceback" not in refused.stderr and not out.exists()
     wrong = _run(["render", "Hi.", "--avatar", str(picture), "--face", "5", "--out", str(out)])
     assert wrong.returncode == 1 and "Face number 5 does not exist" in wrong.stderr

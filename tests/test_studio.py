@@ -160,3 +160,53 @@ def test_each_avatar_keeps_its_voice_and_next_avatar_brings_it(qt_app, tmp_path)
     finally:
         s.close()
         shutil.rmtree(voices_folder())
+
+
+def test_the_studio_hears_its_hotkeys_while_another_program_has_focus(
+        qt_app, x_display, window_manager, tmp_path):
+    """The wiring from the settings' hotkeys to the studio's actions, with real X keys
+    sent while another program's window has focus (app/hotkeys.py is tested on its own in
+    tests/test_hotkeys.py)."""
+    import subprocess
+    from dataclasses import replace
+
+    from tests.harness.other_program import OtherProgram
+
+    hotkeys = {"expression:happy": "<ctrl>+<alt>+1", "mic_mute": "<ctrl>+<alt>+m"}
+    s = Studio(SettingsStore(tmp_path / "settings.json"),
+               Settings(mic_enabled=False, hotkeys=hotkeys), measure_modes=False)
+    other = OtherProgram(x_display)
+    try:
+        s.load_avatar(None)  # the bundled avatar: it has happy
+        s._bind_hotkeys(s.hotkeys.start())
+        assert s.hotkeys.is_global and s.hotkey_problems == []
+        subprocess.run(["xdotool", "windowactivate", "--sync", str(other.window)], check=True)
+        subprocess.run(["xdotool", "key", "ctrl+alt+1"], check=True)
+        assert _wait(qt_app, lambda: s.expression == "happy", timeout=5.0)
+        subprocess.run(["xdotool", "key", "ctrl+alt+m"], check=True)
+        assert _wait(qt_app, lambda: s.mic_muted, timeout=5.0)
+        # Rebound live from the settings: the old combination does nothing any more.
+        s.apply(replace(s.settings, hotkeys={"expression:sad": "<ctrl>+<alt>+1"}))
+        subprocess.run(["xdotool", "key", "ctrl+alt+1"], check=True)
+        assert _wait(qt_app, lambda: s.expression == "sad", timeout=5.0)
+        # One combination on two actions: said, by name.
+        s.apply(replace(s.settings, hotkeys={"stop": "<ctrl>+<alt>+1",
+                                             "expression:sad": "<ctrl>+<alt>+1"}))
+        assert any("is set for both" in m.text for m in s.messages.shown())
+    finally:
+        other.stop()
+        s.close()
+
+
+def test_push_to_talk_never_shuts_a_mic_whose_key_cannot_be_heard(studio_with_mic):
+    """Headless with no display hears no key: push to talk would keep the mic shut for
+    good, so it is not put in force."""
+    studio = studio_with_mic
+    studio.settings = Settings(mic_enabled=True, mic_device="system",
+                               hotkeys={"push_to_talk": "<f9>"})
+    studio.hotkeys.is_global = False  # as when Hotkeys.start found no desktop to listen in
+    studio._bind_hotkeys([])
+    assert not studio.push_to_talk and not studio.engine.mic_stage.muted
+    studio.hotkeys_in_window = True  # a window binds it as its own shortcut
+    studio._bind_hotkeys([])
+    assert studio.push_to_talk and studio.engine.mic_stage.muted

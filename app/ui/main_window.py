@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.hotkeys import install_window_shortcuts
 from app.messages import EVENT_SECONDS, Severity
 from app.outputs import Wants
 from app.settings import Settings, SettingsStore
@@ -34,12 +35,13 @@ from app.studio import Studio
 from app.ui import window_place
 from app.ui.avatar_only import AvatarOnly
 from app.ui.expression_picker import ExpressionPicker
+from app.ui.hotkey_editor import HotkeyEditor
 from app.ui.library_view import LibraryView
 from app.ui.message_view import MessageArea, MessageHistory
 from app.ui.mic_meter import MicMeter
 from app.ui.portrait_import import FacePicker, LandmarkOverlay, PortraitImporter
 from app.ui.queue_view import QueueView
-from app.ui.settings_panel import VOICE, SettingsPanel
+from app.ui.settings_panel import HOTKEYS, VOICE, SettingsPanel
 from app.ui.status_label import StatusLabel
 from app.ui.status_line import status_line
 from app.ui.text_entry import TextEntry
@@ -153,12 +155,15 @@ class MainWindow(QMainWindow):
         speech.addWidget(self.text, 1)
         speech.addWidget(self.speak_button)
         speech.addWidget(self.stop_button)
+        # The avatar's own controls in a row of theirs, so the window still fits 480 px.
+        avatar = QHBoxLayout()
+        avatar.addWidget(self.import_button)
+        avatar.addWidget(self.library_button)
+        avatar.addWidget(self.expression_picker)
+        avatar.addWidget(self.avatar_window_button)
+        avatar.addStretch(1)
         tools = QHBoxLayout()
         tools.addWidget(self.settings_button)
-        tools.addWidget(self.import_button)
-        tools.addWidget(self.library_button)
-        tools.addWidget(self.expression_picker)
-        tools.addWidget(self.avatar_window_button)
         tools.addWidget(self.mic_level, 1)
         messages = QHBoxLayout()
         messages.addWidget(self.message_area, 1)
@@ -166,6 +171,7 @@ class MainWindow(QMainWindow):
         below = QVBoxLayout()
         below.setContentsMargins(0, 0, 0, 0)
         below.addLayout(speech)
+        below.addLayout(avatar)
         below.addLayout(tools)
         below.addWidget(self.queue_view)
         below.addWidget(self.progress)
@@ -185,6 +191,9 @@ class MainWindow(QMainWindow):
             replace(self.settings, window_controls_hidden=hidden)))
         window_place.place(self, settings.window_geometry)
 
+        self.window_shortcuts = None
+        self.studio.hotkeys_in_window = True
+        self.studio.hotkeys_changed.connect(self._follow_hotkeys)
         self.studio.outputs.attach(self.view)
         self.studio.start()
         self._status_timer = QTimer(self)
@@ -351,6 +360,12 @@ class MainWindow(QMainWindow):
                                                 shown_fps=self.studio.frame_rate)
             self.settings_panel.changed.connect(self.apply_settings)
             self.settings_panel.add_section(VOICE, VoicesBox(lambda: self.settings))
+            self.hotkey_editor = HotkeyEditor(lambda: self.settings, self.studio.expressions)
+            # Keys pressed to set a hotkey must not also do what they are bound to now.
+            self.hotkey_editor.capturing.connect(
+                lambda on: setattr(self.studio.hotkeys, "paused", on))
+            self.hotkey_editor.show_problems(self.studio.hotkey_problems)
+            self.settings_panel.add_section(HOTKEYS, self.hotkey_editor)
         self.settings_panel.show_settings(self.settings)
         self.settings_panel.show()
         self.settings_panel.raise_()
@@ -369,6 +384,19 @@ class MainWindow(QMainWindow):
     def _show_settings(self) -> None:
         if self.settings_panel is not None:
             self.settings_panel.show_settings(self.settings)
+            self.hotkey_editor.show_expressions(self.studio.expressions)
+
+    def _follow_hotkeys(self) -> None:
+        """Where the desktop lets no program hear keys pressed in another (Wayland), the
+        hotkeys are the window's own shortcuts, bound anew with each change."""
+        if self.window_shortcuts is not None:
+            self.window_shortcuts.remove()
+            self.window_shortcuts = None
+        if not self.studio.hotkeys.is_global:
+            self.window_shortcuts = install_window_shortcuts(self, self.settings.hotkeys,
+                                                             self.studio.do_action)
+        if self.settings_panel is not None:
+            self.hotkey_editor.show_problems(self.studio.hotkey_problems)
 
     # -- the avatar window ------------------------------------------------------------
 

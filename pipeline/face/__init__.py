@@ -1,1 +1,2 @@
-"""Faces in pictures: portrait loading and face landmarks, what a photo avatar is built from."""
+"""Faces in pictures: portrait loading, finding faces of any size (detection.py) and their
+landmarks (landmarks.py), what a photo avatar is built from."""
