@@ -124,6 +124,12 @@ def test_every_setting_applies_as_it_is_edited(panel):
         lambda: dialog.software_gl_fps.setValue(24),
         lambda: dialog.blinking.setChecked(False),
         lambda: dialog.breathing.setChecked(False),
+        lambda: dialog.motion["motion_bounce"].setValue(0.8),
+        lambda: dialog.motion["motion_tilt"].setValue(0.0),
+        lambda: dialog.motion["motion_shake"].setValue(0.5),
+        lambda: dialog.motion["motion_sway"].setValue(0.1),
+        lambda: dialog.motion["motion_head_turn"].setValue(0.25),
+        lambda: dialog.expression_fade.setValue(300),
         lambda: _type(dialog.background, "#102030"),
         lambda: dialog.inference.setCurrentIndex(dialog.inference.findData("cpu")),
         lambda: dialog.output_window.setChecked(True),
@@ -173,7 +179,9 @@ def test_every_setting_applies_as_it_is_edited(panel):
     expected = Settings(latency_mode="premium", speech_queue="queue", mic_enabled=False, mic_gain_db=6.5,
                         mic_gate_db=-42.0, mic_lipsync="volume",
                         avatar_manifest="/tmp/rig/manifest.json", speech_rate=1.25, volume=0.8,
-                        target_fps=30, software_gl_fps=24, blinking=False, breathing=False, background="#102030",
+                        target_fps=30, software_gl_fps=24, blinking=False, breathing=False,
+                        motion_bounce=0.8, motion_tilt=0.0, motion_shake=0.5, motion_sway=0.1,
+                        motion_head_turn=0.25, expression_fade_ms=300.0, background="#102030",
                         inference_provider="cpu", output_window=True, output_size="800x800", output_borderless=True,
                         output_on_top=True, output_background="chroma", output_colour="navy",
                         chroma_colour="#0000ff", browser_source=True, browser_source_port=9000,
@@ -191,12 +199,11 @@ def test_every_setting_applies_as_it_is_edited(panel):
     assert owner.settings == expected
     # Every field the panel edits was set to something other than its default here, or
     # is a device (next test); the rest belong to other editors (the voices, the
-    # hotkeys, the expressions and motion) or to the window itself.
+    # hotkeys) or to the window itself (its place, its hidden controls).
     changed = {k for k, v in asdict(owner.settings).items() if v != getattr(Settings(), k)}
     devices = {"audio_output_device", "mic_device"}
     elsewhere = {"version", "voice", "voice_speaker", "voice_rates", "hotkeys",
-                 "expression_fade_ms", "motion_bounce", "motion_tilt", "motion_shake",
-                 "motion_sway", "motion_head_turn", "window_geometry", "window_controls_hidden"}
+                 "window_geometry", "window_controls_hidden"}
     assert changed | devices == set(dialog.fields)
     assert set(dialog.fields) | elsewhere == {f.name for f in fields(Settings)}
     from app.setting_labels import LABELS

@@ -239,6 +239,16 @@ class SettingsPanel(QDialog):
         self.breathing = QCheckBox("Breathe")
         form.addRow("Idle motion", _row(self._field("blinking", self.blinking),
                                         self._field("breathing", self.breathing)))
+        # Motion strengths: 0 is off, 1 the most a rig allows (render/timing/avatar_motion.py).
+        self.motion = {}
+        for name in ("motion_bounce", "motion_tilt", "motion_shake", "motion_sway",
+                     "motion_head_turn"):
+            self.motion[name] = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.1,
+                                               decimals=2)
+            self.motion[name].setSpecialValueText("off")
+            self._add(form, name, self.motion[name])
+        self.expression_fade = QSpinBox(minimum=0, maximum=2000, singleStep=50, suffix=" ms")
+        self._add(form, "expression_fade_ms", self.expression_fade)
         self.background = QLineEdit()
         form.addRow(LABELS["background"], _with_picker(
             self._field("background", self.background)))
