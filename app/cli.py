@@ -22,6 +22,7 @@ import numpy as np
 
 from app import library_command
 from app.api import command as api_command
+from app.command_line import fail, saved_settings
 from app.obs import command as obs_command
 from app.settings import Settings
 from pipeline.audio.pcm import pcm16
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "api":
             return api_command.run(args)
     except CliError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.headless:
         from app.headless import run_headless
 
@@ -259,7 +260,7 @@ def _export(args: argparse.Namespace) -> int:
     # (render/gl/offscreen.py offscreen_target).
     egl = sys.platform.startswith("linux") and use_egl()
     if egl and (missing := missing_egl_libraries()):
-        return _fail(f"rendering needs OpenGL through EGL, and {' and '.join(missing)} "
+        return fail(f"rendering needs OpenGL through EGL, and {' and '.join(missing)} "
                      f"cannot be loaded here: {INSTALL_HINT}")
     # PyOpenGL announces at INFO that its optional C accelerator is missing.
     logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
@@ -291,33 +292,33 @@ def _export(args: argparse.Namespace) -> int:
     from render.timing.avatar_motion import AvatarMotion
 
     if (args.text is None) == (args.audio is None):
-        return _fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")
+        return fail("render needs TEXT to speak or --audio FILE to lip-sync (one of the two)")
     # As the app shows it: the settings' avatar, background and motion, unless told otherwise.
-    settings = _saved_settings()
+    settings = saved_settings()
     if args.avatar is None or args.background is None:
         if args.avatar is None:
             args.avatar = Path(settings.avatar_manifest or DEFAULT_AVATAR_MANIFEST)
         if args.background is None:
             args.background = settings.background
     if not 0.5 <= args.rate <= 2.0:
-        return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
+        return fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
     if args.face is not None and not is_picture(args.avatar):
-        return _fail(f"--face picks a face in a picture (PNG/JPG); {args.avatar} is a rig")
+        return fail(f"--face picks a face in a picture (PNG/JPG); {args.avatar} is a rig")
     if args.audio is not None and (args.voice is not None or args.speaker is not None):
-        return _fail("--voice and --speaker choose who speaks TEXT; a recording lip-synced "
+        return fail("--voice and --speaker choose who speaks TEXT; a recording lip-synced "
                      "with --audio has its own voice")
     voice, speaker = _chosen_voice(args) if args.audio is None else (None, 0)
     try:
         # A video has no alpha: a colour's own alpha is applied over black.
         r, g, b, a = parse_colour(args.background)
     except ColourError as exc:
-        return _fail(f"--background {exc}")
+        return fail(f"--background {exc}")
     try:
         check_output(args.out)
     except ExportError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.audio is not None and args.captions is not None:
-        return _fail("--captions needs TEXT: a recording lip-synced with --audio has no words "
+        return fail("--captions needs TEXT: a recording lip-synced with --audio has no words "
                      "to caption")
     captions_format = _check_captions(args.captions)
     if args.audio is not None:
@@ -353,10 +354,10 @@ def _export(args: argparse.Namespace) -> int:
             result = export_video(args.out, rig, soundtrack, video, target,
                                   ProgressLine(sys.stderr), motion=motion)
     except SeveralFacesError as exc:  # its message lists the faces, numbered as --face takes them
-        return _fail(f"{exc.message}\nChoose one with --face N.")
+        return fail(f"{exc.message}\nChoose one with --face N.")
     except (ExportError, RigError, PortraitError, OffscreenError, TextInputError,
             VoiceError, ExpressionError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.captions is not None:
         _write_captions(args.captions, captions, captions_format, result.duration)
     w, h = result.size
@@ -391,7 +392,7 @@ def _chosen_voice(args: argparse.Namespace):
     from app.voices import choose_voice
     from pipeline.voice.voice_files import VoiceError
 
-    settings = _saved_settings() if args.voice is None or args.speaker is None else None
+    settings = saved_settings() if args.voice is None or args.speaker is None else None
     try:
         voice = choose_voice(settings.voice if args.voice is None else args.voice)
     except VoiceError as exc:
@@ -408,23 +409,6 @@ def _chosen_voice(args: argparse.Namespace):
     listed = ", ".join(map(voice.speaker_label, range(len(voice.speakers))))
     raise CliError(f"--speaker {args.speaker}: {voice.name} has no such speaker; its speakers "
                    f"are {listed}")
-
-
-def _saved_settings() -> Settings:
-    """The user's saved settings; their problems said on stderr (the defaults stand in)."""
-    from app.settings import SettingsStore
-
-    store = SettingsStore()
-    settings = store.load()
-    for problem in store.problems:
-        print(f"note: in {store.path}: {problem}", file=sys.stderr)
-    return settings
-
-
-def _fail(message: str) -> int:
-    print(f"lipsync-studio: {message}", file=sys.stderr)
-    return 1
-
 
 def _check_output(path: Path) -> None:
     """CliError unless a file can be written at ``path`` (pipeline.core.output_paths)."""
@@ -515,7 +499,7 @@ def _say(args: argparse.Namespace) -> int:
     from pipeline.voice.voice_files import VoiceError
 
     if not 0.5 <= args.rate <= 2.0:
-        return _fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
+        return fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
     for path in (args.wav, args.cues):
         if path is not None:
             _check_output(path)
@@ -524,7 +508,7 @@ def _say(args: argparse.Namespace) -> int:
     try:
         tts = StreamingTTS(seed=args.seed, voice=voice.files, speaker=speaker)
     except VoiceError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     tts.warm_up()
     captions = _caption_track(tts, args.captions)
     captions_origin = 0.0
@@ -538,9 +522,9 @@ def _say(args: argparse.Namespace) -> int:
             audio, cues = concat_tracks(segments)
             duration = len(audio) / tts.sample_rate
     except TextInputError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except AudioUnavailable as exc:
-        return _fail(f"cannot play the speech: {exc} (--wav FILE writes it to a file instead)")
+        return fail(f"cannot play the speech: {exc} (--wav FILE writes it to a file instead)")
     if args.wav is not None:
         _write_wav(args.wav, audio, tts.sample_rate)
     if args.cues is not None:

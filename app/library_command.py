@@ -15,6 +15,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from app.command_line import fail, saved_settings
+
 # The library (PIL, the rig loaders, Qt's raster code: ~0.1 s here) loads when an
 # `avatars` command runs, not whenever the command line is parsed.
 
@@ -82,13 +84,13 @@ def run(args: argparse.Namespace) -> int:
         else:
             _voice(library, args)
     except SeveralFacesError as exc:  # its message lists the faces, numbered as --face takes them
-        return _fail(f"{exc.message}\nChoose one with --face N.")
+        return fail(f"{exc.message}\nChoose one with --face N.")
     except (PortraitError, RigError) as exc:
-        return _fail(exc.message)
+        return fail(exc.message)
     except (LibraryError, VoiceError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except OSError as exc:
-        return _fail(f"{exc.filename or library.path} could not be written: {exc.strerror or exc}")
+        return fail(f"{exc.filename or library.path} could not be written: {exc.strerror or exc}")
     return 0
 
 
@@ -136,14 +138,14 @@ def _use(library, store, name: str) -> None:
     if avatar.missing:
         raise LibraryError(avatar.missing_message)
     load_avatar_rig(avatar.manifest)  # a broken rig is told now, not at the next start
-    settings = _settings(store)
+    settings = saved_settings(store)
     store.save(replace(settings, avatar_manifest=avatar.setting))
     print(f"{avatar.name} is the avatar now.")
 
 
 def _remove(library, store, name: str) -> None:
     avatar = library.named(name)
-    settings = _settings(store)
+    settings = saved_settings(store)
     in_use = library.in_use(settings.avatar_manifest) == avatar
     removed = library.remove(avatar)
     print(removed.message)
@@ -172,17 +174,3 @@ def _voice(library, args: argparse.Namespace) -> None:
         raise LibraryError("--speaker goes with a VOICE.")
     changed = library.set_voice(avatar, voice, args.speaker)
     print(f"{changed.name} speaks with {changed.voice_label} now.")
-
-
-def _settings(store):
-    """The saved settings, told what of them is dropped: saving them again keeps only
-    the values that are good."""
-    settings = store.load()
-    for problem in store.problems:
-        print(f"settings: {problem}", file=sys.stderr)
-    return settings
-
-
-def _fail(message: str) -> int:
-    print(f"lipsync-studio: {message}", file=sys.stderr)
-    return 1

@@ -11,6 +11,8 @@ import argparse
 import sys
 import time
 
+from app.command_line import fail
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     api = subparsers.add_parser(
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     store = TokenStore(config_dir() / TOKENS_FILE)
     if store.problem is not None:
-        return _fail(store.problem)
+        return fail(store.problem)
     try:
         if args.token_command == "create":
             token = store.create(args.name)
@@ -50,16 +52,11 @@ def run(args: argparse.Namespace) -> int:
                 made = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
                 print(f"{entry.name}\tcreated {made}")
         elif not store.revoke(args.name):
-            return _fail(f"no token named {args.name!r} (lipsync-studio api token list)")
+            return fail(f"no token named {args.name!r} (lipsync-studio api token list)")
         else:
             print(f"revoked {args.name.strip()!r}")
     except TokenError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except OSError as exc:
-        return _fail(f"cannot write {store.path}: {exc.strerror or exc}")
+        return fail(f"cannot write {store.path}: {exc.strerror or exc}")
     return 0
-
-
-def _fail(message: str) -> int:
-    print(f"lipsync-studio: {message}", file=sys.stderr)
-    return 1
