@@ -70,6 +70,7 @@ MIC_MUTE = "microphone mute"
 LIBRARY = "avatar library"
 EXPRESSION = "expression"
 HOTKEYS = "hotkeys"
+HIDDEN = "avatar hidden"
 OBS = "obs"
 INFERENCE = "inference"
 API = "api"
@@ -436,7 +437,14 @@ class Studio(QObject):
         elif action.startswith("expression:"):
             self.set_expression(action.removeprefix("expression:"))
         elif action == "toggle_avatar":
-            self.apply(replace(self.settings, output_window=not self.settings.output_window))
+            motion = self.outputs.avatar_motion
+            motion.set_hidden(not motion.hidden)
+            if motion.hidden:
+                self.tell("The avatar is hidden in every output (the window, the avatar "
+                          "window, the browser source, the virtual camera); the same hotkey "
+                          "shows it again.", Severity.INFO, key=HIDDEN)
+            else:
+                self.forget(HIDDEN)
         else:
             self.tell(f"The hotkey action {action!r} does nothing yet.", Severity.INFO,
                       seconds=EVENT_SECONDS)

@@ -385,3 +385,28 @@ def test_no_frame_of_real_speech_shows_two_mouths(renderer, speech):
         # The frame is its dominant drawing's frame, pixel for pixel: no other mouth in it.
         assert np.array_equal(shown, draw(renderer, alone))
     assert blends > 20
+
+
+def test_hiding_fades_from_where_it_is_and_back():
+    from pipeline.core.avatar_state import AvatarState
+    from render.timing.avatar_motion import HIDE_FADE_S, AvatarMotion
+
+    now = [10.0]
+    motion = AvatarMotion(lambda: now[0])
+    state = AvatarState()
+
+    def hidden_at(t):
+        motion.apply(state, t)
+        return state.hidden
+
+    assert hidden_at(10.0) == 0.0 and not motion.hidden
+    version = motion.version
+    motion.set_hidden(True)
+    assert motion.hidden and motion.version > version  # frames made ahead are made again
+    assert hidden_at(10.0) == 0.0 and hidden_at(10.0 + HIDE_FADE_S / 2) == pytest.approx(0.5)
+    assert hidden_at(10.0 + HIDE_FADE_S) == 1.0 and hidden_at(99.0) == 1.0
+    # Shown again halfway through the fade: back from where it was, not from fully hidden.
+    now[0] = 10.0 + HIDE_FADE_S / 2
+    motion.set_hidden(False)
+    assert hidden_at(now[0]) == pytest.approx(0.5)
+    assert hidden_at(now[0] + HIDE_FADE_S) == 0.0

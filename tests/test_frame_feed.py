@@ -107,3 +107,31 @@ def test_a_viewer_delay_after_delivery_moves_the_frames_media_time(qt_app, rig):
     # grid's rounding and the running average's remaining settling).
     lead = np.median(heard - media_time_at(at))
     assert abs(lead - 0.1) < 1 / 30
+
+
+def test_a_hidden_avatar_fades_out_of_the_feed_and_comes_back(qt_app, rig):
+    """The show/hide hotkey: the avatar fades out over HIDE_FADE_S, leaving the transparent
+    background alone, and back in when shown again."""
+    from render.outputs.frame_feed import FrameFeed
+    from render.timing.avatar_motion import HIDE_FADE_S, AvatarMotion
+
+    feed = FrameFeed(*SIZE, 60.0)
+    feed.set_idle_motion(blinking=False, breathing=False)
+    feed.set_rig(rig)
+    motion = AvatarMotion(time.monotonic)  # motion strengths 0: only the hiding moves it
+    feed.set_avatar_motion(motion)
+    got = []
+    feed.sinks.append(lambda pixels, media_time: got.append(pixels.copy()))
+    feed.start()
+    try:
+        _run(qt_app, 5, until=lambda: len(got) >= 3)
+        shown = got[-1]
+        assert (shown[..., 3] == 255).any()
+        motion.set_hidden(True)
+        _run(qt_app, HIDE_FADE_S + 0.5)
+        assert got[-1][..., 3].max() == 0  # nothing of the avatar is drawn
+        motion.set_hidden(False)
+        _run(qt_app, HIDE_FADE_S + 0.5)
+        assert np.array_equal(got[-1], shown)
+    finally:
+        feed.stop()

@@ -210,3 +210,13 @@ def test_push_to_talk_never_shuts_a_mic_whose_key_cannot_be_heard(studio_with_mi
     studio.hotkeys_in_window = True  # a window binds it as its own shortcut
     studio._bind_hotkeys([])
     assert studio.push_to_talk and studio.engine.mic_stage.muted
+
+
+def test_show_hide_hides_the_avatar_in_every_output_and_says_so(studio):
+    studio.do_action("toggle_avatar")
+    assert studio.outputs.avatar_motion.hidden
+    assert any(m.text.startswith("The avatar is hidden in every output")
+               for m in studio.messages.shown())
+    studio.do_action("toggle_avatar")
+    assert not studio.outputs.avatar_motion.hidden
+    assert not any(m.text.startswith("The avatar is hidden") for m in studio.messages.shown())

@@ -27,10 +27,11 @@ EXPRESSIONS = ("happy", "angry", "sad", "relaxed", "surprised")
 # roll counter-clockwise-positive, about the bottom centre of the canvas on a sprite rig),
 # offset in canvas units (x a fraction of the canvas's width, right; y of its height, up),
 # breath -1..1, squash a fraction (0 none, 0.05: 5 % shorter and 5 % wider, pivot at the
-# bottom centre; negative stretches).
+# bottom centre; negative stretches), hidden 0 shown .. 1 gone (the show/hide hotkey: the
+# outputs draw the avatar at 1 - hidden opacity over their background).
 FIELDS = ("viseme_a", "viseme_b", "mix", "openness", "blink_left", "blink_right",
           "brow_left", "brow_right", "yaw", "pitch", "roll", "offset_x", "offset_y",
-          "breath", "squash", *(f"expression_{name}" for name in EXPRESSIONS))
+          "breath", "squash", "hidden", *(f"expression_{name}" for name in EXPRESSIONS))
 INDEX = {name: i for i, name in enumerate(FIELDS)}
 SIZE = len(FIELDS)
 _EXPRESSIONS = slice(INDEX[f"expression_{EXPRESSIONS[0]}"], SIZE)
@@ -92,6 +93,14 @@ class AvatarState:
         v = self.values
         v[INDEX["offset_x"]], v[INDEX["offset_y"]] = offset_x, offset_y
         v[INDEX["roll"]], v[INDEX["squash"]] = roll, squash
+
+    @property
+    def hidden(self) -> float:
+        return float(self.values[INDEX["hidden"]])
+
+    @hidden.setter
+    def hidden(self, value: float) -> None:
+        self.values[INDEX["hidden"]] = value
 
     def set_head_turn(self, yaw: float, pitch: float) -> None:
         """The head's turn and nod (radians, FIELDS' signs)."""

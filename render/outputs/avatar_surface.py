@@ -189,7 +189,7 @@ class AvatarSurface(QOpenGLWindow):
         if frame is None:
             self.renderer.draw(REST, 0.0, 0.0)
         else:
-            self.renderer.draw_state(frame.state)
+            self.renderer.draw_state(frame.state, 1.0 - frame.state.hidden)
         if chroma:
             self._compositor.finish(target_fbo, self._background.colour)
 

@@ -158,7 +158,7 @@ class FrameFeed(QObject):
     def _draw(self, frame: AvatarFrame) -> None:
         started = time.perf_counter()
         self._target.bind()
-        self.renderer.draw_state(frame.state)
+        self.renderer.draw_state(frame.state, 1.0 - frame.state.hidden)
         heard = frame.heard if not math.isnan(frame.heard) else frame.stamp
         if self.request_with_draw:
             self._readback.request(heard)  # flushes the drawing and the copy together

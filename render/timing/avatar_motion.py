@@ -104,6 +104,11 @@ def head_turn(openness: float, t: float, strengths: MotionStrengths, seed: int =
     return yaw, pitch
 
 
+# Showing or hiding the avatar fades it over this long: a cut reads as a glitch on stream,
+# and a quarter second is what a streamer's "be right back" takes in OBS's own fade.
+HIDE_FADE_S = 0.25
+
+
 class AvatarMotion:
     """The studio's one handle on motion and expression, shared by every presenter.
 
@@ -120,6 +125,9 @@ class AvatarMotion:
         self.fader = ExpressionFader(fade_seconds)
         self.offered: tuple[str, ...] = ()
         self.version = 0
+        # (media time the fade starts, hidden then, hidden at its end): swapped whole, so
+        # a presenter's thread reads one fade or the next, never half of one.
+        self._hide: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def set_offered(self, expressions: tuple[str, ...]) -> str | None:
         """The expressions the avatar shown now draws (a new rig: its own). Where it lacks
@@ -143,6 +151,21 @@ class AvatarMotion:
         self.strengths = strengths
         self.version += 1
 
+    @property
+    def hidden(self) -> bool:
+        """Whether the avatar is (being) hidden: the last set_hidden's choice."""
+        return self._hide[2] == 1.0
+
+    def set_hidden(self, hidden: bool) -> None:
+        """Fade the avatar out (or back in) over HIDE_FADE_S from now, in every output."""
+        t = self.media_now()
+        self._hide = (t, self._hidden_at(t), 1.0 if hidden else 0.0)
+        self.version += 1
+
+    def _hidden_at(self, t: float) -> float:
+        start, was, to = self._hide
+        return to + (was - to) * (1.0 - min(max((t - start) / HIDE_FADE_S, 0.0), 1.0))
+
     def set_fade(self, seconds: float) -> None:
         """The cross-fade's length for the choices made from now (expression_fade_ms)."""
         self.fader.fade_seconds = seconds
@@ -155,3 +178,4 @@ class AvatarMotion:
         yaw, pitch = head_turn(openness, t, strengths, self.seed)
         state.set_head_turn(yaw * strengths.head_turn, pitch * strengths.head_turn)
         self.fader.weights_into(state.expressions, t)
+        state.hidden = self._hidden_at(t)
