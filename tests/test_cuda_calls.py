@@ -148,7 +148,10 @@ def test_the_sprite_renderer_uploads_once_and_makes_each_frame_with_one_launch(c
     renderer.set_rig(rig)
     renderer.resize(200, 100)
     after_rig = calls.copy()
-    assert after_rig["cudaMemcpy"] == 3 + len(rig.mouths) == renderer.host_copies
+    # One upload per image: base, two eyes, the mouths, and the drawn rig's three expression
+    # layers (happy's eyes and blush, sad's tear).
+    images = 3 + len(rig.mouths) + 3
+    assert after_rig["cudaMemcpy"] == images == renderer.host_copies
     for i in range(4):
         renderer.draw(MouthPose(i, i + 1, 0.5, 0.5), 0.2, 0.1, 0.9)
     frames = calls - after_rig
@@ -158,4 +161,4 @@ def test_the_sprite_renderer_uploads_once_and_makes_each_frame_with_one_launch(c
     renderer.resize(100, 100)
     renderer.release()
     assert calls["cudaGraphicsGLRegisterImage"] == calls["cudaGraphicsUnregisterResource"] == 2
-    assert calls["buffers freed"] == 3 + len(rig.mouths) and calls["cudaStreamDestroy"] == 1
+    assert calls["buffers freed"] == images and calls["cudaStreamDestroy"] == 1
