@@ -206,6 +206,9 @@ class Studio(QObject):
         if problem:
             self.tell(problem, key=MIC)
         self._show_mic_state()
+        # The record was written before the mic had a stage: now with its offset, for an
+        # `obs setup` run before the delay first moves (it may never need to).
+        self.obs.write_record()
         self._bind_hotkeys(self.hotkeys.start())
         self.outputs.apply(self.settings, self.wants)
         self.outputs.connect_sources()
