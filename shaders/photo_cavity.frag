@@ -1,7 +1,8 @@
 #version 330 core
 // The mouth interior that opens between the lips: upper teeth (the photo's own where
 // it showed them at rest, moving with the lip, else drawn), the photo's lower teeth,
-// tongue and a dark throat. Premultiplied alpha; always opaque.
+// tongue and a dark throat, in the portrait's own colours (render/rigs/mouth_colours.py).
+// Premultiplied alpha; always opaque.
 in vec2 v_src_up;
 in vec2 v_src_lo;
 in vec2 v_depth;
@@ -12,6 +13,11 @@ uniform sampler2D u_picture;
 uniform float u_mouth_width;   // px
 uniform float u_teeth;         // px of upper teeth shown below the upper lip
 uniform vec2 u_down;           // the face's downward unit vector, in texture units per px
+uniform vec3 u_edge;           // the mouth's colour just inside the lips
+uniform vec3 u_throat;         // deep inside
+uniform vec3 u_tongue;
+uniform vec3 u_teeth_colour;   // drawn teeth
+uniform float u_shading;       // 1 a photo's gradients, 0 a cartoon's flat colours
 
 out vec4 frag_color;
 
@@ -25,13 +31,12 @@ void main() {
     // One pixel's worth of depth: edges are smooth at any size, never aliased.
     float aa = max(fwidth(d_up), 1e-3);
     float inside = min(d_up, d_lo);
-    vec3 mouth = mix(vec3(0.42, 0.16, 0.16), vec3(0.13, 0.035, 0.045),
-                     smoothstep(0.0, 0.12 * u_mouth_width, inside));
+    vec3 mouth = mix(u_edge, u_throat, smoothstep(0.0, 0.12 * u_mouth_width, inside));
     // The tongue shows in the lower part once the mouth is open a fair way.
     float t = d_up / max(gap, 1e-3);
     float tongue = smoothstep(0.55, 0.85, t) * smoothstep(0.12 * u_mouth_width, 0.3 * u_mouth_width, gap)
                  * (1.0 - smoothstep(0.4, 0.75, across));
-    mouth = mix(mouth, vec3(0.66, 0.31, 0.32) * mix(1.0, 0.8, smoothstep(0.85, 1.0, t)), tongue);
+    mouth = mix(mouth, u_tongue * mix(1.0, 0.8, u_shading * smoothstep(0.85, 1.0, t)), tongue);
     vec4 c = vec4(mouth, 1.0);
 
     float lower = 1.0 - smoothstep(half_gap - aa, half_gap + aa, d_lo);
@@ -49,7 +54,7 @@ void main() {
         float edge = abs(fract(across * 3.5) - 0.5) * 2.0;
         float shade = mix(1.0, 0.78, smoothstep(0.0, extent, d_up)) * mix(1.0, 0.6, smoothstep(0.3, 0.8, across))
                     * mix(0.8, 1.0, smoothstep(0.0, 0.25, 1.0 - edge));
-        teeth = vec4(vec3(0.9, 0.88, 0.83) * shade, 1.0);
+        teeth = vec4(u_teeth_colour * mix(1.0, shade, u_shading), 1.0);
     }
     frag_color = mix(c, teeth, upper);
 }

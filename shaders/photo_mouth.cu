@@ -43,9 +43,12 @@ struct Params {
     float canvas_w, canvas_h;        // u_canvas
     float mouth_width, teeth, down_x, down_y;     // u_mouth_width, u_teeth, u_down
     float snap;                      // sub-pixel steps per pixel (GL_SUBPIXEL_BITS)
+    // u_edge, u_throat, u_tongue, u_teeth_colour (rgb each), u_shading: the portrait's
+    // mouth colours (render/rigs/mouth_colours.py, MouthColours.as_array's order).
+    float colours[13];
 };
 // render/gpu/cuda_photo_renderer.py's PARAMS lays out these bytes.
-static_assert(sizeof(Params) == 168, "Params changed: change PARAMS too");
+static_assert(sizeof(Params) == 216, "Params changed: change PARAMS too");
 
 __device__ float smooth(float e0, float e1, float x) {  // GLSL smoothstep
     float t = fminf(fmaxf((x - e0) / (e1 - e0), 0.0f), 1.0f);
@@ -104,13 +107,19 @@ __device__ float4 cavity(const Params& p, const Plane* a, int qx, int qy) {
     float aa = fmaxf(fabsf(fx) + fabsf(fy), 1e-3f);
     float inside = fminf(d_up, d_lo);
     float deep = smooth(0.0f, 0.12f * p.mouth_width, inside);
-    float3 mouth = make_float3(mixf(0.42f, 0.13f, deep), mixf(0.16f, 0.035f, deep), mixf(0.16f, 0.045f, deep));
+    const float* edge_c = p.colours;
+    const float* throat = p.colours + 3;
+    const float* tongue_c = p.colours + 6;
+    const float* teeth_c = p.colours + 9;
+    float shading = p.colours[12];
+    float3 mouth = make_float3(mixf(edge_c[0], throat[0], deep), mixf(edge_c[1], throat[1], deep),
+                               mixf(edge_c[2], throat[2], deep));
     float t = d_up / fmaxf(gap, 1e-3f);
     float tongue = smooth(0.55f, 0.85f, t) * smooth(0.12f * p.mouth_width, 0.3f * p.mouth_width, gap)
                  * (1.0f - smooth(0.4f, 0.75f, across));
-    float tip = mixf(1.0f, 0.8f, smooth(0.85f, 1.0f, t));
-    mouth = make_float3(mixf(mouth.x, 0.66f * tip, tongue), mixf(mouth.y, 0.31f * tip, tongue),
-                        mixf(mouth.z, 0.32f * tip, tongue));
+    float tip = mixf(1.0f, 0.8f, shading * smooth(0.85f, 1.0f, t));
+    mouth = make_float3(mixf(mouth.x, tongue_c[0] * tip, tongue), mixf(mouth.y, tongue_c[1] * tip, tongue),
+                        mixf(mouth.z, tongue_c[2] * tip, tongue));
     float4 c = make_float4(mouth.x, mouth.y, mouth.z, 1.0f);
 
     float iw = 1.0f / p.canvas_w, ih = 1.0f / p.canvas_h;
@@ -132,7 +141,8 @@ __device__ float4 cavity(const Params& p, const Plane* a, int qx, int qy) {
         float edge = fabsf(f - floorf(f) - 0.5f) * 2.0f;
         float shade = mixf(1.0f, 0.78f, smooth(0.0f, extent, d_up)) * mixf(1.0f, 0.6f, smooth(0.3f, 0.8f, across))
                     * mixf(0.8f, 1.0f, smooth(0.0f, 0.25f, 1.0f - edge));
-        teeth = make_float4(0.9f * shade, 0.88f * shade, 0.83f * shade, 1.0f);
+        shade = mixf(1.0f, shade, shading);
+        teeth = make_float4(teeth_c[0] * shade, teeth_c[1] * shade, teeth_c[2] * shade, 1.0f);
     }
     return mix4(c, teeth, upper);
 }

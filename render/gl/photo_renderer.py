@@ -2,7 +2,7 @@
 
 Per frame: the rig's vertex records for the pose and blink go up in one buffer upload
 (none when they did not change); the mouth frame, a texture of the rig's mouth
-rectangle (as many texels as it shows pixels, at most one per picture pixel), gets the
+rectangle (as many texels as it shows pixels), gets the
 mouth/jaw skin mesh and the mouth cavity warped into it, unless it holds that pose
 already; the rest of the rectangle holds the still picture, drawn once. It is a
 complete picture of that rectangle, so any producer of mouth frames (a CUDA one) can
@@ -109,7 +109,8 @@ class PhotoRenderer:
                                 "u_opacity", "u_clear")
         self._warp_u = uniforms(self.warp_program, "u_canvas", "u_scale", "u_offset", "u_picture")
         self._cavity_u = uniforms(self.cavity_program, "u_canvas", "u_scale", "u_offset", "u_picture",
-                                  "u_mouth_width", "u_teeth", "u_down")
+                                  "u_mouth_width", "u_teeth", "u_down", "u_edge", "u_throat", "u_tongue",
+                                  "u_teeth_colour", "u_shading")
         self._picture_u = uniforms(self.picture_program, "u_quad", "u_tex", "u_picture", "u_opacity",
                                    "u_clear")
         self._mouth_u = uniforms(self.mouth_program, "u_rect", "u_offset_y", "u_scale_y", "u_fit",
@@ -217,6 +218,11 @@ class PhotoRenderer:
         GL.glUniform1f(self._cavity_u["u_mouth_width"], rig.mouth_width)
         GL.glUniform1f(self._cavity_u["u_teeth"], rig.teeth_height)
         GL.glUniform2f(self._cavity_u["u_down"], rig.face_down[0] / w, rig.face_down[1] / h)
+        colours = rig.colours
+        for name, colour in (("u_edge", colours.edge), ("u_throat", colours.throat),
+                             ("u_tongue", colours.tongue), ("u_teeth_colour", colours.teeth)):
+            GL.glUniform3f(self._cavity_u[name], *colour)
+        GL.glUniform1f(self._cavity_u["u_shading"], colours.shading)
         x0, y0, x1, y1 = rig.mouth_rect
         GL.glUseProgram(self.mouth_program)
         GL.glUniform4f(self._mouth_u["u_rect"], x0 / w, y0 / h, x1 / w, y1 / h)
@@ -238,9 +244,11 @@ class PhotoRenderer:
             self._fit_mouth_frame()
 
     def _fit_mouth_frame(self) -> None:
-        """Size the mouth frame to its rectangle as shown: one texel per canvas pixel, or
-        per screen pixel when the canvas is shown smaller. Then the picture is sampled
-        from the mipmap level nearest that scale; the scale is the same everywhere, so no
+        """Size the mouth frame to its rectangle as shown: one texel per screen pixel.
+        Shown larger than it is (a small face), the opening's teeth and edges are then
+        drawn as sharp as the screen shows them, and the picture is resampled once, not
+        twice. Shown smaller, the picture is sampled from the mipmap level nearest that
+        scale; the scale is the same everywhere, so no
         level seam shows, at half the cost of trilinear filtering on llvmpipe. A new
         frame gets the still picture once: the mesh's outline never moves, so outside it
         the frame never changes. The phase stills go: the next frame makes them anew
@@ -282,9 +290,10 @@ class PhotoRenderer:
             GL.glViewport(*viewport)
 
     def frame_scale(self) -> float:
-        """Mouth frame texels per canvas pixel: 1, or less where the canvas is shown
-        smaller (then the picture is sampled from its mipmaps)."""
-        return min(1.0, self._fit[0] * self.viewport[0] / self.canvas_size[0])
+        """Mouth frame texels per canvas pixel: screen pixels per canvas pixel (below 1,
+        the picture is sampled from its mipmaps). The frame is never larger than the
+        part of the view it covers."""
+        return self._fit[0] * self.viewport[0] / self.canvas_size[0]
 
     # -- per frame ----------------------------------------------------------------
 

@@ -64,6 +64,7 @@ PARAMS = np.dtype([
     ("scale_x", np.float32), ("scale_y", np.float32), ("offset_x", np.float32), ("offset_y", np.float32),
     ("canvas_w", np.float32), ("canvas_h", np.float32), ("mouth_width", np.float32), ("teeth", np.float32),
     ("down_x", np.float32), ("down_y", np.float32), ("snap", np.float32),
+    ("colours", np.float32, (13,)),
 ], align=True)
 
 
@@ -74,6 +75,7 @@ def rig_params(p: np.ndarray, rig: PhotoRig) -> None:
     p["canvas_w"], p["canvas_h"] = w, h
     p["mouth_width"], p["teeth"] = rig.mouth_width, rig.teeth_height
     p["down_x"], p["down_y"] = rig.face_down[0] / w, rig.face_down[1] / h
+    p["colours"] = rig.colours.as_array()
 
 
 def frame_params(p: np.ndarray, rig: PhotoRig, size: tuple[int, int], mipmaps: bool) -> None:

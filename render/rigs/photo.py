@@ -18,6 +18,9 @@ displacement per unit of jaw openness, all scaled to this face, and one blink
 displacement. `vertices_at` is therefore one small matrix product into a
 preallocated array.
 
+The mouth opening's colours (throat, tongue, drawn teeth) come from the portrait's lips
+and skin (render/rigs/mouth_colours.py).
+
 Head pose and expressions are a third warp, of the whole face, over the finished frame
 (render/rigs/photo_face.py), built from the same landmarks.
 
@@ -47,6 +50,7 @@ from pipeline.face.landmarks import (
     load_portrait,
 )
 from render.rigs.manifest import RigError, check_manifest_header
+from render.rigs.mouth_colours import MouthColours, mouth_colours
 from render.rigs.photo_face import FaceWarp, build_face_warp
 
 FORMAT = "lipsync-studio.photo-rig"
@@ -165,6 +169,7 @@ class PhotoRig:
     border: np.ndarray                     # LIP_K×2 float32, outline of the mouth mesh
     inner_lip: np.ndarray                  # LIP_K×2 float32, rest inner lip contour
     face: FaceWarp                         # head pose and expressions (photo_face.py)
+    colours: MouthColours                  # the mouth opening's, from the portrait (mouth_colours.py)
     source: Path | None = None
     _coeffs: np.ndarray = field(init=False, repr=False)
     _flat: np.ndarray = field(init=False, repr=False)
@@ -257,7 +262,8 @@ def build_photo_rig(image: np.ndarray, landmarks: np.ndarray, name: str,
         rest=rest, basis=basis, static=static,
         mouth_triangles=mesh.triangle_array("skin"), cavity_triangles=mesh.triangle_array("cavity"),
         eye_triangles=mesh.triangle_array("eye"), border=mouth.border.astype(np.float32),
-        inner_lip=mouth.inner_rest.astype(np.float32), face=build_face_warp(landmarks, (w, h)), source=source,
+        inner_lip=mouth.inner_rest.astype(np.float32), face=build_face_warp(landmarks, (w, h)),
+        colours=mouth_colours(image, pts[list(LIP_OUTER)], pts[list(LIP_INNER)]), source=source,
     )
 
 

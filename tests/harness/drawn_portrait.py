@@ -4,7 +4,8 @@ test machine): the astronaut portrait's 478 face landmarks, as MediaPipe found t
 skimage.data.astronaut()), over a picture drawn here — skin with a fine pattern (so
 resampling differences show), lips, teeth showing between them, eyes. With
 `closed_lips` the inner lips meet, so the rig draws its own teeth. `size` scales the
-portrait (and its landmarks) from the astronaut's 512 pixels."""
+portrait (and its landmarks) from the astronaut's 512 pixels. `flat` draws a cartoon:
+one colour per feature, no pattern, no gradient."""
 
 from __future__ import annotations
 
@@ -48,12 +49,18 @@ def landmarks(closed_lips: bool = False, size: int = SIZE) -> np.ndarray:
     return points
 
 
-def drawn_portrait(closed_lips: bool = False, size: int = SIZE) -> PhotoRig:
+FLAT_SKIN = (240, 190, 150)
+
+
+def drawn_portrait(closed_lips: bool = False, size: int = SIZE, flat: bool = False) -> PhotoRig:
     points = landmarks(closed_lips, size)
     y, x = np.mgrid[0:size, 0:size] / size
-    rgb = np.stack([200 + 30 * x, 150 + 40 * y, 120 + 20 * x * y], axis=2)
-    # A pattern at a few pixels' period: a mis-sampled picture shows in it.
-    rgb += 18 * np.sin(2 * np.pi * (x * size / 5.3))[..., None] * np.cos(2 * np.pi * (y * size / 4.1))[..., None]
+    if flat:
+        rgb = np.broadcast_to(np.array(FLAT_SKIN, float), (size, size, 3)).copy()
+    else:
+        rgb = np.stack([200 + 30 * x, 150 + 40 * y, 120 + 20 * x * y], axis=2)
+        # A pattern at a few pixels' period: a mis-sampled picture shows in it.
+        rgb += 18 * np.sin(2 * np.pi * (x * size / 5.3))[..., None] * np.cos(2 * np.pi * (y * size / 4.1))[..., None]
     xy = points[:, :2]
     rgb[_inside(xy[list(LIP_OUTER)], size)] = (170, 60, 70)
     rgb[_inside(xy[list(LIP_INNER)], size)] = (235, 232, 220)
