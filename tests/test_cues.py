@@ -8,7 +8,8 @@ import pytest
 from pipeline.core.frames import VisemeCue
 from pipeline.core.modes import OFFLINE_MODE
 from pipeline.core.visemes import OVR_VISEMES, RHUBARB_SHAPE
-from pipeline.voice.cues import concat_tracks, cues_document
+from pipeline.lipsync.cue_formats import cues_document
+from pipeline.voice.cues import concat_tracks
 from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from pipeline.voice.viseme_track import VisemeTrack
 
