@@ -29,6 +29,7 @@ from pipeline.audio.pcm import pcm16
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES, OFFLINE_MODE
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+from pipeline.lipsync import cue_formats
 
 log = logging.getLogger("lipsync_studio")
 
@@ -44,6 +45,17 @@ EXIT_STATUS = (
 
 CAPTIONS_HELP = ("write word-timed captions of the speech to this file: WebVTT (.vtt) or SRT "
                  "(.srt), by its suffix; the words at the times they are heard")
+CUE_FILE_HELP = ("its suffix picks the format: .json (Rhubarb-shaped, OVR visemes), .tsv and "
+                 ".xml (Rhubarb's, shapes A-H and X), .dat (Moho / Papagayo switch data), "
+                 ".motion3.json (Live2D's ParamMouthOpenY and ParamMouthForm), .vrma (VRM "
+                 "animation, expressions aa ih ou ee oh)")
+FORMAT_HELP = ("the cue file's format, where its suffix does not say it or to write Rhubarb's "
+               "shapes A-H and X in .json (rhubarb); ovr is the .json of the 15 OVR visemes")
+FPS_HELP = ("frames per second of a .dat, .motion3.json or .vrma cue file "
+            "(default {fps:g}, Rhubarb's for Moho)")
+
+
+CUE_FORMAT_NAMES = tuple(cue_formats.FORMATS)
 
 
 class CliError(Exception):
@@ -99,16 +111,17 @@ def _parser() -> argparse.ArgumentParser:
         "say", help="speak TEXT and write mouth cues, without a window",
         description="Speak TEXT with the settings' voice, the bundled one unless changed, or "
         "the one --voice names. With --wav the speech is written to a file instead of "
-        "played; --cues writes Rhubarb-shaped mouth cues.",
+        "played; --cues writes mouth cues for animation tools.",
     )
     say.add_argument("text", help="what to say")
     say.add_argument("--voice", help=VOICE_HELP)
     say.add_argument("--speaker", help=SPEAKER_HELP)
     say.add_argument("--wav", type=Path, help="write the speech to this WAV file instead of playing it")
-    say.add_argument("--cues", type=Path, help="write mouth cues (JSON) to this file")
+    say.add_argument("--cues", type=Path, help="write mouth cues to this file; " + CUE_FILE_HELP
+                     + ", or .vtt / .srt for the captions")
     say.add_argument("--captions", type=Path, help=CAPTIONS_HELP)
-    say.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
-                     help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
+    say.add_argument("--format", choices=CUE_FORMAT_NAMES, help=FORMAT_HELP)
+    say.add_argument("--fps", type=float, help=FPS_HELP.format(fps=cue_formats.DEFAULT_FPS))
     say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.5-2.0 (default 1.0)")
     say.add_argument("--mode", choices=MODE_NAMES, default=DEFAULT_MODE,
                      help="latency mode: how soon speech starts against how it sounds")
@@ -122,9 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     lipsync.add_argument("audio", type=Path, help="a recording: WAV, MP3, OGG, Opus, FLAC, M4A, or "
                          "the sound of a video file (MP4, MKV, WebM, MOV)")
-    lipsync.add_argument("--out", type=Path, required=True, help="cues JSON to write")
-    lipsync.add_argument("--format", choices=("ovr", "rhubarb"), default="ovr",
-                         help="cue values: the 15 OVR visemes (default) or Rhubarb's A-H and X shapes")
+    lipsync.add_argument("--out", type=Path, required=True,
+                         help="the cue file to write; " + CUE_FILE_HELP)
+    lipsync.add_argument("--format", choices=CUE_FORMAT_NAMES, help=FORMAT_HELP)
+    lipsync.add_argument("--fps", type=float, help=FPS_HELP.format(fps=cue_formats.DEFAULT_FPS))
     render = commands.add_parser(
         "render", help="export a talking-avatar video (MP4 with its audio), without a window",
         description="Render the avatar speaking TEXT (or lip-syncing --audio) into an MP4 "
@@ -150,6 +164,10 @@ def _parser() -> argparse.ArgumentParser:
                         "sway) as the settings' motion strengths say")
     render.add_argument("--out", type=Path, required=True, help="the .mp4 file to write")
     render.add_argument("--captions", type=Path, help=CAPTIONS_HELP + " (with TEXT)")
+    render.add_argument("--cues", type=Path, help="write the video's mouth cues beside it, at "
+                        "its frame rate; " + CUE_FILE_HELP + ", or .vtt / .srt for the captions "
+                        "(with TEXT)")
+    render.add_argument("--format", choices=CUE_FORMAT_NAMES, help=FORMAT_HELP)
     render.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30)")
     sizes = render.add_mutually_exclusive_group()
     sizes.add_argument("--size", help="video WIDTHxHEIGHT in pixels (default: the avatar's own, "
@@ -235,17 +253,15 @@ def _run_app(args: argparse.Namespace) -> int:
 
 def _lipsync(args: argparse.Namespace) -> int:
     from pipeline.lipsync.model import infer_file
-    from pipeline.voice.cues import cues_document
 
     duration = _check_audio(args.audio)
-    _check_output(args.out)
+    fmt = _cue_output(args.out, args.format, args.fps, words=False)
     try:
         cues = infer_file(args.audio)
     except ValueError as exc:  # AudioFileError: damaged past where it was measured
         raise CliError(str(exc)) from None
-    document = cues_document(cues, str(args.audio), duration, args.format)
-    _write_json(args.out, document)
-    print(f"{len(document['mouthCues'])} cues for {duration:.2f} s of audio, wrote {args.out}")
+    _write_cues(args.out, fmt, cues, duration, str(args.audio), _cue_fps(args.fps))
+    print(f"{len(cues)} cues for {duration:.2f} s of audio, wrote {args.out} ({fmt.title})")
     return 0
 
 
@@ -321,6 +337,8 @@ def _export(args: argparse.Namespace) -> int:
         return fail("--captions needs TEXT: a recording lip-synced with --audio has no words "
                      "to caption")
     captions_format = _check_captions(args.captions)
+    # The cue file's frames are the video's: --fps is the video's rate here.
+    cue_format = _cue_output(args.cues, args.format, None, words=args.audio is None)
     if args.audio is not None:
         _check_audio(args.audio)
     try:
@@ -341,13 +359,15 @@ def _export(args: argparse.Namespace) -> int:
         # The GL target before the speech: a machine that cannot draw is told so at once.
         with offscreen_target(*size) as target:
             print(f"rendering on {target.description}", file=sys.stderr)
+            segments = []
             if args.audio is not None:
                 print(f"lip-syncing {args.audio} ...", file=sys.stderr)
                 soundtrack = audio_file_soundtrack(args.audio)
             else:
                 print("synthesizing the speech ...", file=sys.stderr)
                 tts = StreamingTTS(voice=voice.files, speaker=speaker)
-                captions = _caption_track(tts, args.captions)
+                captions = _caption_track(tts, args.captions is not None
+                                          or (cue_format is not None and cue_format.captions))
                 _, segments = _render(tts, args.text, LATENCY_MODES[args.mode], args.rate, captions)
                 soundtrack = speech_soundtrack(segments)
             video = VideoSettings(args.fps, size, (r * a, g * a, b * a))
@@ -360,10 +380,28 @@ def _export(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.captions is not None:
         _write_captions(args.captions, captions, captions_format, result.duration)
+    if args.cues is not None:
+        _write_cues(args.cues, cue_format, _video_cues(args, segments), result.duration,
+                    str(args.audio or args.out), result.fps, captions)
     w, h = result.size
     print(f"wrote {result.path}: {result.duration:.2f} s, {result.frames} frames at "
-          f"{result.fps:g} fps, {w}x{h}" + (f", wrote {args.captions}" if args.captions else ""))
+          f"{result.fps:g} fps, {w}x{h}" + (f", wrote {args.captions}" if args.captions else "")
+          + (f", wrote {args.cues}" if args.cues else ""))
     return 0
+
+
+def _video_cues(args: argparse.Namespace, segments) -> list:
+    """The cues the rendered video's mouth follows: the speech's, or the recording's from
+    the model (run again: render.outputs.video_export keeps its own to itself)."""
+    from pipeline.lipsync.model import infer_file
+    from pipeline.voice.cues import concat_tracks
+
+    if args.audio is None:
+        return concat_tracks(segments)[1]
+    try:
+        return infer_file(args.audio)
+    except ValueError as exc:  # AudioFileError
+        raise CliError(str(exc)) from None
 
 
 def _voices(args: argparse.Namespace) -> int:
@@ -453,11 +491,57 @@ def _check_captions(path: Path | None) -> str | None:
     return fmt
 
 
-def _caption_track(tts, path: Path | None):
-    """A track that keeps every word, for a captions file at `path` (None: no file)."""
+def _caption_track(tts, wanted: bool):
+    """A track that keeps every word, where a captions file is `wanted` (else None)."""
     from pipeline.voice.captions import CaptionTrack
 
-    return None if path is None else CaptionTrack(tts.phonemes_of, keep_all=True)
+    return CaptionTrack(tts.phonemes_of, keep_all=True) if wanted else None
+
+
+def _cue_output(path: Path | None, name: str | None, fps: float | None, words: bool,
+                flag: str = "--cues"):
+    """The CueFormat (pipeline.lipsync.cue_formats) to write `path` in, None without a
+    path; CliError, before any slow work, for a path that cannot be written, a format
+    its suffix does not name, --format or --fps without a file to apply to, --fps for a
+    format without frames, or captions where there are no `words`."""
+    if path is None:
+        given = [option for option, value in (("--format", name), ("--fps", fps)) if value is not None]
+        if given:
+            raise CliError(f"{' and '.join(given)} {'say' if len(given) > 1 else 'says'} how the "
+                           f"{flag} file is written; "
+                           f"give {flag} FILE too")
+        return None
+    _check_output(path)
+    try:
+        fmt = cue_formats.cue_format(path, name)
+        if fps is not None:
+            cue_formats.check_fps(fps)
+    except cue_formats.CueFormatError as exc:
+        raise CliError(str(exc)) from None
+    if fps is not None and not fmt.frame_rate:
+        raise CliError(f"--fps is for the frames of a .dat, .motion3.json or .vrma file; "
+                       f"{path} is {fmt.title}, timed without frames")
+    if fmt.captions and not words:
+        raise CliError(f"{path}: {fmt.title} hold words, and a recording has none to caption; "
+                       f"write its mouth cues instead ({cue_formats.MOUTH_SUFFIXES})")
+    return fmt
+
+
+def _cue_fps(fps: float | None) -> float:
+    return cue_formats.DEFAULT_FPS if fps is None else fps
+
+
+def _write_cues(path: Path, fmt, cues, duration: float, sound_file: str, fps: float,
+                captions=None, origin: float = 0.0) -> None:
+    """Write a cue file of `fmt`; a captions format is written from `captions` (a
+    CaptionTrack) instead, its times from `origin`."""
+    if fmt.captions:
+        _write_captions(path, captions, fmt.name, duration, origin)
+        return
+    try:
+        path.write_bytes(cue_formats.cue_file(fmt, cues, duration, sound_file, fps))
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _write_captions(path: Path, track, fmt: str, duration: float, origin: float = 0.0) -> None:
@@ -467,13 +551,6 @@ def _write_captions(path: Path, track, fmt: str, duration: float, origin: float 
     track.finish()
     try:
         path.write_text(caption_document(track.words(), fmt, duration, origin), encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc.strerror}") from None
-
-
-def _write_json(path: Path, document: dict) -> None:
-    try:
-        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
 
@@ -494,15 +571,15 @@ def _write_wav(path: Path, audio: np.ndarray, sample_rate: int) -> None:
 def _say(args: argparse.Namespace) -> int:
     from pipeline.audio.devices import AudioUnavailable
     from pipeline.text.input import TextInputError
-    from pipeline.voice.cues import concat_tracks, cues_document
+    from pipeline.voice.cues import concat_tracks
     from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
     from pipeline.voice.voice_files import VoiceError
 
     if not 0.5 <= args.rate <= 2.0:
         return fail(f"--rate {args.rate:g} is out of range: use 0.5 to 2.0")
-    for path in (args.wav, args.cues):
-        if path is not None:
-            _check_output(path)
+    if args.wav is not None:
+        _check_output(args.wav)
+    cue_format = _cue_output(args.cues, args.format, args.fps, words=True)
     captions_format = _check_captions(args.captions)
     voice, speaker = _chosen_voice(args)
     try:
@@ -510,7 +587,8 @@ def _say(args: argparse.Namespace) -> int:
     except VoiceError as exc:
         return fail(str(exc))
     tts.warm_up()
-    captions = _caption_track(tts, args.captions)
+    captions = _caption_track(tts, args.captions is not None
+                              or (cue_format is not None and cue_format.captions))
     captions_origin = 0.0
     mode = LATENCY_MODES[args.mode]
     try:
@@ -529,7 +607,8 @@ def _say(args: argparse.Namespace) -> int:
         _write_wav(args.wav, audio, tts.sample_rate)
     if args.cues is not None:
         sound_file = str(args.wav) if args.wav is not None else ""
-        _write_json(args.cues, cues_document(cues, sound_file, duration, args.format))
+        _write_cues(args.cues, cue_format, cues, duration, sound_file, _cue_fps(args.fps),
+                    captions, captions_origin)
     if args.captions is not None:
         _write_captions(args.captions, captions, captions_format, duration, captions_origin)
     print(f"time to first audio {first_audio_s * 1000:.0f} ms ({args.mode}), {duration:.2f} s of speech"

@@ -55,13 +55,13 @@ class CueFormat:
 
 FORMATS: dict[str, CueFormat] = {f.name: f for f in (
     CueFormat("ovr", (".json",), "Rhubarb-shaped JSON with the 15 OVR visemes"),
-    CueFormat("rhubarb", (".json",), "Rhubarb's JSON (shapes A-H, X)"),
-    CueFormat("tsv", (".tsv",), "Rhubarb's TSV (shapes A-H, X)"),
-    CueFormat("xml", (".xml",), "Rhubarb's XML (shapes A-H, X)"),
+    CueFormat("rhubarb", (".json",), "Rhubarb's JSON of shapes A-H and X"),
+    CueFormat("tsv", (".tsv",), "Rhubarb's TSV of shapes A-H and X"),
+    CueFormat("xml", (".xml",), "Rhubarb's XML of shapes A-H and X"),
     CueFormat("dat", (".dat",), "Moho / Papagayo switch data", frame_rate=True),
-    CueFormat("motion3", (".motion3.json",), "a Live2D motion (ParamMouthOpenY, ParamMouthForm)",
+    CueFormat("motion3", (".motion3.json",), "a Live2D motion of ParamMouthOpenY and ParamMouthForm",
               frame_rate=True),
-    CueFormat("vrma", (".vrma",), "a VRM animation (expressions aa ih ou ee oh)", frame_rate=True),
+    CueFormat("vrma", (".vrma",), "a VRM animation of the expressions aa ih ou ee oh", frame_rate=True),
     CueFormat("vtt", (".vtt",), "WebVTT captions", captions=True),
     CueFormat("srt", (".srt",), "SRT captions", captions=True),
 )}
@@ -71,6 +71,7 @@ for _format in FORMATS.values():
     for _suffix in _format.suffixes:
         _BY_SUFFIX.setdefault(_suffix, _format)
 SUFFIXES = ", ".join(_BY_SUFFIX)
+MOUTH_SUFFIXES = ", ".join(s for s, f in _BY_SUFFIX.items() if not f.captions)
 
 
 def _suffix(path: Path) -> str:
