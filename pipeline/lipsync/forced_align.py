@@ -78,7 +78,8 @@ class UnsupportedWord:
 
 @dataclass(frozen=True, slots=True)
 class TranscriptCues:
-    """Contiguous cues from 0 to the recording's end (as `infer_file` makes them), and the
+    """Contiguous cues from 0 to the last frame's end, within half a frame of the
+    recording's (as `infer_file` makes them; cues_document rests the tail), and the
     words the audio did not support, in order; their spans carry the free model's cues."""
 
     cues: list[VisemeCue]
