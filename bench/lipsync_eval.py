@@ -19,7 +19,8 @@ Coarse groups (what a viewer tells apart at a glance; pipeline.lipsync.model.COA
     narrow/spread: TH DD kk CH SS nn RR E ih (teeth close, lips unrounded)
 Balanced accuracy = mean over the 6 groups of the recall of that group.
 Onsets: each change of coarse group in the reference is matched to the nearest change
-into the same group in the prediction within ±100 ms (for "smoothed" rows the poses
+into the same group in the prediction within ±100 ms (change precision, the other way:
+the share of the prediction's changes that have such a reference change) (for "smoothed" rows the poses
 the user sees, for "raw" rows the model's argmax). Chatter: changes of the shown viseme
 per second (the reference itself changes ~9 times a second on this speech).
 
@@ -28,7 +29,16 @@ synthetic held-out speech); this set only reports them.
 
 Systems: ours (each latency head, raw argmax and smoothed); an RMS volume gate with
 hold (PNGtuber style: open "aa" above a threshold, held 150 ms, else "sil"); uLipSync's
-MFCC template matching through pylipsync (64 ms windows, its stock A/I/U/E/O profile).
+MFCC template matching through pylipsync (64 ms windows, its stock A/I/U/E/O profile);
+and "transcript": `lipsync --text` (pipeline.lipsync.forced_align) given each clip's
+transcript, its cues read at each reference frame's centre.
+
+Transcript support: every correct word's support, and that of words put in place of
+real ones (up to 6 a clip, seed 0, each another clip's word with other visemes), against
+forced_align.UNSUPPORTED_LOG_RATIO: how many correct words it would report, how many
+substituted ones it catches. Speed: compute per second of audio of the transcript mode
+(phonemizer, model, Viterbi) and, for scale, of pocketsphinx's two-pass forced alignment
+of the same clips (the recognizer Rhubarb runs; Rhubarb does more on top of it).
 """
 
 from __future__ import annotations
@@ -51,6 +61,13 @@ from pipeline.audio.resample import resample  # noqa: E402
 from pipeline.core.modes import MODE_NAMES  # noqa: E402
 from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
 from pipeline.lipsync.features import as_mono_float  # noqa: E402
+from pipeline.lipsync.forced_align import (  # noqa: E402
+    UNSUPPORTED_LOG_RATIO,
+    align_words,
+    lip_frames,
+    transcript_words,
+    word_support,
+)
 from pipeline.lipsync.model import (  # noqa: E402,E501
     COARSE,
     COARSE_GROUPS,
@@ -74,6 +91,9 @@ ARPABET_TO_VISEME = {
     **dict.fromkeys(["IH", "IY", "Y"], "ih"), **dict.fromkeys(["AO", "OW", "OY"], "oh"),
     **dict.fromkeys(["UW", "UH", "W"], "ou"),
 }
+# The figures the last line gives for the balanced mode and the transcript mode (issue 24).
+HEADLINE = ("viseme15_accuracy", "coarse_balanced_accuracy", "pp_recall", "round_recall",
+            "change_precision", "onsets_matched_share", "onset_median_ms")
 PYLIPSYNC_TO_VISEME = {"aa": "aa", "ee": "E", "ih": "ih", "oh": "oh", "ou": "ou", "silence": "sil"}
 
 
@@ -120,23 +140,32 @@ def align(name: str, audio: np.ndarray, text: str) -> np.ndarray:
     if cache.exists():
         phones = json.loads(cache.read_text())
     else:
-        from pocketsphinx import Decoder
-
-        buf = (np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes()
-        d = Decoder(lm=None, bestpath=False, loglevel="ERROR")
-        d.set_align_text(text)
-        d.start_utt(); d.process_raw(buf, full_utt=True); d.end_utt()  # noqa: E702
-        d.set_alignment()
-        d.start_utt(); d.process_raw(buf, full_utt=True); d.end_utt()  # noqa: E702
-        phones = [(p.name, p.start, p.duration) for p in d.get_alignment().phones()]
+        phones = sphinx_phones(audio, text)
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(phones))
-    n = len(audio) // 160
+    return reference(phones, len(audio) // 160)
+
+
+def reference(phones: list[tuple[str, int, int]], n: int) -> np.ndarray:
+    """The viseme of each of `n` 10 ms frames from pocketsphinx phones (sphinx_phones)."""
     ref = np.full(n, VISEME_INDEX["sil"], np.int64)
     for phone, start, duration in phones:
         viseme = ARPABET_TO_VISEME.get(phone.upper().rstrip("012"), "sil")
         ref[start:start + duration] = VISEME_INDEX[viseme]
     return ref
+
+
+def sphinx_phones(audio: np.ndarray, text: str) -> list[tuple[str, int, int]]:
+    """pocketsphinx's two-pass forced alignment: (phone, first frame, frames) each."""
+    from pocketsphinx import Decoder
+
+    buf = (np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes()
+    d = Decoder(lm=None, bestpath=False, loglevel="ERROR")
+    d.set_align_text(text)
+    d.start_utt(); d.process_raw(buf, full_utt=True); d.end_utt()  # noqa: E702
+    d.set_alignment()
+    d.start_utt(); d.process_raw(buf, full_utt=True); d.end_utt()  # noqa: E702
+    return [(p.name, p.start, p.duration) for p in d.get_alignment().phones()]
 
 
 # ------------------------------------------------------------------ systems
@@ -166,6 +195,40 @@ def ours(audio: np.ndarray, n: int, lookahead_ms: int, hop_times: list[float],
         raw[j] = int(np.argmax(probs[k] + probs[k + 1]))
         smooth[j] = poses[k]
     return raw, smooth
+
+
+def transcript_mode(audio: np.ndarray, n: int, text: str) -> tuple[np.ndarray, float, int]:
+    """(the transcript-assisted cue at each reference frame's centre, its compute seconds,
+    how many of the words it reported as not in the audio)."""
+    started = time.perf_counter()
+    result = align_words(audio, 16000, transcript_words(text))
+    seconds = time.perf_counter() - started
+    starts = np.array([c.start for c in result.cues])
+    values = np.array([VISEME_INDEX[c.value] for c in result.cues])
+    # Reference frame j's window is centred at j * 10 + 12.8 ms (see ours()).
+    at = np.searchsorted(starts, np.arange(n) * FRAME_S + 0.0128, side="right") - 1
+    return values[np.clip(at, 0, len(values) - 1)], seconds, len(result.unsupported)
+
+
+def transcript_support(data: list[tuple[str, np.ndarray, str]]) -> dict:
+    """What UNSUPPORTED_LOG_RATIO reports of correct words and catches of substituted ones."""
+    rng = np.random.default_rng(0)
+    words = [transcript_words(text) for _, _, text in data]
+    correct, substituted = [], []
+    for i, (_, audio, _) in enumerate(data):
+        _, probs = lip_frames(audio, 16000)
+        correct += word_support(probs, words[i])
+        for k in rng.choice(len(words[i]), min(6, len(words[i])), replace=False):
+            others = [w for j, ws in enumerate(words) if j != i for w in ws
+                      if w.visemes != words[i][k].visemes]
+            wrong = list(words[i])
+            wrong[k] = others[rng.integers(len(others))]
+            substituted.append(word_support(probs, wrong)[k])
+    return {"threshold": UNSUPPORTED_LOG_RATIO,
+            "correct_words": len(correct),
+            "correct_reported": int(np.sum(np.array(correct) < UNSUPPORTED_LOG_RATIO)),
+            "substituted_words": len(substituted),
+            "substituted_reported": int(np.sum(np.array(substituted) < UNSUPPORTED_LOG_RATIO))}
 
 
 def volume_gate(audio: np.ndarray, n: int, hold_s: float = 0.15) -> np.ndarray:
@@ -219,14 +282,24 @@ def score(ref: np.ndarray, pred: np.ndarray, shown: np.ndarray) -> dict:
             matched += 1
             signed.append(min(candidates, key=abs))
     errors_ms = np.abs(signed) * 1000
+    # Change precision: the share of the prediction's group changes that have a change
+    # into the same group in the reference within the same ±100 ms.
+    ref_by_group = {g: np.array([t for t, gr in onsets(ref) if gr == g])
+                    for g in range(len(COARSE_GROUPS))}
+    true_changes = sum(1 for tp, g in pred_on
+                       if len(ref_by_group[g]) and np.min(np.abs(ref_by_group[g] - tp)) <= 0.1)
+    recall_of = {COARSE_GROUPS[g]: float(np.mean(cp[cr == g] == g))
+                 for g in range(len(COARSE_GROUPS)) if np.any(cr == g)}
     return {
         # Chatter: how often the shown viseme changes, per second of audio.
         "changes_per_s": float(np.count_nonzero(shown[1:] != shown[:-1]) / (len(shown) * FRAME_S)),
         "viseme15_accuracy": float(np.mean(ref == pred)),
         "coarse_accuracy": float(np.mean(cr == cp)),
         "coarse_balanced_accuracy": float(np.mean(recalls)),
-        "coarse_recall": {COARSE_GROUPS[g]: float(np.mean(cp[cr == g] == g))
-                          for g in range(len(COARSE_GROUPS)) if np.any(cr == g)},
+        "coarse_recall": recall_of,
+        "pp_recall": recall_of.get("PP"),
+        "round_recall": recall_of.get("round"),
+        "change_precision": true_changes / len(pred_on) if pred_on else None,
         "onset_median_ms": float(np.median(errors_ms)) if len(errors_ms) else None,
         "onset_p90_ms": float(np.percentile(errors_ms, 90)) if len(errors_ms) else None,
         "onset_mean_ms": float(np.mean(errors_ms)) if len(errors_ms) else None,
@@ -248,14 +321,24 @@ def main() -> None:
     data = sdist_data()
     refs, preds = [], {}
     hop_times: dict[str, list[float]] = {mode: [] for mode in MODE_NAMES}
-    for name, audio, text in clips(data):
+    transcript_s = sphinx_s = 0.0
+    reported = 0
+    dev = clips(data)
+    for name, audio, text in dev:
         ref = align(name, audio, text)
         n = len(ref)
         refs.append(ref)
+        aligned, seconds, unsupported = transcript_mode(audio, n, text)
+        transcript_s += seconds
+        reported += unsupported
+        started = time.perf_counter()
+        sphinx_phones(audio, text)
+        sphinx_s += time.perf_counter() - started
         # A constant "ih" gives the scale: high plain accuracy, low balanced accuracy.
         systems = {"constant_ih": (np.full(n, VISEME_INDEX["ih"]),) * 2,
                    "rms_gate": (volume_gate(audio, n),) * 2,
-                   "mfcc_templates": (mfcc_templates(audio, n),) * 2}
+                   "mfcc_templates": (mfcc_templates(audio, n),) * 2,
+                   "transcript": (aligned, aligned)}
         models = {"ours": args.model, **({"candidate": args.candidate} if args.candidate else {})}
         for label, path in models.items():
             for mode, ms in MODES_MS.items():
@@ -268,6 +351,7 @@ def main() -> None:
             preds[key][1].append(shown)
     ref = np.concatenate(refs)
     results = {key: score(ref, np.concatenate(p), np.concatenate(s)) for key, (p, s) in preds.items()}
+    audio_s = sum(len(audio) for _, audio, _ in dev) / 16000
     summary = {
         "benchmark": "lipsync_eval",
         "machine": describe(),
@@ -276,8 +360,15 @@ def main() -> None:
         "model": args.model.name,
         "candidate": args.candidate.name if args.candidate else None,
         "frames": int(len(ref)),
+        "dev_seconds": round(audio_s, 2),
         "seconds": round(time.time() - t0, 1),
         "systems": results,
+        **{key: {k: results[system][k] for k in HEADLINE}
+           for key, system in (("balanced", "ours_balanced_smoothed"), ("transcript", "transcript"))},
+        "transcript_compute_per_audio_s": round(transcript_s / audio_s, 4),
+        "pocketsphinx_align_compute_per_audio_s": round(sphinx_s / audio_s, 4),
+        "transcript_words_reported": reported,
+        "transcript_support": transcript_support(dev),
         "per_hop_ms": {mode: {"p50": round(float(np.percentile(t, 50)) * 1000, 3),
                               "p99": round(float(np.percentile(t, 99)) * 1000, 3)}
                        for mode, t in hop_times.items()},
