@@ -70,10 +70,12 @@ class MouthColours:
 def mouth_colours(image: np.ndarray, outer_lip: np.ndarray, inner_lip: np.ndarray) -> MouthColours:
     """The colours for a picture (H×W×4 uint8 RGBA) from its lip contours (N×2 pixels,
     closed polygons)."""
-    h, w = image.shape[:2]
-    lips = _mask((w, h), outer_lip) & ~_mask((w, h), inner_lip)
     centre = outer_lip.mean(axis=0)
-    ring = _mask((w, h), centre + SKIN_RING * (outer_lip - centre)) & ~_mask((w, h), outer_lip)
+    ring_edge = centre + SKIN_RING * (outer_lip - centre)
+    image, (outer_lip, inner_lip, ring_edge) = crop_around(image, ring_edge, (outer_lip, inner_lip, ring_edge))
+    h, w = image.shape[:2]
+    lips = polygon_mask((w, h), outer_lip) & ~polygon_mask((w, h), inner_lip)
+    ring = polygon_mask((w, h), ring_edge) & ~polygon_mask((w, h), outer_lip)
     opaque = image[..., 3] > 127
     rgb = image[..., :3].astype(np.float64) / 255.0
     skin_px = rgb[ring & opaque]
@@ -103,7 +105,18 @@ def mouth_colours(image: np.ndarray, outer_lip: np.ndarray, inner_lip: np.ndarra
     return MouthColours(as_tuple(edge), as_tuple(throat), as_tuple(TONGUE * lip), as_tuple(teeth), shading)
 
 
-def _mask(size: tuple[int, int], polygon: np.ndarray) -> np.ndarray:
+def crop_around(image: np.ndarray, polygon: np.ndarray, polygons) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The part of `image` around `polygon` (its bounding box, within the picture) and
+    `polygons` in that part's pixels: a mask of a 4096² picture costs 16 MB, its mouth
+    a few kB."""
+    h, w = image.shape[:2]
+    x0, y0 = np.clip(np.floor(polygon.min(axis=0)).astype(int), 0, (w, h))
+    x1, y1 = np.clip(np.ceil(polygon.max(axis=0)).astype(int) + 1, 0, (w, h))
+    origin = np.array([x0, y0], dtype=np.float64)
+    return image[y0:y1, x0:x1], [p - origin for p in polygons]
+
+
+def polygon_mask(size: tuple[int, int], polygon: np.ndarray) -> np.ndarray:
     """Pixels (H×W bool) inside a polygon of pixel coordinates (x right, y down)."""
     canvas = Image.new("1", size, 0)
     ImageDraw.Draw(canvas).polygon([(float(x), float(y)) for x, y in polygon], fill=1)

@@ -50,7 +50,7 @@ from pipeline.face.landmarks import (
     load_portrait,
 )
 from render.rigs.manifest import RigError, check_manifest_header
-from render.rigs.mouth_colours import MouthColours, mouth_colours
+from render.rigs.mouth_colours import REC601, MouthColours, crop_around, mouth_colours, polygon_mask
 from render.rigs.photo_face import FaceWarp, build_face_warp
 
 FORMAT = "lipsync-studio.photo-rig"
@@ -98,6 +98,14 @@ JAW_CHIN = 0.34
 JAW_UPPER_LIFT = 0.12
 # Upper teeth showing below the upper lip when the mouth opens, in mouth widths.
 TEETH = 0.12
+# MediaPipe reads a drawn mouth's closed lips as parted (by 0.15-0.22 of the mouth's
+# width on a flat cartoon drawn with PIL at 256 and 512 px); what it reads as the
+# opening then shows only lips. Share of the opening's pixels within LIP_LUMA of the
+# lips' median luma, measured: 0.80-0.86 on those cartoons, 0.21-0.28 on the astronaut's
+# smile (teeth), grey or cropped, and on it rendered open (a dark mouth). From CLOSED_SHARE
+# up the lips meet at rest.
+CLOSED_SHARE = 0.5
+LIP_LUMA = 0.1
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,9 @@ def build_photo_rig(image: np.ndarray, landmarks: np.ndarray, name: str,
     if landmarks.shape != (LANDMARK_COUNT, 3):
         raise ValueError(f"landmarks must be {LANDMARK_COUNT}×3, not {landmarks.shape}")
     pts = landmarks[:, :2].astype(np.float64)
+    if _lips_meet(image, pts):
+        upper, lower = list(LIP_INNER[1:10]), list(LIP_INNER[11:20])[::-1]
+        pts[upper] = pts[lower] = 0.5 * (pts[upper] + pts[lower])
 
     mesh = _Mesh()
     mouth = _build_mouth(mesh, pts, (w, h), articulation)
@@ -265,6 +276,19 @@ def build_photo_rig(image: np.ndarray, landmarks: np.ndarray, name: str,
         inner_lip=mouth.inner_rest.astype(np.float32), face=build_face_warp(landmarks, (w, h)),
         colours=mouth_colours(image, pts[list(LIP_OUTER)], pts[list(LIP_INNER)]), source=source,
     )
+
+
+def _lips_meet(image: np.ndarray, pts: np.ndarray) -> bool:
+    """Whether the opening between the inner lip landmarks shows the lips themselves
+    (CLOSED_SHARE): then the lips are closed at rest, whatever the landmarks say."""
+    image, (outer, inner) = crop_around(image, pts[list(LIP_OUTER)], (pts[list(LIP_OUTER)], pts[list(LIP_INNER)]))
+    h, w = image.shape[:2]
+    opening = polygon_mask((w, h), inner)
+    lips = polygon_mask((w, h), outer) & ~opening
+    if not opening.any() or not lips.any():
+        return False
+    luma = image[..., :3].astype(np.float64) @ REC601 / 255.0
+    return bool((np.abs(luma[opening] - np.median(luma[lips])) < LIP_LUMA).mean() >= CLOSED_SHARE)
 
 
 class _Mesh:
