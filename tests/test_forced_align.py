@@ -113,3 +113,15 @@ def test_a_transcript_with_nothing_to_align_is_refused_in_one_line(dev_set, text
     message = str(raised.value)
     assert message.startswith(says)
     assert "\n" not in message
+
+
+def test_a_recording_too_short_for_its_words_reports_them_all(dev_set, tmp_path):
+    _, path, _, text = next(clip for clip in dev_set if clip[0] == "goforward")
+    short = tmp_path / "short.wav"
+    with wave.open(str(path)) as source, wave.open(str(short), "wb") as w:
+        w.setparams(source.getparams())
+        # 50 ms: five frames for the words' 16 sounds, which need one frame each at least.
+        w.writeframes(source.readframes(800))
+    result = transcript_cues(short, text)
+    assert [u.text for u in result.unsupported] == text.split()
+    assert result.cues and result.cues[-1].end <= 0.05

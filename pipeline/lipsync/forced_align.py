@@ -142,12 +142,15 @@ def align_words(audio: np.ndarray, rate: int, words: Sequence[TranscriptWord],
 def lip_frames(audio: np.ndarray, rate: int, model_path: Path | str = DEFAULT_MODEL
                ) -> tuple[np.ndarray, np.ndarray]:
     """(instants [T], probabilities [T, 15]) of the premium head over the recording,
-    its last lookahead finished by trailing silence, as infer_file runs it."""
+    its last lookahead finished by trailing silence, as infer_file runs it; instants 10 ms
+    apart, each frame's span [t - 5 ms, t + 5 ms) within or overlapping the recording."""
     model = LipShapeModel(model_path, MODES_MS[OFFLINE_MODE])
     tail = np.zeros(int(rate * (model.lookahead_ms / 1000 + 2 * FRAME_S)), np.float32)
     duration = len(audio) / rate
+    # The first frames' instants precede the recording (by up to the lookahead): only
+    # frames whose span reaches into it describe it.
     frames = [f for f in model.push(np.concatenate([audio.astype(np.float32), tail]), rate)
-              if f.time_s < duration]
+              if -FRAME_S / 2 < f.time_s < duration]
     times = np.array([f.time_s for f in frames], np.float64)
     probs = np.array([f.probs for f in frames], np.float32).reshape(len(frames), len(OVR_VISEMES))
     return times, probs
@@ -192,6 +195,7 @@ def _aligned(probs: np.ndarray, words: Sequence[TranscriptWord]
 def _free_path(times: np.ndarray, probs: np.ndarray) -> np.ndarray:
     """The viseme `lipsync` shows without a transcript at each frame (the smoother's)."""
     smoother = VisemeSmoother()
+    # Openness plays no part in which viseme the smoother shows.
     return np.array([smoother.update(LipFrame(t, p, 0.0)).dominant
                      for t, p in zip(times, probs)], np.int64)
 
