@@ -44,8 +44,8 @@ from pipeline.voice.voice_files import BUNDLED_VOICE, VoiceFiles
 
 _SIL = VISEME_INDEX["sil"]
 # Shortest hold of one articulation, in 10 ms frames. On the dev set (bench/lipsync_eval.py,
-# 2026-12-04) 1, 2 and 3 frames gave 15-viseme accuracy 0.727 / 0.738 / 0.745 and six-group
-# balanced accuracy 0.771 / 0.780 / 0.788; 3 is also the shortest phone its reference can
+# 2026-12-04) 1, 2 and 3 frames gave 15-viseme accuracy 0.733 / 0.747 / 0.755 and six-group
+# balanced accuracy 0.776 / 0.787 / 0.794; 3 is also the shortest phone its reference can
 # have (pocketsphinx's phones are three 10 ms states).
 MIN_FRAMES = 3
 # Probabilities are floored before the log so one confident wrong frame cannot veto a
@@ -57,9 +57,10 @@ _FLOOR = 1e-4
 # and 34 of 52 words put in place of a real one with other visemes do; -1.5 would catch
 # 77 % but flag 9 % of correct words, -2.5 none of those and 56 %.
 UNSUPPORTED_LOG_RATIO = -2.0
-# The Viterbi keeps one backpointer byte per frame and state: beyond this a recording
-# and its transcript must be cut into parts (about 30 min of speech at 6 states a word
-# and 3 words a second: 180000 frames x 10800 states would be ~2 GB).
+# The Viterbi keeps one backpointer byte per frame and state: 400 MB, beyond which a
+# recording and its transcript must be cut into parts. Speech of 3 words a second and 4
+# visemes a word makes ~39 states a second (3 frames each, a rest a word) against 100
+# frames: about 5 minutes at once (74 s of the dev set took 1.1 s on the 2-core VM).
 MAX_TRELLIS = 400_000_000
 
 
