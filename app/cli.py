@@ -359,7 +359,7 @@ def _export(args: argparse.Namespace) -> int:
         # The GL target before the speech: a machine that cannot draw is told so at once.
         with offscreen_target(*size) as target:
             print(f"rendering on {target.description}", file=sys.stderr)
-            segments = []
+            segments, captions = [], None
             if args.audio is not None:
                 print(f"lip-syncing {args.audio} ...", file=sys.stderr)
                 soundtrack = audio_file_soundtrack(args.audio)

@@ -366,6 +366,24 @@ def test_say_and_lipsync_write_the_format_the_suffix_names(tmp_path):
     assert json.loads(motion.read_text())["Meta"]["Fps"] == DEFAULT_FPS
 
 
+def test_render_writes_cues_on_the_videos_frames(tmp_path):
+    video, dat, tone, tsv = (tmp_path / n for n in ("v.mp4", "v.dat", "tone.wav", "t.tsv"))
+    result = _run(["render", "Bob made five pies.", "--out", str(video), "--height", "120",
+                   "--fps", "10", "--cues", str(dat)])
+    assert result.returncode == 0, result.stderr
+    frames = int(result.stdout.split(" frames at ")[0].rsplit(" ", 1)[1])
+    pairs = _switches(dat.read_text())
+    assert pairs[-1][1] == "X" and pairs[-1][0] <= frames + 1
+    assert len(_frame_shapes(pairs, frames)) == frames and len(pairs) >= 5
+    # A recording's cues are the model's, as its video's mouth follows them.
+    _write_tone(tone)
+    result = _run(["render", "--audio", str(tone), "--out", str(tmp_path / "t.mp4"),
+                   "--height", "120", "--fps", "10", "--cues", str(tsv)])
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.reader(io.StringIO(tsv.read_text()), delimiter="\t"))
+    assert rows[0][0] == "0.00" and rows[-1] == ["1.00", "X"]
+
+
 @pytest.mark.parametrize("args, says", [
     (["lipsync", "{wav}", "--out", "{tmp}/c.vtt"],
      "{tmp}/c.vtt: WebVTT captions hold words, and a recording has none to caption"),
@@ -374,6 +392,8 @@ def test_say_and_lipsync_write_the_format_the_suffix_names(tmp_path):
     (["lipsync", "{wav}", "--out", "{tmp}/c.txt"], "{tmp}/c.txt: cannot tell the cue format"),
     (["lipsync", "{wav}", "--out", "{tmp}/c.tsv", "--fps", "30"], "--fps is for the frames of"),
     (["say", "Hi", "--format", "rhubarb"], "--format says how the --cues file is written"),
+    (["render", "--audio", "{wav}", "--out", "{tmp}/v.mp4", "--cues", "{tmp}/c.srt"],
+     "{tmp}/c.srt: SRT captions hold words"),
 ])
 def test_wrong_cue_files_are_refused_in_one_line(tmp_path, args, says):
     wav = tmp_path / "tone.wav"
