@@ -15,7 +15,12 @@ import pytest
 
 from bench.lipsync_eval import clips, reference, score, sdist_data
 from pipeline.core.visemes import VISEME_INDEX
-from pipeline.lipsync.forced_align import TranscriptError, transcript_cues, transcript_words
+from pipeline.lipsync.forced_align import (
+    TranscriptError,
+    align_frames,
+    transcript_cues,
+    transcript_words,
+)
 from pipeline.lipsync.model import infer_file
 
 PHONES = json.loads((Path(__file__).parent / "data" / "lipsync_dev_phones.json").read_text())
@@ -125,3 +130,16 @@ def test_a_recording_too_short_for_its_words_reports_them_all(dev_set, tmp_path)
     result = transcript_cues(short, text)
     assert [u.text for u in result.unsupported] == text.split()
     assert result.cues and result.cues[-1].end <= 0.05
+
+
+def test_a_recording_too_long_to_align_at_once_is_refused_in_one_line():
+    # 10 minutes of frames and 1800 words (3 a second): 23 401 states by 60 000 frames,
+    # 1.4 GB of backpointers, past MAX_TRELLIS; refused before the trellis is made.
+    frames = 60_000
+    times = np.arange(frames) * 0.01
+    probs = np.full((frames, 15), 1 / 15, np.float32)
+    words = transcript_words("go forward ten meters " * 450)
+    with pytest.raises(TranscriptError) as raised:
+        align_frames(times, probs, frames / 100, words)
+    assert str(raised.value).startswith("The recording and transcript are too long")
+    assert "\n" not in str(raised.value)
