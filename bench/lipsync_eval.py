@@ -19,9 +19,9 @@ Coarse groups (what a viewer tells apart at a glance; pipeline.lipsync.model.COA
     narrow/spread: TH DD kk CH SS nn RR E ih (teeth close, lips unrounded)
 Balanced accuracy = mean over the 6 groups of the recall of that group.
 Onsets: each change of coarse group in the reference is matched to the nearest change
-into the same group in the prediction within ±100 ms (change precision, the other way:
-the share of the prediction's changes that have such a reference change) (for "smoothed" rows the poses
-the user sees, for "raw" rows the model's argmax). Chatter: changes of the shown viseme
+into the same group in the prediction within ±100 ms (for "smoothed" rows the poses
+the user sees, for "raw" rows the model's argmax); change precision, the other way, is
+the share of the prediction's changes that have such a change in the reference. Chatter: changes of the shown viseme
 per second (the reference itself changes ~9 times a second on this speech).
 
 The smoother's settings are not chosen here (packaging/tune_smoother.py picks them on
@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe, publish  # noqa: E402
 from pipeline.audio.resample import resample  # noqa: E402
+from pipeline.core.frames import VisemeCue  # noqa: E402
 from pipeline.core.modes import MODE_NAMES  # noqa: E402
 from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
 from pipeline.lipsync.features import as_mono_float  # noqa: E402
@@ -203,11 +204,16 @@ def transcript_mode(audio: np.ndarray, n: int, text: str) -> tuple[np.ndarray, f
     started = time.perf_counter()
     result = align_words(audio, 16000, transcript_words(text))
     seconds = time.perf_counter() - started
-    starts = np.array([c.start for c in result.cues])
-    values = np.array([VISEME_INDEX[c.value] for c in result.cues])
-    # Reference frame j's window is centred at j * 10 + 12.8 ms (see ours()).
+    return cues_at_frames(result.cues, n), seconds, len(result.unsupported)
+
+
+def cues_at_frames(cues: list[VisemeCue], n: int) -> np.ndarray:
+    """The cue shown at each of `n` reference frames' centres (j * 10 + 12.8 ms, see
+    ours()); past the last cue, the last."""
+    starts = np.array([c.start for c in cues])
+    values = np.array([VISEME_INDEX[c.value] for c in cues])
     at = np.searchsorted(starts, np.arange(n) * FRAME_S + 0.0128, side="right") - 1
-    return values[np.clip(at, 0, len(values) - 1)], seconds, len(result.unsupported)
+    return values[np.clip(at, 0, len(values) - 1)]
 
 
 def transcript_support(data: list[tuple[str, np.ndarray, str]]) -> dict:

@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.lipsync_eval import clips, reference, score, sdist_data
-from pipeline.core.visemes import VISEME_INDEX
+from bench.lipsync_eval import clips, cues_at_frames, reference, score, sdist_data
 from pipeline.lipsync.forced_align import (
     TranscriptError,
     align_frames,
@@ -42,14 +41,6 @@ def dev_set(tmp_path_factory) -> list[tuple[str, Path, np.ndarray, str]]:
     return out
 
 
-def _at_frames(cues, n: int) -> np.ndarray:
-    """The cue shown at each reference frame's centre (j * 10 + 12.8 ms, as the bench)."""
-    starts = np.array([c.start for c in cues])
-    values = np.array([VISEME_INDEX[c.value] for c in cues])
-    at = np.searchsorted(starts, np.arange(n) * 0.01 + 0.0128, side="right") - 1
-    return values[np.clip(at, 0, len(values) - 1)]
-
-
 def test_aligned_cues_beat_the_free_model_on_real_speech(dev_set):
     refs, aligned, free = [], [], []
     for _, path, ref, text in dev_set:
@@ -61,8 +52,8 @@ def test_aligned_cues_beat_the_free_model_on_real_speech(dev_set):
         with wave.open(str(path)) as w:
             assert 0 <= w.getnframes() / 16000 - cues[-1].end <= 0.005 + 1e-9
         refs.append(ref)
-        aligned.append(_at_frames(cues, len(ref)))
-        free.append(_at_frames(infer_file(path), len(ref)))
+        aligned.append(cues_at_frames(cues, len(ref)))
+        free.append(cues_at_frames(infer_file(path), len(ref)))
     ref = np.concatenate(refs)
     with_text = score(ref, np.concatenate(aligned), np.concatenate(aligned))
     without = score(ref, np.concatenate(free), np.concatenate(free))
