@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from bench.lipsync_eval import clips, cues_at_frames, reference, score, sdist_data
+from pipeline.audio.audio_file import AudioFileError
 from pipeline.lipsync.forced_align import (
     TranscriptError,
     align_frames,
@@ -134,3 +135,10 @@ def test_a_recording_too_long_to_align_at_once_is_refused_in_one_line():
         align_frames(times, probs, frames / 100, words)
     assert str(raised.value).startswith("The recording and transcript are too long")
     assert "\n" not in str(raised.value)
+
+
+def test_a_file_that_is_not_audio_is_refused_as_lipsync_refuses_it(tmp_path):
+    path = tmp_path / "notes.wav"
+    path.write_text("not audio at all")
+    with pytest.raises(AudioFileError, match="is not an audio or video file this app can read"):
+        transcript_cues(path, "go forward ten meters")
