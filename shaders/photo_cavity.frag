@@ -21,6 +21,13 @@ uniform float u_shading;       // 1 a photo's gradients, 0 a cartoon's flat colo
 
 out vec4 frag_color;
 
+// smoothstep, its transition narrowed about its middle to a fifteenth of its width as
+// u_shading goes to 0: a cartoon's tongue has an outline, not a blur.
+float shaded_step(float e0, float e1, float x) {
+    float mid = 0.5 * (e0 + e1), half_flat = (e1 - e0) / 30.0;
+    return smoothstep(mix(mid - half_flat, e0, u_shading), mix(mid + half_flat, e1, u_shading), x);
+}
+
 void main() {
     float d_up = max(v_depth.x, 0.0);
     float d_lo = max(v_depth.y, 0.0);
@@ -34,8 +41,8 @@ void main() {
     vec3 mouth = mix(u_edge, u_throat, smoothstep(0.0, 0.12 * u_mouth_width, inside));
     // The tongue shows in the lower part once the mouth is open a fair way.
     float t = d_up / max(gap, 1e-3);
-    float tongue = smoothstep(0.55, 0.85, t) * smoothstep(0.12 * u_mouth_width, 0.3 * u_mouth_width, gap)
-                 * (1.0 - smoothstep(0.4, 0.75, across));
+    float tongue = shaded_step(0.55, 0.85, t) * shaded_step(0.12 * u_mouth_width, 0.3 * u_mouth_width, gap)
+                 * (1.0 - shaded_step(0.4, 0.75, across));
     mouth = mix(mouth, u_tongue * mix(1.0, 0.8, u_shading * smoothstep(0.85, 1.0, t)), tongue);
     vec4 c = vec4(mouth, 1.0);
 

@@ -57,6 +57,12 @@ __device__ float smooth(float e0, float e1, float x) {  // GLSL smoothstep
 
 __device__ float mixf(float a, float b, float t) { return a * (1.0f - t) + b * t; }
 
+// photo_cavity.frag's shaded_step: smooth narrowed about its middle as shading goes to 0.
+__device__ float shaded_step(float shading, float e0, float e1, float x) {
+    float mid = 0.5f * (e0 + e1), half_flat = (e1 - e0) / 30.0f;
+    return smooth(mixf(mid - half_flat, e0, shading), mixf(mid + half_flat, e1, shading), x);
+}
+
 __device__ float4 mix4(float4 a, float4 b, float t) {
     return make_float4(mixf(a.x, b.x, t), mixf(a.y, b.y, t), mixf(a.z, b.z, t), mixf(a.w, b.w, t));
 }
@@ -115,8 +121,9 @@ __device__ float4 cavity(const Params& p, const Plane* a, int qx, int qy) {
     float3 mouth = make_float3(mixf(edge_c[0], throat[0], deep), mixf(edge_c[1], throat[1], deep),
                                mixf(edge_c[2], throat[2], deep));
     float t = d_up / fmaxf(gap, 1e-3f);
-    float tongue = smooth(0.55f, 0.85f, t) * smooth(0.12f * p.mouth_width, 0.3f * p.mouth_width, gap)
-                 * (1.0f - smooth(0.4f, 0.75f, across));
+    float tongue = shaded_step(shading, 0.55f, 0.85f, t)
+                 * shaded_step(shading, 0.12f * p.mouth_width, 0.3f * p.mouth_width, gap)
+                 * (1.0f - shaded_step(shading, 0.4f, 0.75f, across));
     float tip = mixf(1.0f, 0.8f, shading * smooth(0.85f, 1.0f, t));
     mouth = make_float3(mixf(mouth.x, tongue_c[0] * tip, tongue), mixf(mouth.y, tongue_c[1] * tip, tongue),
                         mixf(mouth.z, tongue_c[2] * tip, tongue));
