@@ -274,3 +274,16 @@ def test_the_kernel_draws_the_gl_mouth_in_the_portraits_colours(qt_app, tmp_path
     # in the kernel, 1 level apart at 512 px.
     assert worst <= 2
     assert len({f.tobytes() for f in cpu_frames}) > 15
+
+
+def test_a_portrait_whose_mouth_is_transparent_is_refused_with_a_reason():
+    from pipeline.face.landmarks import PortraitError
+    from render.rigs.photo import build_photo_rig
+    from tests.harness.drawn_portrait import drawn_portrait, landmarks
+
+    image = drawn_portrait().image.copy()
+    points = landmarks()
+    (x0, y0), (x1, y1) = points[:, :2].min(axis=0).astype(int), points[:, :2].max(axis=0).astype(int)
+    image[y0:y1, x0:x1, 3] = 0
+    with pytest.raises(PortraitError, match="transparent in the picture"):
+        build_photo_rig(image, points, "transparent")

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
+from pipeline.core.easing import smoothstep
+from pipeline.face.landmarks import PortraitError
+
 # Darkening of the lips' colour. The tongue is a little darker than the lips; edge and
 # throat keep the brightness ratios of the fixed colours these replace (red channels:
 # edge 0.42, throat 0.13, tongue 0.66, so 0.64 and 0.2 of the tongue's).
@@ -69,7 +72,8 @@ class MouthColours:
 
 def mouth_colours(image: np.ndarray, outer_lip: np.ndarray, inner_lip: np.ndarray) -> MouthColours:
     """The colours for a picture (H×W×4 uint8 RGBA) from its lip contours (N×2 pixels,
-    closed polygons)."""
+    closed polygons). PortraitError where the lips or the skin around them are
+    transparent."""
     centre = outer_lip.mean(axis=0)
     ring_edge = centre + SKIN_RING * (outer_lip - centre)
     image, (outer_lip, inner_lip, ring_edge) = crop_around(image, ring_edge, (outer_lip, inner_lip, ring_edge))
@@ -77,21 +81,16 @@ def mouth_colours(image: np.ndarray, outer_lip: np.ndarray, inner_lip: np.ndarra
     lips = polygon_mask((w, h), outer_lip) & ~polygon_mask((w, h), inner_lip)
     ring = polygon_mask((w, h), ring_edge) & ~polygon_mask((w, h), outer_lip)
     opaque = image[..., 3] > 127
-    rgb = image[..., :3].astype(np.float64) / 255.0
-    skin_px = rgb[ring & opaque]
-    lip_px = rgb[lips & opaque]
-    if len(skin_px) == 0:
-        skin_px = rgb[opaque].reshape(-1, 3)
-    if len(lip_px) == 0:
-        lip_px = skin_px
-    lip = np.median(lip_px, axis=0)
+    if not (lips & opaque).any() or not (ring & opaque).any():
+        raise PortraitError("The mouth or the skin around it is transparent in the picture; "
+                            "use a picture where the face is opaque.")
+    skin_8 = image[..., :3][ring & opaque]
+    skin_px = skin_8 / 255.0
+    lip = np.median(image[..., :3][lips & opaque] / 255.0, axis=0)
     skin = np.median(skin_px, axis=0)
 
-    _, counts = np.unique((skin_px * 255).round().astype(np.int32) @ np.array([65536, 256, 1]),
-                          return_counts=True)
-    share = counts.max() / counts.sum()
-    t = np.clip((share - FLAT_SHARE[0]) / (FLAT_SHARE[1] - FLAT_SHARE[0]), 0.0, 1.0)
-    shading = float(1.0 - t * t * (3.0 - 2.0 * t))
+    _, counts = np.unique(skin_8, axis=0, return_counts=True)
+    shading = 1.0 - smoothstep(float(counts.max() / counts.sum()), *FLAT_SHARE)
 
     edge, throat = EDGE * lip, THROAT * lip
     flat = FLAT_MOUTH * edge + (1.0 - FLAT_MOUTH) * throat
