@@ -193,7 +193,8 @@ def rhubarb_xml(cues: Sequence[VisemeCue], sound_file: str, duration: float) -> 
     for a, b, v in _rhubarb_spans(cues, duration):
         ET.SubElement(mouth_cues, "mouthCue", start=_centis(a), end=_centis(b)).text = v
     ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    # The declaration as Rhubarb writes it (ElementTree's own has single quotes).
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
 def _track(cues: Sequence[VisemeCue], duration: float) -> VisemeTrack:
@@ -242,8 +243,14 @@ def _keys(times: list[float], values: np.ndarray) -> tuple[list[float], np.ndarr
 
 
 def _shapes(cues, duration, fps) -> tuple[list[float], list[MouthShape]]:
+    """Each frame's mouth at its start, and the last held to `duration`: a player takes
+    an animation's length from its last key, and it should last as long as the sound."""
     poses = frame_poses(cues, duration, fps)
-    return [t for t, _ in poses], [mouth_shape(p) for _, p in poses]
+    times, shapes = [t for t, _ in poses], [mouth_shape(p) for _, p in poses]
+    if duration > times[-1]:
+        times.append(duration)
+        shapes.append(shapes[-1])
+    return times, shapes
 
 
 LINEAR_SEGMENT = 0  # motion3.json's segment identifier for a linear segment
