@@ -36,7 +36,7 @@ THROAT = 0.18
 # A flat mouth is one colour, this share of the way from the throat's to the edge's.
 FLAT_MOUTH = 0.6
 # Teeth keep this share of the skin's chroma: the fixed teeth (0.9, 0.88, 0.83) had
-# max - min 0.07 where the astronaut's skin around the mouth has about 0.25.
+# max - min 0.07 where the astronaut's skin around the mouth has 0.23.
 TEETH_CHROMA = 0.25
 # Teeth brightness: this percentile of the skin's luma around the mouth, at most 0.9
 # (the fixed teeth's).
@@ -49,6 +49,7 @@ SKIN_RING = 1.7
 # tests/harness/drawn_portrait.py's patterned skin, 0.999 on its flat one. Shading fades
 # out from FLAT_SHARE[0] and is gone at FLAT_SHARE[1].
 FLAT_SHARE = (0.3, 0.7)
+# Luma of sRGB values (Rec. 601 weights), as the teeth's brightness and the lips' are read.
 REC601 = np.array([0.299, 0.587, 0.114])
 
 
