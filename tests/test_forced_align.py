@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from bench.lipsync_eval import clips, cues_at_frames, reference, score, sdist_data
-from pipeline.audio.audio_file import AudioFileError
+from pipeline.audio.audio_file import AudioFileError, read_blocks
 from pipeline.lipsync.forced_align import (
     TranscriptError,
-    align_frames,
+    _viterbi,
+    lip_frames,
     transcript_cues,
     transcript_words,
 )
@@ -124,17 +125,21 @@ def test_a_recording_too_short_for_its_words_reports_them_all(dev_set, tmp_path)
     assert result.cues and result.cues[-1].end <= 0.05
 
 
-def test_a_recording_too_long_to_align_at_once_is_refused_in_one_line():
-    # 10 minutes of frames and 1800 words (3 a second): 23 401 states by 60 000 frames,
-    # 1.4 GB of backpointers, past MAX_TRELLIS; refused before the trellis is made.
-    frames = 60_000
-    times = np.arange(frames) * 0.01
-    probs = np.full((frames, 15), 1 / 15, np.float32)
-    words = transcript_words("go forward ten meters " * 450)
-    with pytest.raises(TranscriptError) as raised:
-        align_frames(times, probs, frames / 100, words)
-    assert str(raised.value).startswith("The recording and transcript are too long")
-    assert "\n" not in str(raised.value)
+@pytest.mark.parametrize("block_frames", [1, 37, 500])
+def test_the_path_does_not_depend_on_how_the_moves_are_kept(dev_set, block_frames):
+    # A recording past one block (BLOCK_BYTES, ~5 minutes of speech) is traced back a
+    # block at a time; blocks of 1, 37 and 500 frames (librivox/0870 has 709) must give
+    # the one-block path.
+    for name in ("librivox/0870", "goforward"):
+        path, text = next((p, t) for n, p, _, t in dev_set if n == name)
+        rate, blocks = read_blocks(path)
+        _, probs = lip_frames(np.concatenate(list(blocks)), rate)
+        log_probs = np.log(np.maximum(probs, 1e-4))
+        words = transcript_words(text)
+        whole, whole_spans = _viterbi(log_probs, words)
+        parts, part_spans = _viterbi(log_probs, words, block_frames)
+        assert np.array_equal(whole, parts)
+        assert whole_spans == part_spans
 
 
 def test_a_file_that_is_not_audio_is_refused_as_lipsync_refuses_it(tmp_path):

@@ -57,11 +57,11 @@ _FLOOR = 1e-4
 # and 34 of 52 words put in place of a real one with other visemes do; -1.5 would catch
 # 77 % but flag 9 % of correct words, -2.5 none of those and 56 %.
 UNSUPPORTED_LOG_RATIO = -2.0
-# The Viterbi keeps one backpointer byte per frame and state: 400 MB, beyond which a
-# recording and its transcript must be cut into parts. Speech of 3 words a second and 4
-# visemes a word makes ~39 states a second (3 frames each, a rest a word) against 100
-# frames: about 5 minutes at once (74 s of the dev set took 1.1 s on the 2-core VM).
-MAX_TRELLIS = 400_000_000
+# The Viterbi keeps one byte per frame and state for the frames of one block at a time.
+# Speech of 3 words a second and 4 visemes a word makes ~39 states a second (3 frames
+# each, a rest a word) against 100 frames: 400 MB hold about 5 minutes in one block
+# (74 s of the dev set took 1.1 s on the 2-core VM); longer runs its blocks twice.
+BLOCK_BYTES = 400_000_000
 
 
 class TranscriptError(TextInputError):
@@ -201,13 +201,15 @@ def _free_path(times: np.ndarray, probs: np.ndarray) -> np.ndarray:
                      for t, p in zip(times, probs)], np.int64)
 
 
-def _viterbi(log_probs: np.ndarray, words: Sequence[TranscriptWord]
-             ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+def _viterbi(log_probs: np.ndarray, words: Sequence[TranscriptWord],
+             block_frames: int | None = None) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """The best viseme per frame through the words in order, and each word's frames.
 
     States: an optional rest, then per word its visemes, MIN_FRAMES sub-states each (the
     last loops), then an optional rest, and so on; a rest may be skipped. Frames fewer
-    than the words need squeeze the minimum to one frame rather than fail."""
+    than the words need squeeze the minimum to one frame rather than fail. The moves are
+    kept `block_frames` frames at a time (None: as many as BLOCK_BYTES holds); the path
+    does not depend on it."""
     frames = len(log_probs)
     needed = sum(len(w.visemes) for w in words)
     hold = max(1, min(MIN_FRAMES, frames // max(1, needed)))
@@ -234,36 +236,54 @@ def _viterbi(log_probs: np.ndarray, words: Sequence[TranscriptWord]
                 loops.append(sub == hold - 1)
         add_rest()
     states = len(viseme)
-    if frames * states > MAX_TRELLIS:
-        raise TranscriptError(
-            f"The recording and transcript are too long to align at once ({frames / 100:.0f} s, "
-            f"{len(words)} words): cut them into parts of a few minutes.")
     viseme_a = np.array(viseme)
     loop_a = np.array(loops)
     skip_a = np.array(skip_from)
     has_skip = skip_a >= 0
-    # The end may be the last rest or the last word's last state (the rest skipped).
-    finals = [states - 1, states - 2]
     neg = -np.inf
-    score = np.full(states, neg)
-    score[0] = log_probs[0, _SIL]
-    score[1] = log_probs[0, viseme_a[1]]
-    back = np.zeros((frames, states), np.int8)  # 0 stay, 1 from the previous, 2 skip a rest
-    for t in range(1, frames):
-        stay = np.where(loop_a, score, neg)
-        step = np.concatenate(([neg], score[:-1]))
-        skip = np.full(states, neg)
-        skip[has_skip] = score[skip_a[has_skip]]
-        choice = np.argmax(np.stack([stay, step, skip]), axis=0)
-        best = np.choose(choice, [stay, step, skip])
-        back[t] = choice
-        score = best + log_probs[t, viseme_a]
-    state = max(finals, key=lambda s: score[s])
+
+    def run(first: int, last: int, score: np.ndarray | None
+            ) -> tuple[np.ndarray, np.ndarray]:
+        """Frames first..last-1 from the scores after frame first - 1: the scores after
+        the last, and each frame's move into each state (0 stay, 1 from the previous,
+        2 over a rest)."""
+        back = np.zeros((last - first, states), np.int8)
+        for t in range(first, last):
+            if t == 0:
+                score = np.full(states, neg)
+                score[0] = log_probs[0, _SIL]
+                score[1] = log_probs[0, viseme_a[1]]
+                continue
+            stay = np.where(loop_a, score, neg)
+            step = np.concatenate(([neg], score[:-1]))
+            skip = np.full(states, neg)
+            skip[has_skip] = score[skip_a[has_skip]]
+            choice = np.argmax(np.stack([stay, step, skip]), axis=0)
+            back[t - first] = choice
+            score = np.choose(choice, [stay, step, skip]) + log_probs[t, viseme_a]
+        return score, back
+
+    # Moves are kept for one block of frames at a time, and the scores at each block's
+    # start: a block is run again when the trace back reaches it. A recording that fits
+    # in one block (about 5 minutes of speech) runs once.
+    block = block_frames or max(1, BLOCK_BYTES // states)
+    starts = range(0, frames, block)
+    entry_scores = []
+    score = None
+    for first in starts:
+        entry_scores.append(score)
+        score, back = run(first, min(frames, first + block), score)
+    # The end may be the last rest or the last word's last state (the rest skipped).
+    state = max((states - 1, states - 2), key=lambda s: score[s])
     path_states = np.empty(frames, np.int64)
-    for t in range(frames - 1, -1, -1):
-        path_states[t] = state
-        move = back[t, state]
-        state = state if move == 0 else state - 1 if move == 1 else skip_a[state]
+    for i in range(len(starts) - 1, -1, -1):
+        first = starts[i]
+        if i < len(starts) - 1:
+            _, back = run(first, first + block, entry_scores[i])
+        for t in range(min(frames, first + block) - 1, first - 1, -1):
+            path_states[t] = state
+            move = back[t - first, state]
+            state = state if move == 0 else state - 1 if move == 1 else skip_a[state]
     path = viseme_a[path_states]
     owner = np.array(word_of)[path_states]
     spans = []
