@@ -60,7 +60,9 @@ UNSUPPORTED_LOG_RATIO = -2.0
 # The Viterbi keeps one byte per frame and state for the frames of one block at a time.
 # Speech of 3 words a second and 4 visemes a word makes ~39 states a second (3 frames
 # each, a rest a word) against 100 frames: 400 MB hold about 5 minutes in one block
-# (74 s of the dev set took 1.1 s on the 2-core VM); longer runs its blocks twice.
+# (74 s of the dev set took 1.1 s on the 2-core VM); longer runs its blocks twice. The
+# work grows as frames x states, with the square of the length: the dev set 16 times
+# over (595 s, 1536 words) took 63 s there, at a load of 10.
 BLOCK_BYTES = 400_000_000
 
 
