@@ -139,6 +139,11 @@ def _parser() -> argparse.ArgumentParser:
                          help="the cue file to write; " + CUE_FILE_HELP)
     lipsync.add_argument("--format", choices=CUE_FORMAT_NAMES, help=FORMAT_HELP)
     lipsync.add_argument("--fps", type=float, help=FPS_HELP.format(fps=cue_formats.DEFAULT_FPS))
+    words = lipsync.add_mutually_exclusive_group()
+    words.add_argument("--text", help="the words spoken in the recording: the shapes come from "
+                       "the words, their timing from the audio (words the audio does not bear "
+                       "out are listed, and keep the audio's own shapes)")
+    words.add_argument("--transcript", type=Path, help="the words spoken, from a UTF-8 text file")
     render = commands.add_parser(
         "render", help="export a talking-avatar video (MP4 with its audio), without a window",
         description="Render the avatar speaking TEXT (or lip-syncing --audio) into an MP4 "
@@ -252,16 +257,38 @@ def _run_app(args: argparse.Namespace) -> int:
 
 
 def _lipsync(args: argparse.Namespace) -> int:
+    from pipeline.lipsync.forced_align import transcript_cues
     from pipeline.lipsync.model import infer_file
 
     duration = _check_audio(args.audio)
     fmt = _cue_output(args.out, args.format, args.fps, words=False)
+    text = args.text
+    if args.transcript is not None:
+        try:
+            text = args.transcript.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot read the transcript {args.transcript}: "
+                           f"{exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise CliError(f"the transcript {args.transcript} is not UTF-8 text") from None
+    unsupported = []
     try:
-        cues = infer_file(args.audio)
-    except ValueError as exc:  # AudioFileError: damaged past where it was measured
+        if text is None:
+            cues = infer_file(args.audio)
+        else:
+            aligned = transcript_cues(args.audio, text)
+            cues, unsupported = aligned.cues, aligned.unsupported
+    except ValueError as exc:  # AudioFileError (damaged past where it was measured), TranscriptError
         raise CliError(str(exc)) from None
     _write_cues(args.out, fmt, cues, duration, str(args.audio), _cue_fps(args.fps))
-    print(f"{len(cues)} cues for {duration:.2f} s of audio, wrote {args.out} ({fmt.title})")
+    if unsupported:
+        shown = ", ".join(f"{w.text!r} at {w.start:.2f}-{w.end:.2f} s" for w in unsupported[:10])
+        more = f" and {len(unsupported) - 10} more" if len(unsupported) > 10 else ""
+        print(f"note: {len(unsupported)} word(s) of the transcript are not borne out by the "
+              f"audio; their spans keep the audio's own shapes: {shown}{more}", file=sys.stderr)
+    how = "shapes from the transcript" if text is not None else "shapes from the audio"
+    print(f"{len(cues)} cues for {duration:.2f} s of audio ({how}), wrote {args.out} "
+          f"({fmt.title})")
     return 0
 
 

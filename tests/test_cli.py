@@ -478,3 +478,32 @@ def test_render_draws_the_expression_asked_for_and_refuses_one_the_avatar_lacks(
     assert refused.returncode == 1
     assert "no expression 'smug'" in refused.stderr and "happy" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_lipsync_with_the_transcript_takes_its_shapes_from_the_words(tmp_path):
+    """`lipsync --text` and `--transcript` on a real recording (a dev-set clip): the
+    written cues are the aligner's, a word the audio does not bear out is said, and a
+    transcript with nothing to align is refused in one line."""
+    import wave
+
+    from bench.lipsync_eval import clips, sdist_data
+    from pipeline.lipsync.forced_align import transcript_cues
+
+    name, audio, text = next(iter(clips(sdist_data())))
+    clip = tmp_path / "clip.wav"
+    with wave.open(str(clip), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+        w.writeframes((np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes())
+    out = tmp_path / "cues.json"
+    result = _run(["lipsync", str(clip), "--text", text, "--out", str(out)])
+    assert result.returncode == 0, result.stderr
+    assert "shapes from the transcript" in result.stdout
+    written = [c["value"] for c in json.loads(out.read_text())["mouthCues"]]
+    assert written == [c.value for c in transcript_cues(clip, text).cues]
+    transcript = tmp_path / "words.txt"
+    transcript.write_text(text + " banana", encoding="utf-8")
+    result = _run(["lipsync", str(clip), "--transcript", str(transcript), "--out", str(out)])
+    assert result.returncode == 0 and "'banana'" in result.stderr, result.stderr
+    refused = _run(["lipsync", str(clip), "--text", "😀", "--out", str(out)])
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in refused.stderr

@@ -1,1 +1,3 @@
-"""Audio to mouth shapes: the lip-shape model's features and inference, and the live microphone stage."""
+"""Audio to mouth shapes: the lip-shape model's features and inference, the live microphone
+stage, transcript-assisted cues for recordings (forced_align.py) and the cue files
+animators load (cue_formats.py)."""
