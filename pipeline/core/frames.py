@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,3 +68,10 @@ class MouthPose:
     @property
     def dominant(self) -> int:
         return self.viseme_b if self.mix >= 0.5 else self.viseme_a
+
+
+def frame_count(duration: float, fps: float) -> int:
+    """Frames of a `duration`-second video at `fps`: every instant of the sound is in one,
+    and at least one (the 1e-9 keeps a duration that is a whole number of frames, as
+    float arithmetic gives it, from getting one more)."""
+    return max(1, math.ceil(duration * fps - 1e-9))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.core.frames import PhonemeTiming, VisemeCue
+from pipeline.core.frames import PhonemeTiming, VisemeCue, frame_count
 from pipeline.core.mouth_shapes import VRM1_VOWELS, MouthShape, mouth_shape
 from pipeline.core.visemes import OVR_VISEMES, RHUBARB_SHAPE
 from pipeline.voice.viseme_track import VisemeTrack
@@ -209,7 +209,7 @@ def frame_poses(cues: Sequence[VisemeCue], duration: float, fps: float):
     `fps`, as render/outputs/video_export.py counts and draws them."""
     check_fps(fps)
     track = _track(cues, duration)
-    frames = max(1, math.ceil(duration * fps - 1e-9))
+    frames = frame_count(duration, fps)
     period = 1.0 / fps
     return [(i / fps, track.frame_pose(i / fps, period, duration)) for i in range(frames)]
 

@@ -44,7 +44,7 @@ from OpenGL import GL
 
 from pipeline.audio.audio_file import AudioFileError, audio_info, read_blocks
 from pipeline.core.avatar_state import AvatarState, still_state
-from pipeline.core.frames import PhonemeTiming, SpeechSegment
+from pipeline.core.frames import PhonemeTiming, SpeechSegment, frame_count
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.lipsync.model import infer_file
 from pipeline.voice.speech_timeline import SpeechTimeline
@@ -213,7 +213,7 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
     check_size(settings.size)
     fps = Fraction(settings.fps).limit_denominator(1001)
     period = 1.0 / float(fps)
-    frames = max(1, math.ceil(soundtrack.duration * float(fps) - 1e-9))
+    frames = frame_count(soundtrack.duration, float(fps))
     w, h = settings.size
     partial = out.with_name(f".{out.name}.part")
     try:
