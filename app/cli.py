@@ -408,27 +408,13 @@ def _export(args: argparse.Namespace) -> int:
     if args.captions is not None:
         _write_captions(args.captions, captions, captions_format, result.duration)
     if args.cues is not None:
-        _write_cues(args.cues, cue_format, _video_cues(args, segments), result.duration,
+        _write_cues(args.cues, cue_format, soundtrack.cues, result.duration,
                     str(args.audio or args.out), result.fps, captions)
     w, h = result.size
     print(f"wrote {result.path}: {result.duration:.2f} s, {result.frames} frames at "
           f"{result.fps:g} fps, {w}x{h}" + (f", wrote {args.captions}" if args.captions else "")
           + (f", wrote {args.cues}" if args.cues else ""))
     return 0
-
-
-def _video_cues(args: argparse.Namespace, segments) -> list:
-    """The cues the rendered video's mouth follows: the speech's, or the recording's from
-    the model (run again: render.outputs.video_export keeps its own to itself)."""
-    from pipeline.lipsync.model import infer_file
-    from pipeline.voice.cues import concat_tracks
-
-    if args.audio is None:
-        return concat_tracks(segments)[1]
-    try:
-        return infer_file(args.audio)
-    except ValueError as exc:  # AudioFileError
-        raise CliError(str(exc)) from None
 
 
 def _voices(args: argparse.Namespace) -> int:

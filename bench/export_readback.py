@@ -128,7 +128,7 @@ def main() -> int:
         rate = 48_000
         soundtrack = Soundtrack(rate, frames / FPS,
                                 lambda: iter([np.zeros(rate * frames // FPS, np.float32)]),
-                                lambda t, period: seq[round(t * FPS) % frames])
+                                lambda t, period: seq[round(t * FPS) % frames], [])
         settings = VideoSettings(float(FPS), SIZE, BACKGROUND)
         export = {mode: [] for mode in MODES}
         for _ in range(args.exports):

@@ -541,7 +541,7 @@ def test_exported_pixels_are_the_render_in_bt601_limited_range(qt_app, speech, t
     for k in (0, widest):
         pose = speaking.pose(k * PERIOD, PERIOD)
         one_frame = Soundtrack(rate, PERIOD, lambda: [np.zeros(rate // 30, np.float32)],
-                               lambda t, period, pose=pose: pose)
+                               lambda t, period, pose=pose: pose, [])
         out = tmp_path / f"{readback}{k}.mp4"
         with offscreen_target(*size) as target:
             export_video(out, rig, one_frame, VideoSettings(FPS, size, background), target,

@@ -44,9 +44,10 @@ from OpenGL import GL
 
 from pipeline.audio.audio_file import AudioFileError, audio_info, read_blocks
 from pipeline.core.avatar_state import AvatarState, still_state
-from pipeline.core.frames import PhonemeTiming, SpeechSegment, frame_count
+from pipeline.core.frames import PhonemeTiming, SpeechSegment, VisemeCue, frame_count
 from pipeline.core.output_paths import OutputPathError, check_output_path
 from pipeline.lipsync.model import infer_file
+from pipeline.voice.cues import concat_tracks
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.viseme_track import VisemeTrack
 from render.gl.offscreen import FramebufferTarget, renders_on_cpu
@@ -83,12 +84,14 @@ class ExportError(Exception):
 class Soundtrack:
     """What the video says: mono audio, streamed in blocks, and the mouth for any frame.
 
-    `blocks()` starts the audio from its first sample each time it is called."""
+    `blocks()` starts the audio from its first sample each time it is called; `cues` are
+    the visemes the mouth follows, for a cue file beside the video."""
 
     sample_rate: int
     duration: float
     blocks: Callable[[], Iterable[np.ndarray]]
     pose: PoseSource
+    cues: list[VisemeCue]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +124,7 @@ def speech_soundtrack(segments: Sequence[SpeechSegment]) -> Soundtrack:
         timeline.schedule(VisemeTrack(segment.phonemes), samples / rate)
         samples += len(segment.audio)
     return Soundtrack(rate, samples / rate, lambda: (s.audio for s in segments),
-                      timeline.frame_pose)
+                      timeline.frame_pose, concat_tracks(segments)[1])
 
 
 def audio_file_soundtrack(path: Path) -> Soundtrack:
@@ -140,7 +143,7 @@ def audio_file_soundtrack(path: Path) -> Soundtrack:
     if cues:
         timeline.schedule(VisemeTrack([PhonemeTiming(c.value, c.value, c.start, c.end)
                                        for c in cues]), 0.0)
-    return Soundtrack(rate, duration, lambda: read_blocks(path)[1], timeline.frame_pose)
+    return Soundtrack(rate, duration, lambda: read_blocks(path)[1], timeline.frame_pose, cues)
 
 
 def parse_size(text: str) -> tuple[int, int]:
