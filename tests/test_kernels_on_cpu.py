@@ -117,7 +117,7 @@ def test_the_kernel_draws_the_gl_mouth_frames_shown_smaller(qt_app, kernel, clos
 def test_the_parameter_record_is_laid_out_as_the_kernel_reads_it(kernel):
     from render.gpu.cuda_photo_renderer import PARAMS
 
-    assert kernel.params_size() == PARAMS.itemsize == 168
+    assert kernel.params_size() == PARAMS.itemsize == 216
 
 
 def test_the_sprite_kernel_draws_the_gl_frames(qt_app, sprite_kernel, record_property):
