@@ -5,11 +5,13 @@ back with the same FFmpeg, and the real face landmarker watching the photo avata
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import wave
 from pathlib import Path
 
@@ -17,6 +19,8 @@ import av
 import numpy as np
 import pytest
 from av.video.reformatter import ColorRange
+
+from tests.harness.app_driver import STILL
 
 pytestmark = pytest.mark.display
 
@@ -203,9 +207,14 @@ def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
 
 def no_display_env() -> dict:
     """The test session's environment without a display server. QT_QPA_PLATFORM=xcb (an X
-    platform) is kept on purpose: render must not go looking for one."""
+    platform) is kept on purpose: render must not go looking for one. The settings it
+    reads hold the avatar still (no bounce, tilt or sway), so the mouth stays in the box
+    check_mouth_follows looks at."""
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env["QT_QPA_PLATFORM"] = "xcb"
+    config = Path(tempfile.mkdtemp(prefix="still-config-"))
+    (config / "settings.json").write_text(json.dumps(STILL))
+    env["LIPSYNC_STUDIO_CONFIG_DIR"] = str(config)
     return env
 
 
