@@ -617,16 +617,17 @@ class Studio(QObject):
         the settings; RigError or PortraitError, nothing changed, when it cannot be read."""
         rig = load_avatar_rig(Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST)
         self.forget(AVATAR)
-        self.show_rig(rig)
         self.settings = replace(self.settings, avatar_manifest=manifest)
         self.save_settings()
-        self.avatar_changed.emit()
         if manifest and not is_picture(manifest):
             try:
                 self.library.adopt(Path(manifest))  # a sprite rig chosen in the settings
             except OSError as exc:
                 self.tell(f"The avatar library could not keep {manifest}: "
                           f"{exc.strerror or exc}.", key=LIBRARY)
+        # Last: avatar_changed (from show_rig) is heard with the settings and library as they
+        # are now, so the library view marks the new avatar.
+        self.show_rig(rig)
         return rig
 
     def avatar_saved(self, manifest: str) -> None:

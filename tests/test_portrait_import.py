@@ -126,6 +126,17 @@ def test_importing_the_same_picture_again_reuses_its_rig(window, pictures):
     assert names.count("astronaut") == 1, names
 
 
+def test_the_library_view_marks_the_avatar_the_studio_shows(window):
+    """However the avatar changes (an import, the next-avatar hotkey, the bundled one),
+    the window's library view marks the one in use."""
+    view = window.library_view
+    assert view.in_use == window.settings.avatar_manifest  # the astronaut, imported above
+    window.studio.do_action("next_avatar")  # the library wraps round to the bundled one
+    assert window.settings.avatar_manifest is None and view.in_use is None
+    window.studio.do_action("previous_avatar")
+    assert view.in_use == window.settings.avatar_manifest is not None
+
+
 def test_several_faces_ask_which_one(window, pictures):
     window.import_portrait(pictures / "three.png")
     _wait_for_import(window)

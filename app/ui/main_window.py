@@ -133,6 +133,8 @@ class MainWindow(QMainWindow):
         self.library_view.told.connect(
             lambda text, severity: self.tell(text, severity, seconds=EVENT_SECONDS))
         self.studio.avatar_changed.connect(self._show_settings)
+        self.studio.avatar_changed.connect(
+            lambda: self.library_view.set_in_use(self.settings.avatar_manifest))
         self.library_dialog = QDialog(self)
         self.library_dialog.setWindowTitle("Avatars")
         QVBoxLayout(self.library_dialog).addWidget(self.library_view)
