@@ -350,7 +350,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.audio is not None and (args.voice is not None or args.speaker is not None):
         return fail("--voice and --speaker choose who speaks TEXT; a recording lip-synced "
                      "with --audio has its own voice")
-    voice, speaker = _chosen_voice(args) if args.audio is None else (None, 0)
+    voice, speaker = _chosen_voice(args, settings) if args.audio is None else (None, 0)
     try:
         # A video has no alpha: a colour's own alpha is applied over black.
         r, g, b, a = parse_colour(args.background)
@@ -437,13 +437,13 @@ def _voices(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chosen_voice(args: argparse.Namespace):
-    """(the Voice, its speaker id) asked for by --voice and --speaker, else the settings';
-    CliError for one that cannot be used, before any slow work."""
+def _chosen_voice(args: argparse.Namespace, settings: Settings | None):
+    """(the Voice, its speaker id) asked for by --voice and --speaker, else the `settings`'
+    (the saved ones, read once by the command; None where both flags are given); CliError
+    for one that cannot be used, before any slow work."""
     from app.voices import choose_voice
     from pipeline.voice.voice_files import VoiceError
 
-    settings = saved_settings() if args.voice is None or args.speaker is None else None
     try:
         voice = choose_voice(settings.voice if args.voice is None else args.voice)
     except VoiceError as exc:
@@ -594,7 +594,8 @@ def _say(args: argparse.Namespace) -> int:
         _check_output(args.wav)
     cue_format = _cue_output(args.cues, args.format, args.fps, words=True)
     captions_format = _check_captions(args.captions)
-    voice, speaker = _chosen_voice(args)
+    voice, speaker = _chosen_voice(
+        args, saved_settings() if args.voice is None or args.speaker is None else None)
     try:
         tts = StreamingTTS(seed=args.seed, voice=voice.files, speaker=speaker)
     except VoiceError as exc:
