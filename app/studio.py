@@ -448,9 +448,8 @@ class Studio(QObject):
                           "shows it again.", Severity.INFO, key=HIDDEN)
             else:
                 self.forget(HIDDEN)
-        else:
-            self.tell(f"The hotkey action {action!r} does nothing yet.", Severity.INFO,
-                      seconds=EVENT_SECONDS)
+        else:  # the settings let no other action through (app/settings.py HOTKEY_ACTIONS)
+            raise ValueError(f"unknown action {action!r}")
 
     def set_expression(self, name: str) -> str | None:
         """Cross-fade every output's avatar to expression `name` ("neutral" for none).
