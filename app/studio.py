@@ -273,15 +273,12 @@ class Studio(QObject):
 
     # -- the voice ------------------------------------------------------------------
 
-    def load_voice(self, voice: str | None = None, speaker: int | None = None) -> None:
-        """Load a voice on the voice-loader thread and speak with it once it is warm
-        (voice_progress, then voice_ready or a message): `voice` as Settings.voice says
-        (None: the avatar's own voice, else the settings'), `speaker` a multi-speaker
-        voice's (None: likewise). The voice in use speaks until then, and stays if the new one cannot
-        be loaded; a later call wins over one still loading."""
-        own_voice, own_speaker = self.voice_choice()
-        voice = own_voice if voice is None else voice
-        speaker = own_speaker if speaker is None else speaker
+    def load_voice(self) -> None:
+        """Load the voice the avatar in use speaks with (voice_choice) on the voice-loader
+        thread, and speak with it once it is warm (voice_progress, then voice_ready or a
+        message). The voice in use speaks until then, and stays if the new one cannot be
+        loaded; a later call wins over one still loading."""
+        voice, speaker = self.voice_choice()
         self._voice_asked += 1
         self.forget(VOICE)  # a new choice: what was said of the last one is over
         threading.Thread(target=self._load_voice, args=(self._voice_asked, voice, speaker),
@@ -637,7 +634,7 @@ class Studio(QObject):
         self.save_settings()
         self.avatar_changed.emit()
         if self.voice_choice() != before:
-            self.load_voice(*self.voice_choice())
+            self.load_voice()
 
     def use_avatar(self, avatar: Avatar) -> None:
         """Show a library avatar (the view's choice, next/previous), with its own voice."""
@@ -649,7 +646,7 @@ class Studio(QObject):
                       "it was.", key=AVATAR)
             return
         if self.voice_choice() != before:
-            self.load_voice(*self.voice_choice())
+            self.load_voice()
 
     def voice_choice(self) -> tuple[str | None, int]:
         """(voice, speaker) of the avatar in use: its own, else the settings'."""

@@ -311,7 +311,7 @@ class MainWindow(QMainWindow):
 
     def _on_avatar_voice_changed(self, avatar) -> None:
         if avatar == self.studio.library.in_use(self.settings.avatar_manifest):
-            self.studio.load_voice(*self.studio.voice_choice())
+            self.studio.load_voice()
 
     def dragEnterEvent(self, event) -> None:
         if self._dropped_files(event):
