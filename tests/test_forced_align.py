@@ -1,8 +1,8 @@
-"""Transcript-assisted cues (pipeline.lipsync.forced_align) on real speech: the dev set of
-bench/lipsync_eval.py (pocketsphinx 5.1.1's recordings, fetched from the package index
-on first use into .cache/), scored against the same reference the bench uses
+"""Transcript-assisted cues (pipeline.lipsync.forced_align) on real speech: pocketsphinx
+5.1.1's recordings (part of bench/lipsync_eval.py's dev set, fetched from the package
+index on first use into .cache/), scored against the same reference the bench uses
 (pocketsphinx's phone alignment of each clip's transcript, kept in
-tests/data/lipsync_dev_phones.json as bench/lipsync_eval.py's sphinx_phones made it)."""
+tests/data/lipsync_dev_phones.json as bench/real_speech/align.py's sphinx_phones made it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.lipsync_eval import clips, cues_at_frames, reference, score, sdist_data
+from bench.lipsync_eval import cues_at_frames, score
+from bench.real_speech import pocketsphinx_clips
+from bench.real_speech.align import reference
 from pipeline.audio.audio_file import AudioFileError, read_blocks
 from pipeline.lipsync.forced_align import (
     TranscriptError,
@@ -32,7 +34,8 @@ def dev_set(tmp_path_factory) -> list[tuple[str, Path, np.ndarray, str]]:
     """(name, the clip as a 16 kHz WAV file, its reference per 10 ms frame, transcript)."""
     folder = tmp_path_factory.mktemp("dev")
     out = []
-    for name, audio, text in clips(sdist_data()):
+    for clip in pocketsphinx_clips.clips(pocketsphinx_clips.CACHE):
+        name, audio, text = clip.name, clip.audio, clip.text
         path = folder / (name.replace("/", "_") + ".wav")
         with wave.open(str(path), "wb") as w:
             w.setnchannels(1)
