@@ -9,9 +9,9 @@ Two sources, both reproducible from a seed and needing no download:
 Text comes from Python's own documentation (`pydoc_data.topics`, shipped with every
 Python), as sentences, random word strings, and nonsense syllables that cover rare
 consonant-vowel pairs. Each utterance is augmented (speed/pitch, room reverb, mic
-colouring, noise, gain, clipping) and turned into log-mel frames with the same code the
-app runs (pipeline.lipsync.features), plus a viseme label and an openness target on the
-10 ms grid.
+colouring, noise, band limits, codecs, compressor and noise gate, gain, clipping) and
+turned into log-mel frames with the same code the app runs (pipeline.lipsync.features),
+plus a viseme label and an openness target on the 10 ms grid.
 """
 
 from __future__ import annotations
@@ -278,8 +278,59 @@ def _mic_colour(rng, audio: np.ndarray) -> np.ndarray:
     return audio.astype(np.float32)
 
 
+def _band_limit(rng, audio: np.ndarray) -> np.ndarray:
+    """Down to a lower rate and back: telephone (8 kHz), old games and voice chat
+    (11.025, 12 kHz), as real recordings reach the mic model (issue 24)."""
+    rate = int(rng.choice([8000, 11025, 12000]))
+    return resample(resample(audio, SAMPLE_RATE, rate), rate, SAMPLE_RATE)[: len(audio)]
+
+
+def _codec(rng, audio: np.ndarray) -> np.ndarray:
+    """A lossy speech codec's marks, without the codec: G.711 mu-law companding, or a
+    perceptual coder's (MP3, Opus, streaming chat): each 32 ms STFT frame keeps only the
+    bins within a random 12-30 dB of its peak, quantized in coarse steps, so quiet
+    partials drop out and holes open in the spectrum as they do at low bit rates."""
+    if rng.random() < 0.3:
+        mu = 255.0
+        y = np.sign(audio) * np.log1p(mu * np.abs(audio)) / np.log1p(mu)
+        y = np.round(y * 127) / 127
+        return (np.sign(y) * np.expm1(np.abs(y) * np.log1p(mu)) / mu).astype(np.float32)
+    from scipy.signal import istft, stft
+
+    _, _, spec = stft(audio, SAMPLE_RATE, nperseg=512, noverlap=384)
+    mag = np.abs(spec)
+    floor = mag.max(axis=0, keepdims=True) * 10 ** (-rng.uniform(12, 30) / 20)
+    step = rng.uniform(1.5, 4.0)  # dB per quantization step
+    q = 10 ** (np.round(20 * np.log10(mag + 1e-12) / step) * step / 20)
+    spec = np.where(mag >= floor, q * np.exp(1j * np.angle(spec)), 0)
+    _, out = istft(spec, SAMPLE_RATE, nperseg=512, noverlap=384)
+    return np.pad(out, (0, max(0, len(audio) - len(out))))[: len(audio)].astype(np.float32)
+
+
+def _dynamics(rng, audio: np.ndarray) -> np.ndarray:
+    """A streamer's mic chain: a compressor (ratio 2-8 over a threshold 10-30 dB under the
+    peak, 5 ms attack, 100 ms release) and often a noise gate that mutes the quiet
+    stretches between words, as OBS's filters do."""
+    env = np.abs(audio)
+    attack, release = np.exp(-1 / (0.005 * SAMPLE_RATE)), np.exp(-1 / (0.1 * SAMPLE_RATE))
+    # One-pole peak follower: the faster of the attack and release branches per sample,
+    # approximated by filtering twice (a vectorized stand-in for the sample loop).
+    rise = lfilter([1 - attack], [1, -attack], env)
+    level = np.maximum(rise, lfilter([1 - release], [1, -release], rise))
+    db = 20 * np.log10(level + 1e-9)
+    threshold = db.max() - rng.uniform(10, 30)
+    ratio = rng.uniform(2, 8)
+    gain_db = np.where(db > threshold, (threshold - db) * (1 - 1 / ratio), 0.0)
+    if rng.random() < 0.5:
+        gate = db < db.max() - rng.uniform(30, 50)
+        gain_db = np.where(gate, -60.0, gain_db)
+    smooth = lfilter([1 - release], [1, -release], 10 ** (gain_db / 20))
+    return (audio * smooth).astype(np.float32)
+
+
 def augment(audio: np.ndarray, rng, strength: float) -> np.ndarray:
-    """Room, microphone, noise, level and clipping; `strength` 0..1 scales how harsh."""
+    """Room, microphone, noise, band limit, codec, dynamics, level and clipping;
+    `strength` 0..1 scales how harsh."""
     n = len(audio)
     if rng.random() < 0.6 * strength + 0.1:
         audio = fftconvolve(audio, _room_impulse(rng))[:n]
@@ -291,6 +342,12 @@ def augment(audio: np.ndarray, rng, strength: float) -> np.ndarray:
         noise = _coloured_noise(rng, n)
         noise *= np.sqrt(speech_power / (np.mean(noise ** 2) + 1e-12) / 10 ** (snr_db / 10))
         audio = audio + noise
+    if rng.random() < 0.25 * strength:
+        audio = _band_limit(rng, audio)
+    if rng.random() < 0.3 * strength:
+        audio = _codec(rng, audio)
+    if rng.random() < 0.3 * strength:
+        audio = _dynamics(rng, audio)
     peak = float(np.max(np.abs(audio))) + 1e-9
     audio = audio / peak * 10 ** (rng.uniform(-40, 0) / 20)
     if rng.random() < 0.1 * strength:
