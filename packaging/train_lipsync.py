@@ -76,9 +76,9 @@ sys.path.insert(0, str(ROOT / "packaging"))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from pipeline.core.visemes import OVR_VISEMES  # noqa: E402
 from pipeline.lipsync.features import FMAX, FMIN, N_MELS, POWER_FLOOR  # noqa: E402
 from pipeline.lipsync.model import COARSE, COARSE_GROUPS  # noqa: E402
-from pipeline.core.visemes import OVR_VISEMES  # noqa: E402
 
 LOOKAHEADS = (1, 3, 6)
 TRAIN_OFFSETS = tuple(range(-1, 7))
@@ -172,7 +172,8 @@ def load_corpus(paths: list[Path]):
 
 def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, crop: int,
           max_seconds: float, more_data: list[Path], lead_ms: int, prior_correction: float,
-          closure_weight: float, export_variants: bool) -> dict:
+          closure_weight: float, export_variants: bool, real: Path | None = None,
+          real_share: float = 0.0) -> dict:
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -204,6 +205,15 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
                                np.concatenate([np.zeros(pad, np.float32), openness[:cut]]))
     val = (np.concatenate([silence, feats[cut:]]), np.concatenate([np.zeros(pad, np.int64), labels[cut:]]))
     del feats, labels, openness
+    # Real recordings (real_speech_corpus.py) are a separate stream that a fixed share of
+    # every batch is cut from: at an hour against the synthetic corpus's tens, sampled
+    # with the rest they would be a few crops in a hundred.
+    n_real = int(round(batch * real_share)) if real is not None else 0
+    if n_real:
+        rf, rl, ro, _ = load_corpus([real])
+        r_tr = tensors(np.concatenate([silence, rf]), np.concatenate([np.zeros(pad, np.int64), rl]),
+                       np.concatenate([np.zeros(pad, np.float32), ro]))
+        del rf, rl, ro
 
     n_heads = len(TRAIN_OFFSETS)
     net = LipNet(mean, std, n_heads).to(device)
@@ -222,12 +232,12 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
     # Crops start far enough from the ends that every offset's target exists.
     lo_begin, hi_margin = pad, crop + 2
 
-    def batch_at(begin: torch.Tensor):
+    def batch_at(begin: torch.Tensor, f, lab, o):
         # Output k of a crop is frame begin + k; its head-D target is the label at
         # frame index k + 1 - D on the 10 ms grid (see lipsync_data.frame_labels).
-        x = f_tr[(begin[:, None] - (CONTEXT - 1) + context[None, :])]
+        x = f[(begin[:, None] - (CONTEXT - 1) + context[None, :])]
         frame = begin[:, None, None] + offsets[None, :, None] - shifts[None, None, :]
-        return x, l_tr[frame], o_tr[frame]
+        return x, lab[frame], o[frame]
 
     t0 = time.time()
     net.train()
@@ -249,8 +259,14 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
             added.append({"files": [p.name for p in arrived], "utterances": int(len(len2)),
                           "frames": int(len2.sum()), "at_s": time.time() - t0, "at_step": step})
             print(f"added {added[-1]}", flush=True)
-        begin = torch.tensor(rng.integers(lo_begin, len(f_tr) - hi_margin, batch), device=device)
-        x, y, o = batch_at(begin)
+        begin = torch.tensor(rng.integers(lo_begin, len(f_tr) - hi_margin, batch - n_real),
+                             device=device)
+        x, y, o = batch_at(begin, f_tr, l_tr, o_tr)
+        if n_real:
+            begin = torch.tensor(rng.integers(lo_begin, len(r_tr[0]) - hi_margin, n_real),
+                                 device=device)
+            parts = batch_at(begin, *r_tr)
+            x, y, o = (torch.cat([a, b]) for a, b in zip((x, y, o), parts))
         logits, open_pred, _ = net(augment(x))
         group_logits = torch.stack([torch.logsumexp(logits[..., idx], dim=-1) for idx in members], -1)
         loss = (ce(logits.reshape(-1, N_CLASSES), y.reshape(-1))
@@ -276,7 +292,9 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
     report = {"train_frames": int(len(f_tr) - pad), "val_frames": int(len(val[1]) - pad),
               "val_accuracy": dict(zip(map(str, TRAIN_OFFSETS), acc)), "train_s": time.time() - t0,
               "device": device, "steps": step, "batch": batch, "more_data": added,
-              "closure_weight": closure_weight}
+              "closure_weight": closure_weight,
+              "real": {"file": real.name, "share": real_share, "frames": int(len(r_tr[0]) - pad)}
+              if n_real else None}
     leads = (0, 10, 20) if export_variants else (lead_ms,)
     corrections = (0.0, 0.3) if export_variants else (prior_correction,)
     for lead in leads:
@@ -344,6 +362,10 @@ def main() -> None:
                         help="extra factor on the PP (lip closure) class weight")
     parser.add_argument("--export-variants", action="store_true",
                         help="also write the other leads and prior corrections beside --out")
+    parser.add_argument("--real", type=Path, default=None,
+                        help="a corpus of real recordings (real_speech_corpus.py)")
+    parser.add_argument("--real-share", type=float, default=0.3,
+                        help="the share of every batch cut from --real")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args()
     if len(args.data) == 1 and not args.data[0].exists():
@@ -357,7 +379,7 @@ def main() -> None:
         print(json.dumps({"corpus": stats, "data_s": round(time.time() - t0, 1)}), flush=True)
     report = train(args.data, args.out, args.steps, args.seed, args.batch, args.crop,
                    args.max_train_s, args.more_data, args.lead_ms, args.prior_correction,
-                   args.closure_weight, args.export_variants)
+                   args.closure_weight, args.export_variants, args.real, args.real_share)
     report["size_bytes"] = args.out.stat().st_size
     print(json.dumps(report))
 
