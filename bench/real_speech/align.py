@@ -2,7 +2,8 @@
 its ARPAbet phones mapped to the 15 OVR visemes on 10 ms frames.
 
 The table is the design brief's. pocketsphinx (5.1.1, en-us) runs two passes, as in the
-models recipe: the first aligns words, the second phones within them. Results are cached
+models recipe: the first aligns words, the second phones within them. A word its
+dictionary lacks is read by the bundled voice's phonemizer (espeak-ng), mapped to ARPAbet. Results are cached
 per clip, keyed by the clip's name and a digest of its audio and text, so a changed clip
 is aligned anew and an unchanged one never twice.
 """
@@ -34,6 +35,47 @@ ARPABET_TO_VISEME = {
 
 Phones = list[tuple[str, int, int]]
 
+# espeak-ng's IPA (as the bundled voice's phonemizer writes it, one code point a symbol)
+# to ARPAbet, for the words pocketsphinx's en-us dictionary lacks (names, "aligner",
+# "unmute"): two-symbol sounds first. Marks with no sound of their own map to nothing.
+_IPA_TO_ARPABET = {
+    "tʃ": "CH", "dʒ": "JH", "aɪ": "AY", "aʊ": "AW", "eɪ": "EY", "oʊ": "OW", "əʊ": "OW",
+    "ɔɪ": "OY", "iː": "IY", "uː": "UW", "ɑː": "AA", "ɔː": "AO", "ɜː": "ER",
+    "p": "P", "b": "B", "t": "T", "d": "D", "k": "K", "g": "G", "ɡ": "G", "f": "F", "v": "V",
+    "θ": "TH", "ð": "DH", "s": "S", "z": "Z", "ʃ": "SH", "ʒ": "ZH", "h": "HH", "m": "M",
+    "n": "N", "ŋ": "NG", "l": "L", "ɹ": "R", "r": "R", "ɾ": "D", "j": "Y", "w": "W", "ʍ": "W",
+    "i": "IY", "ɪ": "IH", "ᵻ": "IH", "e": "EY", "ɛ": "EH", "æ": "AE", "a": "AA", "ɑ": "AA",
+    "ɒ": "AA", "ɔ": "AO", "o": "OW", "ʊ": "UH", "u": "UW", "ʌ": "AH", "ə": "AH", "ɐ": "AH",
+    "ɚ": "ER", "ɜ": "ER", "ɝ": "ER", "x": "K",
+    **dict.fromkeys(["ˈ", "ˌ", "ː", "ʲ", "ʔ", "\u0329", "-", " "], ""),
+}
+
+
+def espeak_pronunciation(word: str) -> str | None:
+    """ARPAbet for `word` from the bundled voice's phonemizer; None if it has a sound the
+    table lacks."""
+    from piper import PiperVoice
+
+    from pipeline.voice.phonemes import load_voice_config, phonemize
+
+    symbols = "".join(s for sentence in phonemize(PiperVoice(session=None,
+                                                             config=load_voice_config()), word)
+                      for s in sentence)
+    phones, i = [], 0
+    while i < len(symbols):
+        two = symbols[i:i + 2]
+        if two in _IPA_TO_ARPABET:
+            phones.append(_IPA_TO_ARPABET[two])
+            i += 2
+        elif symbols[i] in _IPA_TO_ARPABET:
+            phones.append(_IPA_TO_ARPABET[symbols[i]])
+            i += 1
+        else:
+            return None
+    # espeak writes a doubled consonant at some joins ("azura": ɹɹ); pocketsphinx wants one.
+    phones = [p for k, p in enumerate(phones) if p and (k == 0 or p != phones[k - 1])]
+    return " ".join(phones) or None
+
 
 class AlignmentError(ValueError):
     """The transcript could not be aligned (words missing from the dictionary, or no path)."""
@@ -54,9 +96,16 @@ def sphinx_phones(audio: np.ndarray, text: str) -> Phones:
         raise AlignmentError("no words to align")
     buf = (np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes()
     d = Decoder(lm=None, bestpath=False, loglevel="FATAL")
-    missing = [w for w in words.split() if d.lookup_word(w) is None]
+    missing = []
+    for word in dict.fromkeys(words.split()):
+        if d.lookup_word(word) is None:
+            pronunciation = espeak_pronunciation(word)
+            if pronunciation is None:
+                missing.append(word)
+            else:
+                d.add_word(word, pronunciation, True)
     if missing:
-        raise AlignmentError(f"not in the dictionary: {' '.join(missing[:5])}")
+        raise AlignmentError(f"no pronunciation for: {' '.join(missing[:5])}")
     try:
         d.set_align_text(words)
         d.start_utt(); d.process_raw(buf, full_utt=True); d.end_utt()  # noqa: E702
