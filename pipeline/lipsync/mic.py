@@ -7,7 +7,8 @@ renderer reads without locks, as it does SpeechTimeline.
 Mapping frames to mic poses: a live mouth cannot be shown before the voice was captured
 and analysed. So the frame presented at monotonic instant P shows the voice captured at
 P − ``delay``; ``frame_pose(t_start, period)`` turns the frame's media time into P with the
-media clock (``MediaClock.monotonic_at``) and answers ``pose_at_monotonic(P − delay)``.
+media clock (``MediaClock.monotonic_at``) and answers ``pose_at_monotonic(P − delay)``,
+or a lip closure captured since the previous frame's that no frame would show otherwise.
 ``delay`` covers capture → pose ready (measured: ``latency()``) plus ``render_margin``
 (the frame producer's poll and the display taking the frame before it is presented).
 The mouth trails the voice by ``delay`` — the value to enter as the mic's "Sync Offset" in
@@ -30,8 +31,8 @@ from pipeline.audio.input import AudioInput, CapturedBlock, dbfs
 from pipeline.core.easing import smoothstep
 from pipeline.core.events import DelayChange
 from pipeline.core.frames import MouthPose
-from pipeline.core.visemes import VISEME_INDEX
-from pipeline.lipsync.model import LipShapeModel, VisemeSmoother
+from pipeline.core.visemes import MUST_SHOW, VISEME_INDEX
+from pipeline.lipsync.model import FRAME_S, LipShapeModel, VisemeSmoother
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.viseme_track import SIL_POSE
 
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _SIL = VISEME_INDEX["sil"]
 _AA = VISEME_INDEX["aa"]
+_MUST_SHOW = frozenset(VISEME_INDEX[v] for v in MUST_SHOW)
 
 
 class VolumeGate:
@@ -401,24 +403,72 @@ class MicLipSync:
     def pose_at_monotonic(self, t: float) -> MouthPose:
         """The pose of the audio captured at ``t``: the latest hop at or before it (the
         newest if ``t`` is ahead of what has been analysed), rest before the first."""
-        count = self._count
+        i = self._latest_at(t, self._count)
+        return SIL_POSE if i < 0 else self._poses[i % self.RING]
+
+    def _latest_at(self, t: float, count: int) -> int:
+        """The index of the latest hop captured at or before ``t`` among the first
+        ``count`` published (the newest if ``t`` is ahead of them); -1 before the first.
+        ``count`` is ``_count`` read once by the caller: the slot the analysis thread
+        writes next is never among those searched."""
         lo = max(0, count - self.RING + 1)
         hi = count
         times = self._times
         if hi == 0 or t < times[lo % self.RING]:
-            return SIL_POSE
+            return -1
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if times[mid % self.RING] <= t:
                 lo = mid
             else:
                 hi = mid
-        return self._poses[lo % self.RING]
+        return lo
 
     def frame_pose(self, t_start: float, period: float) -> MouthPose:
-        """The pose for the display frame visible over media [t_start, t_start + period)."""
-        presented = self.monotonic_at(t_start + period / 2)
-        return self.pose_at_monotonic(presented - self.delay)
+        """The pose for the display frame visible over media [t_start, t_start + period).
+
+        The pose of the voice captured at the frame's centre less the delay
+        (``pose_at_monotonic``), unless that shows no lip closure or contact (MUST_SHOW)
+        and a run of hops showing one begins in the hops captured in (centre − period,
+        centre]: the smoother holds a closure for as little as 20 ms, which can lie
+        wholly between two frame centres. Then the frame shows that run's last pose (of
+        several runs the longest, ties the latest). So every closure published reaches
+        at least one frame at any frame rate, and one that a frame's centre shows (a run
+        begun at or before the previous centre) is not shown again by the next.
+        On every display tick, against the analysis thread's writes: no lock, no list or
+        array built, ``_count`` read once; it looks at no more than the period / 10 ms
+        hops of the interval (FRAME_S, VolumeGate's hop too) and the one before it.
+        """
+        if period <= 0:
+            raise ValueError("period must be positive")
+        centre = self.monotonic_at(t_start + period / 2) - self.delay
+        count = self._count
+        latest = self._latest_at(centre, count)
+        if latest < 0:
+            return SIL_POSE
+        ring, times, poses = self.RING, self._times, self._poses
+        pose = poses[latest % ring]
+        if pose.dominant in _MUST_SHOW:
+            return pose
+        previous_centre = centre - period
+        best, best_hops = pose, 0
+        run_viseme, run_hops, run_pose = -1, 0, pose  # the run walked back through
+        oldest = max(0, count - ring + 1, latest - math.ceil(period / FRAME_S) - 1)
+        for i in range(latest - 1, oldest - 1, -1):
+            candidate = poses[i % ring]
+            viseme = candidate.dominant
+            if times[i % ring] <= previous_centre:
+                if viseme == run_viseme:
+                    run_hops = 0  # begun by the previous centre: that frame showed it
+                break
+            if viseme != run_viseme:
+                if run_hops > best_hops:
+                    best, best_hops = run_pose, run_hops
+                run_viseme = viseme if viseme in _MUST_SHOW else -1
+                run_hops, run_pose = 0, candidate
+            if run_viseme >= 0:
+                run_hops += 1
+        return run_pose if run_hops > best_hops else best
 
 
 class MouthMixer:
