@@ -30,8 +30,8 @@ from bench.real_speech import dev_set  # noqa: E402
 from bench.real_speech.align import FRAME_S  # noqa: E402
 from bench.real_speech.clip import SAMPLE_RATE  # noqa: E402
 
-# Strengths of the augmentation: a near-clean copy, a mild and a harsh one.
-VARIANTS = (0.0, 0.4, 1.0)
+# Strengths of the augmentation, as for the synthetic corpus: a mild copy and a harsh one.
+VARIANTS = (0.3, 1.0)
 # A reference frame j is pocketsphinx's window [10 j, 10 j + 25.6) ms: it stands for the
 # instant at its centre, 10 j + 12.8 ms, so its span runs 5 ms either side of that.
 _CENTRE_S = 0.0128
