@@ -4,6 +4,8 @@
     python bench/lipsync_eval.py --model CANDIDATE.onnx   # score another model file
     python bench/lipsync_eval.py --candidate NEW.onnx     # the shipped one and NEW, one run
     python bench/lipsync_eval.py --old REV                # and the model shipped at git REV
+    python bench/lipsync_eval.py --models-only --modes balanced --candidate A.onnx B.onnx
+                                                          # choosing among trained models
 
 Needs (evaluation only, not the app): the `eval` extra (pocketsphinx==5.1.1 for phone
 alignment, pylipsync for the MFCC-template baseline, soundfile). Data: the real-speech dev
@@ -244,15 +246,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
-    parser.add_argument("--candidate", type=Path, default=None,
-                        help="a second model file, scored in the same run (rows candidate_*)")
+    parser.add_argument("--candidate", type=Path, nargs="*", default=[],
+                        help="more model files, scored in the same run (rows candidate_* for "
+                             "one, else <parent>_<stem>_*)")
     parser.add_argument("--old", default=None, metavar="REV",
                         help="also score the model shipped at this git revision (rows old_*)")
+    parser.add_argument("--modes", nargs="+", choices=list(MODES_MS), default=list(MODES_MS))
+    parser.add_argument("--models-only", action="store_true",
+                        help="leave out the baselines and the transcript mode")
     args = parser.parse_args()
     t0 = time.time()
     dev, info = dev_set.load("dev")
     scratch = Path(tempfile.mkdtemp())
-    models = {"ours": args.model, **({"candidate": args.candidate} if args.candidate else {}),
+    candidates = ({"candidate": args.candidate[0]} if len(args.candidate) == 1 else
+                  {f"{c.parent.name}_{c.stem}": c for c in args.candidate})
+    models = {"ours": args.model, **candidates,
               **({"old": model_at(args.old, scratch)} if args.old else {})}
     refs, preds = [], {}
     hop_times: dict[str, list[float]] = {mode: [] for mode in MODE_NAMES}
@@ -262,19 +270,22 @@ def main() -> None:
         audio, text, ref = item.clip.audio, item.clip.text, item.reference
         n = len(ref)
         refs.append(ref)
-        aligned, seconds, unsupported = transcript_mode(audio, n, text)
-        transcript_s += seconds
-        reported += unsupported
-        started = time.perf_counter()
-        sphinx_phones(audio, text)
-        sphinx_s += time.perf_counter() - started
-        # A constant "ih" gives the scale: high plain accuracy, low balanced accuracy.
-        systems = {"constant_ih": (np.full(n, VISEME_INDEX["ih"]),) * 2,
-                   "rms_gate": (volume_gate(audio, n),) * 2,
-                   "mfcc_templates": (mfcc_templates(audio, n),) * 2,
-                   "transcript": (aligned, aligned)}
+        systems = {}
+        if not args.models_only:
+            aligned, seconds, unsupported = transcript_mode(audio, n, text)
+            transcript_s += seconds
+            reported += unsupported
+            started = time.perf_counter()
+            sphinx_phones(audio, text)
+            sphinx_s += time.perf_counter() - started
+            # A constant "ih" gives the scale: high plain accuracy, low balanced accuracy.
+            systems = {"constant_ih": (np.full(n, VISEME_INDEX["ih"]),) * 2,
+                       "rms_gate": (volume_gate(audio, n),) * 2,
+                       "mfcc_templates": (mfcc_templates(audio, n),) * 2,
+                       "transcript": (aligned, aligned)}
         for label, path in models.items():
-            for mode, ms in MODES_MS.items():
+            for mode in args.modes:
+                ms = MODES_MS[mode]
                 raw, smooth = ours(audio, n, ms, hop_times[mode] if label == "ours" else [], path)
                 systems[f"{label}_{mode}_raw"] = (raw, raw)
                 systems[f"{label}_{mode}_smoothed"] = (smooth, smooth)
@@ -287,7 +298,7 @@ def main() -> None:
     # The user's view (balanced mode, smoothed) of each model per recording condition.
     conditions = sorted({item.clip.condition for item in dev})
     by_condition = {}
-    for key in [k for k in preds if k.endswith("_balanced_smoothed")] + ["transcript"]:
+    for key in [k for k in preds if k.endswith("_balanced_smoothed") or k == "transcript"]:
         by_condition[key] = {}
         for condition in conditions:
             keep = [i for i, item in enumerate(dev) if item.clip.condition == condition]
@@ -302,7 +313,7 @@ def main() -> None:
         "data": "bench/real_speech dev split (sources and licences in dev_set.by_speaker)",
         "reference": "pocketsphinx 5.1.1 forced phone alignment, ARPAbet→viseme per design brief",
         "model": args.model.name,
-        "candidate": args.candidate.name if args.candidate else None,
+        "candidates": [str(c) for c in args.candidate],
         "old": args.old,
         "frames": int(len(ref)),
         "dev_seconds": round(audio_s, 2),
@@ -313,14 +324,16 @@ def main() -> None:
         "systems": results,
         "by_condition": by_condition,
         **{key: {k: results[system][k] for k in HEADLINE}
-           for key, system in (("balanced", "ours_balanced_smoothed"), ("transcript", "transcript"))},
-        "transcript_compute_per_audio_s": round(transcript_s / audio_s, 4),
-        "pocketsphinx_align_compute_per_audio_s": round(sphinx_s / audio_s, 4),
-        "transcript_words_reported": reported,
-        "transcript_support": transcript_support(dev),
+           for key, system in (("balanced", "ours_balanced_smoothed"), ("transcript", "transcript"))
+           if system in results},
+        **({} if args.models_only else {
+            "transcript_compute_per_audio_s": round(transcript_s / audio_s, 4),
+            "pocketsphinx_align_compute_per_audio_s": round(sphinx_s / audio_s, 4),
+            "transcript_words_reported": reported,
+            "transcript_support": transcript_support(dev)}),
         "per_hop_ms": {mode: {"p50": round(float(np.percentile(t, 50)) * 1000, 3),
                               "p99": round(float(np.percentile(t, 99)) * 1000, 3)}
-                       for mode, t in hop_times.items()},
+                       for mode, t in hop_times.items() if t},
     }
     print(f"{'system':26} {'15-way':>7} {'coarse':>7} {'bal.':>6} {'on.med':>7} {'on.p90':>7} "
           f"{'match':>6} {'bias':>6} {'chg/s':>6}")
