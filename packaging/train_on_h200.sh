@@ -15,6 +15,12 @@ real=$1 site=$2 outdir=$3
 shift 3
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 train_s=${TRAIN_S:-420}
+# A few steps on a tiny corpus first: a trainer that cannot start fails in seconds, not
+# after corpus 1 (a minute of the call).
+python3 packaging/lipsync_data.py --out /tmp/c0.npz --seed 9 --piper 2 --espeak 6 --workers 4
+python3 packaging/train_lipsync.py --data /tmp/c0.npz --real "$real" --real-share 0.5 --steps 3 \
+    --batch 8 --max-train-s 5 --out /tmp/smoke/lipsync.onnx > "$outdir/smoke.log" 2>&1 \
+    || { tail -n 30 "$outdir/smoke.log"; exit 1; }
 python3 packaging/lipsync_data.py --out /tmp/c1.npz --seed 1 --piper 1000 --espeak 2800 --workers 15
 python3 packaging/lipsync_data.py --out /tmp/c2.npz --seed 2 --piper 6000 --espeak 20000 \
     --workers $((15 - $#)) --deadline-s $((train_s / 2)) > "$outdir/c2.log" 2>&1 &
