@@ -94,9 +94,11 @@ def _hz_to_mel(f):
 
 
 class LipNet(nn.Module):
-    def __init__(self, mean: np.ndarray, std: np.ndarray, n_heads: int):
+    def __init__(self, mean: np.ndarray, std: np.ndarray, offsets: tuple[int, ...]):
         super().__init__()
-        self.n_heads = n_heads
+        # Head k predicts the label offsets[k] frames behind the newest (see TRAIN_OFFSETS).
+        self.offsets = offsets
+        self.n_heads = n_heads = len(offsets)
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32))
         self.front = nn.Conv1d(N_MELS, HIDDEN, CONTEXT)
@@ -161,6 +163,39 @@ class FeatureAugment:
         return torch.where(band[:, None, :], self.mean[None, None, :], x)
 
 
+def from_onnx(path: Path) -> tuple[LipNet, int]:
+    """The network of an exported model (its three heads, their offsets from its lead) and
+    the lead: the starting point of a fine-tuning run. ONNX keeps the GRU gates in the
+    order z, r, h and torch in r, z, n; the heads' MatMul holds the transposed weight."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    meta = {p.key: p.value for p in model.metadata_props}
+    lead = int(meta["lead_ms"]) // 10
+    w = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    grus = [n for n in model.graph.node if n.op_type == "GRU"]
+    net = LipNet(w["net.mean"], w["net.std"], tuple(d - lead for d in LOOKAHEADS))
+
+    def gates(a: np.ndarray) -> torch.Tensor:
+        z, r, h = np.split(a, 3, axis=0)
+        return torch.tensor(np.concatenate([r, z, h]), dtype=torch.float32)
+
+    state = {"mean": torch.tensor(w["net.mean"]), "std": torch.tensor(w["net.std"]),
+             "front.weight": torch.tensor(w["net.front.weight"]),
+             "front.bias": torch.tensor(w["net.front.bias"]),
+             "heads.weight": torch.tensor(next(v for k, v in w.items() if "MatMul" in k).T.copy()),
+             "heads.bias": torch.tensor(w["net.heads.bias"])}
+    for layer, node in enumerate(grus):
+        wi, wh, b = (w[name][0] for name in node.input[1:4])
+        state[f"gru.weight_ih_l{layer}"] = gates(wi)
+        state[f"gru.weight_hh_l{layer}"] = gates(wh)
+        state[f"gru.bias_ih_l{layer}"] = gates(b[: 3 * HIDDEN])
+        state[f"gru.bias_hh_l{layer}"] = gates(b[3 * HIDDEN:])
+    net.load_state_dict(state)
+    return net, lead * 10
+
+
 def load_corpus(paths: list[Path]):
     """(features, labels, openness, lengths) of the corpora in `paths`, end to end."""
     parts = [np.load(p) for p in paths]
@@ -173,7 +208,7 @@ def load_corpus(paths: list[Path]):
 def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, crop: int,
           max_seconds: float, more_data: list[Path], lead_ms: int, prior_correction: float,
           closure_weight: float, export_variants: bool, real: Path | None = None,
-          real_share: float = 0.0) -> dict:
+          real_share: float = 0.0, init: Path | None = None, peak_lr: float = 3e-3) -> dict:
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -215,8 +250,13 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
                        np.concatenate([np.zeros(pad, np.float32), ro]))
         del rf, rl, ro
 
-    n_heads = len(TRAIN_OFFSETS)
-    net = LipNet(mean, std, n_heads).to(device)
+    if init is not None:
+        # Fine-tuning: the model's own normalisation and heads, and only its lead.
+        net, lead_ms = from_onnx(init)
+        export_variants = False
+        net = net.to(device)
+    else:
+        net = LipNet(mean, std, TRAIN_OFFSETS).to(device)
     augment = FeatureAugment(net.mean, device)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
     ce = nn.CrossEntropyLoss(weight=torch.tensor(weights, dtype=torch.float32, device=device),
@@ -228,7 +268,7 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
     coarse = torch.tensor(COARSE, device=device)
     offsets = torch.arange(crop, device=device)
     context = torch.arange(crop + CONTEXT - 1, device=device)
-    shifts = torch.tensor([d - 1 for d in TRAIN_OFFSETS], device=device)
+    shifts = torch.tensor([d - 1 for d in net.offsets], device=device)
     # Crops start far enough from the ends that every offset's target exists.
     lo_begin, hi_margin = pad, crop + 2
 
@@ -249,7 +289,7 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
         # time budget: the same schedule shape on a slow CPU as on the GPU.
         progress = max(step / steps, (time.time() - t0) / max_seconds)
         for group in opt.param_groups:
-            group["lr"] = 3e-3 * min(1.0, progress / 0.05) * 0.5 * (1 + np.cos(np.pi * min(progress, 1.0)))
+            group["lr"] = peak_lr * min(1.0, progress / 0.05) * 0.5 * (1 + np.cos(np.pi * min(progress, 1.0)))
         arrived = [p for p in pending if p.exists()] if step % 50 == 0 else []
         if arrived:
             f2, lab2, o2, len2 = load_corpus(arrived)
@@ -290,7 +330,7 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
         frame = torch.arange(n)[:, None] + pad - shifts.cpu()[None, :]
         acc = (logits[0, :n].argmax(-1) == ref[frame]).float().mean(0).tolist()
     report = {"train_frames": int(len(f_tr) - pad), "val_frames": int(len(val[1]) - pad),
-              "val_accuracy": dict(zip(map(str, TRAIN_OFFSETS), acc)), "train_s": time.time() - t0,
+              "val_accuracy": dict(zip(map(str, net.offsets), acc)), "train_s": time.time() - t0,
               "device": device, "steps": step, "batch": batch, "more_data": added,
               "closure_weight": closure_weight,
               "real": {"file": real.name, "share": real_share, "frames": int(len(r_tr[0]) - pad)}
@@ -312,8 +352,8 @@ def export(net: LipNet, out: Path, report: dict, lead_ms: int, prior_correction:
     import onnx
 
     lead = lead_ms // 10
-    rows = [TRAIN_OFFSETS.index(d - lead) for d in LOOKAHEADS]
-    shipped = LipNet(net.mean.numpy(), net.std.numpy(), len(LOOKAHEADS))
+    rows = [net.offsets.index(d - lead) for d in LOOKAHEADS]
+    shipped = LipNet(net.mean.numpy(), net.std.numpy(), tuple(d - lead for d in LOOKAHEADS))
     state = {k: v for k, v in net.state_dict().items() if not k.startswith("heads.")}
     weight = net.heads.weight.detach().unflatten(0, (net.n_heads, N_CLASSES + 1))[rows]
     bias = net.heads.bias.detach().unflatten(0, (net.n_heads, N_CLASSES + 1))[rows].clone()
@@ -366,6 +406,9 @@ def main() -> None:
                         help="a corpus of real recordings (real_speech_corpus.py)")
     parser.add_argument("--real-share", type=float, default=0.3,
                         help="the share of every batch cut from --real")
+    parser.add_argument("--init", type=Path, default=None,
+                        help="fine-tune this exported model (its lead; --lead-ms is ignored)")
+    parser.add_argument("--peak-lr", type=float, default=3e-3)
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args()
     if len(args.data) == 1 and not args.data[0].exists():
@@ -379,7 +422,8 @@ def main() -> None:
         print(json.dumps({"corpus": stats, "data_s": round(time.time() - t0, 1)}), flush=True)
     report = train(args.data, args.out, args.steps, args.seed, args.batch, args.crop,
                    args.max_train_s, args.more_data, args.lead_ms, args.prior_correction,
-                   args.closure_weight, args.export_variants, args.real, args.real_share)
+                   args.closure_weight, args.export_variants, args.real, args.real_share,
+                   args.init, args.peak_lr)
     report["size_bytes"] = args.out.stat().st_size
     print(json.dumps(report))
 
