@@ -322,7 +322,8 @@ def search(data_path: Path, mode: str, utterances: int, out: Path | None) -> dic
             and r["viseme15_accuracy"] >= default["viseme15_accuracy"] - 0.005
             and r["onsets_matched_share"] >= default["onsets_matched_share"] - 0.01]
     best = min(fits, key=lambda r: (round(r["onset_mean_ms"], 1), r["changes_per_s"]))
-    summary = {"data": str(data_path), "mode": mode, "frames": int(sum(len(t) for _, t in seqs)),
+    summary = {"data": str(data_path), "mode": mode,
+               "frames": int(sum(len(s.target) for s in seqs)),
                "seconds": round(time.time() - t0, 1), "chosen": best, "raw": rows[0],
                "previous": default, "grid": GRID, "rows": rows}
     summary["check"] = check(data, utterances)
