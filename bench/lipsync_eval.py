@@ -105,15 +105,19 @@ def ours(audio: np.ndarray, n: int, lookahead_ms: int, hop_times: list[float],
     times = np.array([f.time_s for f in frames])
     probs = np.array([f.probs for f in frames])
     poses = np.array([smoother.update(f).dominant for f in frames])
-    raw, smooth = np.empty(n, np.int64), np.empty(n, np.int64)
-    for j in range(n):
-        # Reference frame j is pocketsphinx's analysis window [j * 10, j * 10 + 25.6) ms,
-        # centred at j * 10 + 12.8 ms; our instants sit on the 10 ms grid, so the two
-        # instants around j * 10 + 15 ms stand for it.
-        k = min(np.searchsorted(times, (j + 1) * FRAME_S - 1e-6), len(times) - 2)
-        raw[j] = int(np.argmax(probs[k] + probs[k + 1]))
-        smooth[j] = poses[k]
-    return raw, smooth
+    at = at_reference_frames(times, n)
+    return np.argmax(probs[at] + probs[at + 1], axis=1), poses[at]
+
+
+def at_reference_frames(times: np.ndarray, n: int) -> np.ndarray:
+    """For each of `n` reference frames, the index of the first model instant at or after
+    (j + 1) * 10 ms; it and the next stand for the frame (the raw argmax sums the two).
+
+    Reference frame j is pocketsphinx's analysis window [j * 10, j * 10 + 25.6) ms,
+    centred at j * 10 + 12.8 ms; our instants sit on the 10 ms grid, so the two instants
+    around j * 10 + 15 ms stand for it."""
+    k = np.searchsorted(times, (np.arange(n) + 1) * FRAME_S - 1e-6)
+    return np.minimum(k, len(times) - 2)
 
 
 def transcript_mode(audio: np.ndarray, n: int, text: str) -> tuple[np.ndarray, float, int]:
@@ -237,8 +241,9 @@ def score(ref: np.ndarray, pred: np.ndarray, shown: np.ndarray) -> dict:
 def model_at(rev: str, folder: Path) -> Path:
     """The lip-shape model file as git revision `rev` shipped it."""
     out = folder / f"lipsync_{rev}.onnx"
-    out.write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:assets/models/lipsync.onnx"],
-                                   check=True, capture_output=True).stdout)
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:assets/models/lipsync.onnx"],
+                           check=True, capture_output=True)
+    out.write_bytes(shown.stdout)
     return out
 
 

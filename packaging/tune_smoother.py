@@ -29,10 +29,10 @@ the dev set):
 head's output of the model for each clip, streamed as bench/lipsync_eval.ours() streams
 it, with the clip's pocketsphinx reference (the dev set's kind). `search` replays the
 outputs through the REAL_GRID smoothers and scores the shown viseme against the reference
-itself, at the reference frames' centres as ours() maps them (at_reference_frames). It
-picks, on half of the voices, the settings that come nearest the issue's goals (each
-figure's share of its goal, capped at 1, summed: real_objective) whose onset median is
-at most 25 ms, and
+itself, at the reference frames' centres as ours() maps them
+(bench.lipsync_eval.at_reference_frames). It picks, on half of the voices, the settings
+that come nearest the issue's goals (each figure's share of its goal, capped at 1,
+summed: real_objective) whose onset median is at most 25 ms, and
 reports those and the VisemeSmoother defaults on both halves, for every latency head.
 
 The real-speech development set (bench/lipsync_eval.py) plays no part here; it only
@@ -60,9 +60,9 @@ sys.path.insert(0, str(ROOT / "packaging"))
 
 from lipsync_data import ESPEAK_VARIANTS, ESPEAK_VOICES, Espeak, render, text_pool  # noqa: E402
 
-from bench.lipsync_eval import HEADLINE, ours, score  # noqa: E402
+from bench.lipsync_eval import HEADLINE, at_reference_frames, ours, score  # noqa: E402
 from bench.real_speech import dev_set  # noqa: E402
-from bench.real_speech.align import FRAME_S, HOP  # noqa: E402
+from bench.real_speech.align import HOP  # noqa: E402
 from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
 from pipeline.lipsync.features import StreamingLogMel, frame_end_s  # noqa: E402
 from pipeline.lipsync.model import (  # noqa: E402
@@ -202,14 +202,6 @@ def all_heads(model: LipShapeModel, audio: np.ndarray) -> tuple[np.ndarray, np.n
             probs.append(p)
             openness.append(o)
     return np.stack(probs), np.stack(openness)
-
-
-def at_reference_frames(times: np.ndarray, n: int) -> np.ndarray:
-    """For each of `n` reference frames, the model instant that stands for it as
-    bench/lipsync_eval.ours() picks it (the first at or after (j + 1) * 10 ms; the raw
-    argmax adds the next one): its loop, vectorised. build_real checks the two agree."""
-    k = np.searchsorted(times, (np.arange(n) + 1) * FRAME_S - 1e-6)
-    return np.minimum(k, len(times) - 2)
 
 
 def real_sequences(data, mode: str) -> list[Sequence]:
