@@ -3,13 +3,14 @@ its ARPAbet phones mapped to the 15 OVR visemes on 10 ms frames.
 
 The table is the design brief's. pocketsphinx (5.1.1, en-us) runs two passes, as in the
 models recipe: the first aligns words, the second phones within them. A word its
-dictionary lacks is read by the bundled voice's phonemizer (espeak-ng), mapped to ARPAbet. Results are cached
-per clip, keyed by the clip's name and a digest of its audio and text, so a changed clip
-is aligned anew and an unchanged one never twice.
+dictionary lacks is read by the bundled voice's phonemizer (espeak-ng), mapped to
+ARPAbet. Results are cached per clip, keyed by the clip's name and a digest of its audio
+and text, so a changed clip is aligned anew and an unchanged one never twice.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -51,16 +52,22 @@ _IPA_TO_ARPABET = {
 }
 
 
+@functools.cache
+def _reader():
+    """The bundled voice's phonemizer (no model session): made once, read by every word."""
+    from piper import PiperVoice
+
+    from pipeline.voice.phonemes import load_voice_config
+
+    return PiperVoice(session=None, config=load_voice_config())
+
+
 def espeak_pronunciation(word: str) -> str | None:
     """ARPAbet for `word` from the bundled voice's phonemizer; None if it has a sound the
     table lacks."""
-    from piper import PiperVoice
+    from pipeline.voice.phonemes import phonemize
 
-    from pipeline.voice.phonemes import load_voice_config, phonemize
-
-    symbols = "".join(s for sentence in phonemize(PiperVoice(session=None,
-                                                             config=load_voice_config()), word)
-                      for s in sentence)
+    symbols = "".join(s for sentence in phonemize(_reader(), word) for s in sentence)
     phones, i = [], 0
     while i < len(symbols):
         two = symbols[i:i + 2]
