@@ -14,6 +14,7 @@ VISEME_INDEX: dict[str, int] = {v: i for i, v in enumerate(OVR_VISEMES)}
 # Visemes whose lip contact must always reach the screen, however short the sound:
 # a missed closure or lip-teeth contact is the error viewers notice first.
 MUST_SHOW: frozenset[str] = frozenset({"PP", "FF"})
+MUST_SHOW_INDICES: frozenset[int] = frozenset(VISEME_INDEX[v] for v in MUST_SHOW)
 
 # How far the jaw/lips are open for each viseme, 0 = closed, 1 = widest. Used for the
 # openness channel of a mouth frame (photo rigs, level checks) and by tests.

@@ -31,7 +31,7 @@ from pipeline.audio.input import AudioInput, CapturedBlock, dbfs
 from pipeline.core.easing import smoothstep
 from pipeline.core.events import DelayChange
 from pipeline.core.frames import MouthPose
-from pipeline.core.visemes import MUST_SHOW, VISEME_INDEX
+from pipeline.core.visemes import MUST_SHOW_INDICES, VISEME_INDEX
 from pipeline.lipsync.model import FRAME_S, LipShapeModel, VisemeSmoother
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.viseme_track import SIL_POSE
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 _SIL = VISEME_INDEX["sil"]
 _AA = VISEME_INDEX["aa"]
-_MUST_SHOW = frozenset(VISEME_INDEX[v] for v in MUST_SHOW)
 
 
 class VolumeGate:
@@ -448,7 +447,7 @@ class MicLipSync:
             return SIL_POSE
         ring, times, poses = self.RING, self._times, self._poses
         pose = poses[latest % ring]
-        if pose.dominant in _MUST_SHOW:
+        if pose.dominant in MUST_SHOW_INDICES:
             return pose
         previous_centre = centre - period
         best, best_hops = pose, 0
@@ -464,7 +463,7 @@ class MicLipSync:
             if viseme != run_viseme:
                 if run_hops > best_hops:
                     best, best_hops = run_pose, run_hops
-                run_viseme = viseme if viseme in _MUST_SHOW else -1
+                run_viseme = viseme if viseme in MUST_SHOW_INDICES else -1
                 run_hops, run_pose = 0, candidate
             if run_viseme >= 0:
                 run_hops += 1

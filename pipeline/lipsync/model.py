@@ -25,7 +25,7 @@ from pipeline.audio.audio_file import read_blocks
 from pipeline.core.frames import MouthPose, VisemeCue
 from pipeline.core.modes import BALANCED, DEFAULT_MODE, OFFLINE_MODE, PREMIUM, ULTRA
 from pipeline.core.resources import ASSETS_DIR
-from pipeline.core.visemes import MUST_SHOW, OPENNESS, OVR_VISEMES, VISEME_INDEX
+from pipeline.core.visemes import MUST_SHOW_INDICES, OPENNESS, OVR_VISEMES, VISEME_INDEX
 from pipeline.infer.sessions import build_session
 from pipeline.lipsync.features import (
     HOP,
@@ -49,7 +49,6 @@ MIC_TRADES: dict[str, str] = {
 }
 FRAME_S = HOP / SAMPLE_RATE
 _SIL = VISEME_INDEX["sil"]
-_MUST_SHOW = frozenset(VISEME_INDEX[v] for v in MUST_SHOW)
 _OPENNESS = np.array([OPENNESS[v] for v in OVR_VISEMES], np.float32)
 # Coarse groups: the mouth shapes a viewer tells apart at a glance (narrow/spread: teeth
 # close, lips unrounded). The evaluation scores them; the smoother asks more evidence
@@ -257,9 +256,9 @@ class VisemeSmoother:
         if self._mix < 1.0:
             self._mix = min(1.0, self._mix + 1.0 / self.blend_frames)
 
-        target = 0.0 if self._current in _MUST_SHOW else frame.openness
+        target = 0.0 if self._current in MUST_SHOW_INDICES else frame.openness
         rate = self._open_attack if target > self._openness else self._open_release
-        if self._current in _MUST_SHOW:
+        if self._current in MUST_SHOW_INDICES:
             rate = 1.0  # a closure closes now, not over the release time
         self._openness += rate * (target - self._openness)
         return MouthPose(self._previous, self._current, self._mix, float(self._openness))
@@ -267,9 +266,9 @@ class VisemeSmoother:
     def _closure(self, probs: np.ndarray) -> int:
         """The lip closure or contact to show now, -1 for none."""
         top = int(np.argmax(probs))
-        if top in _MUST_SHOW:
+        if top in MUST_SHOW_INDICES:
             return top
-        contact = max(_MUST_SHOW, key=probs.__getitem__)
+        contact = max(MUST_SHOW_INDICES, key=probs.__getitem__)
         return contact if probs[contact] >= self.closure_share * probs[top] else -1
 
     def _switch(self, viseme: int, instant: bool) -> None:

@@ -20,7 +20,7 @@ from pipeline.core.visemes import (
     CLUSTERS,
     IPA_TO_VISEME,
     LENGTH_MARKS,
-    MUST_SHOW,
+    MUST_SHOW_INDICES,
     OPENNESS,
     OVR_VISEMES,
     PAUSES,
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 MAX_BLEND_HALF_WIDTH = 0.025
 
 _SIL = VISEME_INDEX["sil"]
-_MUST_SHOW_INDICES = frozenset(VISEME_INDEX[v] for v in MUST_SHOW)
 _OPENNESS_BY_INDEX = tuple(OPENNESS[v] for v in OVR_VISEMES)
 _CLUSTER_LENGTHS = sorted({len(c) for c in CLUSTERS}, reverse=True)
 # Symbols that modify the sound before them (ʲ ʰ ˞ and combining diacritics).
@@ -250,7 +249,7 @@ class VisemeTrack:
             seg = self._segments[i]
             if seg.start >= centre or seg.start >= limit:
                 break
-            if (seg.viseme in _MUST_SHOW_INDICES and seg.start > centre - period
+            if (seg.viseme in MUST_SHOW_INDICES and seg.start > centre - period
                     and seg.end <= centre):
                 if best is None or seg.end - seg.start > best.end - best.start:
                     best = seg
