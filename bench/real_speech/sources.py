@@ -84,7 +84,8 @@ def _sdist(cache_dir: Path, package: str, version: str) -> Path:
     """Top directory of the unpacked PyPI sdist `package==version`."""
 
     def fetch(tmp: Path, dest: Path) -> None:
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+        # The sdist alone; its build tools (pip prepares its metadata) come as wheels.
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package,
               "-d", str(tmp), f"{package}=={version}"], tmp)
         (archive,) = tmp.glob("*.tar.gz")
         shutil.unpack_archive(archive, dest)
