@@ -97,6 +97,8 @@ from pipeline.lipsync.model import COARSE, COARSE_GROUPS  # noqa: E402
 LOOKAHEADS = (1, 3, 6)
 TRAIN_OFFSETS = tuple(range(-1, 7))
 CONTEXT = 4
+# GRU width of the shipped model; --hidden trains another (the app reads it from the
+# exported model's state_shape).
 HIDDEN = 160
 LAYERS = 2
 N_CLASSES = len(OVR_VISEMES)
@@ -108,16 +110,18 @@ def _hz_to_mel(f):
 
 
 class LipNet(nn.Module):
-    def __init__(self, mean: np.ndarray, std: np.ndarray, offsets: tuple[int, ...]):
+    def __init__(self, mean: np.ndarray, std: np.ndarray, offsets: tuple[int, ...],
+                 hidden: int = HIDDEN):
         super().__init__()
+        self.hidden = hidden
         # Head k predicts the label offsets[k] frames behind the newest (see TRAIN_OFFSETS).
         self.offsets = offsets
         self.n_heads = n_heads = len(offsets)
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32))
-        self.front = nn.Conv1d(N_MELS, HIDDEN, CONTEXT)
-        self.gru = nn.GRU(HIDDEN, HIDDEN, LAYERS, batch_first=True, dropout=0.1)
-        self.heads = nn.Linear(HIDDEN, n_heads * (N_CLASSES + 1))
+        self.front = nn.Conv1d(N_MELS, hidden, CONTEXT)
+        self.gru = nn.GRU(hidden, hidden, LAYERS, batch_first=True, dropout=0.1)
+        self.heads = nn.Linear(hidden, n_heads * (N_CLASSES + 1))
 
     def forward(self, feats: torch.Tensor, state: torch.Tensor | None = None):
         """feats [B, T + CONTEXT - 1, N_MELS] → logits [B, T, H, 15], openness [B, T, H], state."""
@@ -187,9 +191,10 @@ def from_onnx(path: Path) -> tuple[LipNet, int]:
     model = onnx.load(str(path))
     meta = {p.key: p.value for p in model.metadata_props}
     lead = int(meta["lead_ms"]) // 10
+    hidden = int(meta["state_shape"].split(",")[-1])
     w = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     grus = [n for n in model.graph.node if n.op_type == "GRU"]
-    net = LipNet(w["net.mean"], w["net.std"], tuple(d - lead for d in LOOKAHEADS))
+    net = LipNet(w["net.mean"], w["net.std"], tuple(d - lead for d in LOOKAHEADS), hidden)
 
     def gates(a: np.ndarray) -> torch.Tensor:
         z, r, h = np.split(a, 3, axis=0)
@@ -204,8 +209,8 @@ def from_onnx(path: Path) -> tuple[LipNet, int]:
         wi, wh, b = (w[name][0] for name in node.input[1:4])
         state[f"gru.weight_ih_l{layer}"] = gates(wi)
         state[f"gru.weight_hh_l{layer}"] = gates(wh)
-        state[f"gru.bias_ih_l{layer}"] = gates(b[: 3 * HIDDEN])
-        state[f"gru.bias_hh_l{layer}"] = gates(b[3 * HIDDEN:])
+        state[f"gru.bias_ih_l{layer}"] = gates(b[: 3 * hidden])
+        state[f"gru.bias_hh_l{layer}"] = gates(b[3 * hidden:])
     net.load_state_dict(state)
     return net, lead * 10
 
@@ -222,7 +227,8 @@ def load_corpus(paths: list[Path]):
 def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, crop: int,
           max_seconds: float, more_data: list[Path], lead_ms: int, prior_correction: float,
           closure_weight: float, export_variants: bool, real: Path | None = None,
-          real_share: float = 0.0, init: Path | None = None, peak_lr: float = 3e-3) -> dict:
+          real_share: float = 0.0, init: Path | None = None, peak_lr: float = 3e-3,
+          hidden: int = HIDDEN) -> dict:
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -270,7 +276,7 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
         export_variants = False
         net = net.to(device)
     else:
-        net = LipNet(mean, std, TRAIN_OFFSETS).to(device)
+        net = LipNet(mean, std, TRAIN_OFFSETS, hidden).to(device)
     augment = FeatureAugment(net.mean, device)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
     ce = nn.CrossEntropyLoss(weight=torch.tensor(weights, dtype=torch.float32, device=device),
@@ -346,6 +352,7 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
     report = {"train_frames": int(len(f_tr) - pad), "val_frames": int(len(val[1]) - pad),
               "val_accuracy": dict(zip(map(str, net.offsets), acc)), "train_s": time.time() - t0,
               "device": device, "steps": step, "batch": batch, "more_data": added,
+              "hidden": net.hidden, "init": init.name if init is not None else None,
               "closure_weight": closure_weight,
               "real": {"file": real.name, "share": real_share, "frames": int(len(r_tr[0]) - pad)}
               if n_real else None}
@@ -367,7 +374,8 @@ def export(net: LipNet, out: Path, report: dict, lead_ms: int, prior_correction:
 
     lead = lead_ms // 10
     rows = [net.offsets.index(d - lead) for d in LOOKAHEADS]
-    shipped = LipNet(net.mean.numpy(), net.std.numpy(), tuple(d - lead for d in LOOKAHEADS))
+    shipped = LipNet(net.mean.numpy(), net.std.numpy(), tuple(d - lead for d in LOOKAHEADS),
+                     net.hidden)
     state = {k: v for k, v in net.state_dict().items() if not k.startswith("heads.")}
     weight = net.heads.weight.detach().unflatten(0, (net.n_heads, N_CLASSES + 1))[rows]
     bias = net.heads.bias.detach().unflatten(0, (net.n_heads, N_CLASSES + 1))[rows].clone()
@@ -378,13 +386,13 @@ def export(net: LipNet, out: Path, report: dict, lead_ms: int, prior_correction:
     out.parent.mkdir(parents=True, exist_ok=True)
     step = StreamingStep(shipped).eval()
     feats = torch.zeros(1, CONTEXT, N_MELS)
-    state0 = torch.zeros(LAYERS, 1, HIDDEN)
+    state0 = torch.zeros(LAYERS, 1, net.hidden)
     torch.onnx.export(step, (feats, state0), str(out), input_names=["feats", "state"],
                       output_names=["probs", "openness", "next_state"], opset_version=17,
                       dynamo=False)
     model = onnx.load(str(out))
     meta = {"lookahead_frames": ",".join(map(str, LOOKAHEADS)), "context_frames": str(CONTEXT),
-            "state_shape": f"{LAYERS},1,{HIDDEN}", "visemes": ",".join(OVR_VISEMES),
+            "state_shape": f"{LAYERS},1,{net.hidden}", "visemes": ",".join(OVR_VISEMES),
             "lead_ms": str(lead_ms), "training": json.dumps(report)}
     for key, value in meta.items():
         entry = model.metadata_props.add()
@@ -423,6 +431,8 @@ def main() -> None:
     parser.add_argument("--init", type=Path, default=None,
                         help="fine-tune this exported model (its lead; --lead-ms is ignored)")
     parser.add_argument("--peak-lr", type=float, default=3e-3)
+    parser.add_argument("--hidden", type=int, default=HIDDEN,
+                        help="GRU width (from scratch; --init keeps its model's)")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args()
     if len(args.data) == 1 and not args.data[0].exists():
@@ -437,7 +447,7 @@ def main() -> None:
     report = train(args.data, args.out, args.steps, args.seed, args.batch, args.crop,
                    args.max_train_s, args.more_data, args.lead_ms, args.prior_correction,
                    args.closure_weight, args.export_variants, args.real, args.real_share,
-                   args.init, args.peak_lr)
+                   args.init, args.peak_lr, args.hidden)
     report["size_bytes"] = args.out.stat().st_size
     print(json.dumps(report))
 

