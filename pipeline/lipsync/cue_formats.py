@@ -127,6 +127,8 @@ def contiguous(cues: Sequence[VisemeCue], duration: float, ticks: int) -> list[t
         stop = min(round(cue.end * ticks), end)
         if start > position:
             spans.append((position, start, "sil"))
+            # The gap ends here even when the cue rounds to nothing after it.
+            position = start
         if stop > start:
             spans.append((start, stop, cue.value))
             position = stop
