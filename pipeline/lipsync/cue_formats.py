@@ -31,6 +31,10 @@ from pipeline.voice.viseme_track import VisemeTrack
 
 # Rhubarb's own default for Moho's switch data (its --datFrameRate), the film rate.
 DEFAULT_FPS = 24.0
+# Above any display's refresh rate (the fastest monitors show 500 Hz), and below the
+# rate at which two frames' times would round to one key time of motion3.json's 4
+# decimals (10,000): --fps 1e9 asked for billions of frames, and the writer never ended.
+MAX_FPS = 1000.0
 # Rhubarb writes its times in centiseconds (its internal resolution), our JSON in ms.
 _RHUBARB_TICKS = 100
 _JSON_TICKS = 1000
@@ -106,9 +110,9 @@ def cue_format(path: Path, name: str | None = None) -> CueFormat:
 
 def check_fps(fps: float) -> None:
     """CueFormatError unless `fps` is a frame rate a file can be sampled at."""
-    if not (math.isfinite(fps) and fps > 0):
-        raise CueFormatError(f"--fps {fps:g} is not a frame rate: use a number above 0, "
-                             f"e.g. {DEFAULT_FPS:g}")
+    if not (math.isfinite(fps) and 0 < fps <= MAX_FPS):
+        raise CueFormatError(f"--fps {fps:g} is not a frame rate: use a number above 0 and "
+                             f"at most {MAX_FPS:g}, e.g. {DEFAULT_FPS:g}")
 
 
 def contiguous(cues: Sequence[VisemeCue], duration: float, ticks: int) -> list[tuple[int, int, str]]:
