@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -153,6 +154,17 @@ def _merged(spans, rename) -> list[tuple[int, int, str]]:
     return out
 
 
+# What XML 1.0 text cannot hold (controls, lone surrogates: a file name's bytes that are
+# not UTF-8 arrive as those), nor UTF-8 encode.
+_NOT_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def shown_file_name(name: str) -> str:
+    """A sound file's name as every format can hold it: what is not text (a control
+    character, a byte of the name that is not UTF-8) as U+FFFD."""
+    return _NOT_TEXT.sub("\ufffd", name)
+
+
 def cues_document(cues: Sequence[VisemeCue], sound_file: str, duration: float,
                   fmt: str = "ovr") -> dict:
     """Rhubarb's JSON shape: times in whole milliseconds, cues contiguous from 0 to
@@ -164,7 +176,7 @@ def cues_document(cues: Sequence[VisemeCue], sound_file: str, duration: float,
     spans = _merged(contiguous(cues, duration, _JSON_TICKS),
                     RHUBARB_SHAPE if fmt == "rhubarb" else {})
     return {
-        "metadata": {"soundFile": sound_file, "duration": round(duration * _JSON_TICKS) / _JSON_TICKS,
+        "metadata": {"soundFile": shown_file_name(sound_file), "duration": round(duration * _JSON_TICKS) / _JSON_TICKS,
                      "visemeSet": sets[fmt]},
         "mouthCues": [{"start": a / _JSON_TICKS, "end": b / _JSON_TICKS, "value": v}
                       for a, b, v in spans],
@@ -193,7 +205,7 @@ def rhubarb_xml(cues: Sequence[VisemeCue], sound_file: str, duration: float) -> 
     <mouthCues> of <mouthCue start= end=>shape</mouthCue>, contiguous from 0."""
     root = ET.Element("rhubarbResult")
     metadata = ET.SubElement(root, "metadata")
-    ET.SubElement(metadata, "soundFile").text = sound_file
+    ET.SubElement(metadata, "soundFile").text = shown_file_name(sound_file)
     ET.SubElement(metadata, "duration").text = _centis(round(duration * _RHUBARB_TICKS))
     mouth_cues = ET.SubElement(root, "mouthCues")
     for a, b, v in _rhubarb_spans(cues, duration):
