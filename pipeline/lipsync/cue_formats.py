@@ -260,12 +260,19 @@ def _keys(times: list[float], values: np.ndarray) -> tuple[list[float], np.ndarr
     return [times[i] for i in keep], values[keep]
 
 
+# motion3.json keys times to 4 decimals.
+_KEY_DECIMALS = 4
+_KEY_RESOLUTION_S = 10.0 ** -_KEY_DECIMALS
+
+
 def _shapes(cues, duration, fps) -> tuple[list[float], list[MouthShape]]:
     """Each frame's mouth at its start, and the last held to `duration`: a player takes
     an animation's length from its last key, and it should last as long as the sound."""
     poses = frame_poses(cues, duration, fps)
     times, shapes = [t for t, _ in poses], [mouth_shape(p) for _, p in poses]
-    if duration > times[-1]:
+    # Not within motion3.json's resolution of the last frame's key (a sound that ends
+    # 20 us into its frame): the two would be one key time, which a curve cannot hold.
+    if duration - times[-1] >= _KEY_RESOLUTION_S:
         times.append(duration)
         shapes.append(shapes[-1])
     return times, shapes
@@ -283,15 +290,15 @@ def live2d_motion(cues: Sequence[VisemeCue], duration: float, fps: float = DEFAU
     for param, values in (("ParamMouthOpenY", [s.open for s in shapes]),
                           ("ParamMouthForm", [s.form for s in shapes])):
         keyed, column = _keys(times, np.array(values, dtype=np.float64)[:, None])
-        flat = [round(keyed[0], 4), round(float(column[0, 0]), 4)]
+        flat = [round(keyed[0], _KEY_DECIMALS), round(float(column[0, 0]), _KEY_DECIMALS)]
         for t, v in zip(keyed[1:], column[1:, 0]):
-            flat += [LINEAR_SEGMENT, round(t, 4), round(float(v), 4)]
+            flat += [LINEAR_SEGMENT, round(t, _KEY_DECIMALS), round(float(v), _KEY_DECIMALS)]
         curves.append({"Target": "Parameter", "Id": param, "Segments": flat})
     # Linear segments: each adds one point to the curve's first.
     segments = sum((len(c["Segments"]) - 2) // 3 for c in curves)
     return {
         "Version": 3,
-        "Meta": {"Duration": round(duration, 4), "Fps": float(fps), "Loop": False,
+        "Meta": {"Duration": round(duration, _KEY_DECIMALS), "Fps": float(fps), "Loop": False,
                  "AreBeziersRestricted": True, "CurveCount": len(curves),
                  "TotalSegmentCount": segments, "TotalPointCount": segments + len(curves),
                  "UserDataCount": 0, "TotalUserDataSize": 0},
