@@ -110,6 +110,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from pipeline.core.events import CaptionShown, event_json
+from pipeline.core.json_text import parse_json
 from pipeline.core.resources import ASSETS_DIR
 from pipeline.core.server_thread import ServerError, ServerThread, listen_error
 
@@ -599,8 +600,8 @@ class BrowserSource:
     def _on_message(self, client: _Client, message: str | bytes) -> None:
         received = time.perf_counter()
         try:
-            data = json.loads(message)
-        except (ValueError, TypeError):  # not JSON, or not UTF-8
+            data = parse_json(message)
+        except ValueError:  # not JSON, or not UTF-8
             data = None
         t = data.get("t") if isinstance(data, dict) else None
         if not isinstance(t, float | int) or not math.isfinite(t):

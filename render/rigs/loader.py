@@ -4,10 +4,10 @@ the window, the settings and the video export treat every avatar alike."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pipeline.core.avatar_state import EXPRESSIONS
+from pipeline.core.json_text import parse_json
 from render.gl.photo_renderer import PhotoRenderer
 from render.gl.sprite_renderer import GLRenderer
 from render.rigs.manifest import RigError
@@ -69,7 +69,7 @@ def _manifest_format(path: Path) -> object:
     """The manifest's "format", or None where it has none: the sprite rig loader then
     explains what is wrong with the file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = parse_json(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):  # ValueError: not UTF-8, or not JSON
         return None
     return data.get("format") if isinstance(data, dict) else None

@@ -41,6 +41,7 @@ import numpy as np
 from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.easing import smoothstep
 from pipeline.core.frames import MouthPose
+from pipeline.core.json_text import parse_json
 from pipeline.core.visemes import OVR_VISEMES
 from pipeline.face.landmarks import (
     LANDMARK_COUNT,
@@ -659,11 +660,13 @@ def load_photo_rig(path: str | Path) -> PhotoRig:
     if not path.is_file():
         raise RigError(f"{where}: manifest not found.")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8-sig"))
+        manifest = parse_json(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:
         raise RigError(f"{where}: the manifest is not UTF-8 text.") from None
     except json.JSONDecodeError as e:
         raise RigError(f"{where}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.") from None
+    except ValueError as e:
+        raise RigError(f"{where}: the manifest cannot be read: {e}.") from None
     except OSError as e:
         raise RigError(f"{where}: cannot be read: {e.strerror or e}.") from None
     if not isinstance(manifest, dict):

@@ -23,6 +23,7 @@ from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
 from pipeline.core.avatar_state import EXPRESSIONS
+from pipeline.core.json_text import parse_json
 from pipeline.core.visemes import OVR_VISEMES
 from render.rigs.manifest import RigError, check_manifest_header
 
@@ -134,9 +135,11 @@ def _read_manifest(path: Path) -> dict:
     except UnicodeDecodeError as e:
         raise RigError(f"Avatar rig manifest {path} is not UTF-8 text (bad byte at offset {e.start}).") from None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as e:
         raise RigError(f"Avatar rig manifest {path} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.") from None
+    except ValueError as e:
+        raise RigError(f"Avatar rig manifest {path} cannot be read: {e}.") from None
     if not isinstance(data, dict):
         raise RigError(f"Avatar rig manifest {path} must hold a JSON object {{...}}, not {type(data).__name__}.")
     return data
