@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -288,6 +289,8 @@ def check(name: str, value: Any) -> str | None:
     if value is None:
         return None if rule.optional else "must be set"
     if rule.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > sys.float_info.max:  # JSON's integers have no bound; floats do
+            return "is far too large a number"
         value = float(value)
     if rule.kind is bool and not isinstance(value, bool):
         return "must be true or false"
