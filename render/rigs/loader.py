@@ -27,11 +27,17 @@ def load_avatar_rig(path: str | Path) -> AvatarRig:
     """The rig at `path`. RigError (a missing or broken rig) or PortraitError (a picture
     with no usable face) say what is wrong, in words for the user."""
     path = Path(path)
-    if not path.exists():
-        raise RigError(f"Avatar not found: {path}.")
-    if is_picture(path):
-        return import_portrait(path)
-    manifest = path / "manifest.json" if path.is_dir() else path
+    try:
+        if not path.exists():
+            raise RigError(f"Avatar not found: {path}.")
+        if is_picture(path):
+            return import_portrait(path)
+        manifest = path / "manifest.json" if path.is_dir() else path
+        # A device or a pipe would be read forever (/dev/zero) or wait for a writer.
+        if manifest.exists() and not manifest.is_file():
+            raise RigError(f"Avatar {manifest} is not a file.")
+    except OSError as exc:  # a name too long for the file system, say
+        raise RigError(f"Avatar {path} cannot be read: {exc.strerror or exc}.") from None
     if _manifest_format(manifest) == PHOTO_FORMAT:
         return load_photo_rig(manifest)
     return load_rig(manifest)

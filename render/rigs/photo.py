@@ -711,13 +711,18 @@ def _load_rig_image(where: str, folder: Path, rel, canvas: list[int]) -> np.ndar
     if not isinstance(rel, str) or not rel.strip():
         raise RigError(f'{where}: "image" must name the picture file, not {rel!r}.')
     root = folder.resolve()
-    file = (root / rel).resolve()
+    try:
+        file = (root / rel).resolve()
+    except (OSError, ValueError):  # a NUL in the name, a loop of links
+        raise RigError(f'{where}: "image" is not a file name ({rel!r}).') from None
     if Path(rel).is_absolute() or not file.is_relative_to(root):
         raise RigError(f'{where}: "image" points outside the avatar folder ({rel}).')
     try:
         image = load_portrait(file)
     except PortraitError as e:
         raise RigError(f"{where}: {e.message}") from None
+    except OSError as e:  # a name too long for the file system, say
+        raise RigError(f'{where}: "image" cannot be read: {e.strerror or e}.') from None
     if [image.shape[1], image.shape[0]] != list(canvas):
         raise RigError(f"{where}: the picture is {image.shape[1]}×{image.shape[0]}, but the "
                        f"manifest's canvas is {canvas[0]}×{canvas[1]}.")

@@ -233,16 +233,23 @@ def _check_expressions(where: str, value) -> dict[str, dict]:
 
 def _resolve_inside(where: str, rig_dir: Path, table: str, key: str, rel: str) -> Path:
     # Rigs are shared between users: a manifest must not read files outside its folder.
-    file = (rig_dir / rel).resolve()
+    try:
+        file = (rig_dir / rel).resolve()
+    except (OSError, ValueError):  # a NUL in the name, a loop of links
+        raise RigError(f'{where}: {table} "{key}" is not a file name ({rel!r}).') from None
     if Path(rel).is_absolute() or not file.is_relative_to(rig_dir):
         raise RigError(f'{where}: {table} "{key}" points outside the rig folder ({rel}); image paths must be relative and stay inside {rig_dir}.')
     return file
 
 
 def _load_image(what: str, file: Path, canvas: tuple[int, int], out_size: tuple[int, int]) -> np.ndarray:
-    if not file.exists():
+    try:
+        found, regular = file.exists(), file.is_file()
+    except OSError as e:  # a name too long for the file system, say
+        raise RigError(f"{what}: cannot be read: {e.strerror or e}.") from None
+    if not found:
         raise RigError(f"{what}: file not found.")
-    if not file.is_file():
+    if not regular:
         raise RigError(f"{what}: not a file.")
     try:
         data = file.read_bytes()
