@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from app.config_files import write_json
-from pipeline.core.json_text import parse_json
+from pipeline.core.json_text import json_float, parse_json
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
 from pipeline.infer.sessions import PROVIDERS
 from render.outputs.background import (
@@ -289,9 +288,9 @@ def check(name: str, value: Any) -> str | None:
     if value is None:
         return None if rule.optional else "must be set"
     if rule.kind is float and isinstance(value, int) and not isinstance(value, bool):
-        if abs(value) > sys.float_info.max:  # JSON's integers have no bound; floats do
+        value = json_float(value)
+        if value is None:
             return "is far too large a number"
-        value = float(value)
     if rule.kind is bool and not isinstance(value, bool):
         return "must be true or false"
     if rule.kind is dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.core.json_text import parse_json
+from pipeline.core.json_text import json_float, parse_json
 
 # Error codes, and the HTTP status each answers with.
 CODES: dict[str, int] = {
@@ -101,7 +101,9 @@ def field(message: dict, name: str, kind: type | tuple[type, ...], *, required: 
     value = message[name]
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+        value = json_float(value)
+        if value is None:
+            raise ApiFault("bad_field", f'"{name}" is far too large a number')
     if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
         names = " or ".join(k.__name__ for k in kinds).replace("str", "string")
         raise ApiFault("bad_field", f'"{name}" must be a {names}')

@@ -28,3 +28,15 @@ def parse_json(data: str | bytes) -> Any:
     except ValueError:
         raise ValueError("it holds a number of more than "
                          f"{sys.get_int_max_str_digits():,} digits") from None
+
+
+def json_float(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else (True and False, which Python
+    counts as integers, included) and for an integer too large for a float: JSON's
+    integers have no bound, and float() of 10**400 raises OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
