@@ -155,8 +155,9 @@ def _merged(spans, rename) -> list[tuple[int, int, str]]:
 
 
 # What XML 1.0 text cannot hold (controls, lone surrogates: a file name's bytes that are
-# not UTF-8 arrive as those), nor UTF-8 encode.
-_NOT_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# not UTF-8 arrive as those), nor UTF-8 encode; and a carriage return, which an XML
+# reader turns into a line feed.
+_NOT_TEXT = re.compile("[^\t\n\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def shown_file_name(name: str) -> str:
