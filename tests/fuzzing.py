@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -25,7 +26,14 @@ SUITE = settings(derandomize=True, database=None, deadline=None, print_blob=Fals
                                         HealthCheck.function_scoped_fixture])
 
 
+# bench/fuzz.py runs the same tests for longer: this many times each test's examples,
+# from a random seed each run (the environment is the one way into pytest's process).
+BENCH_SCALE = int(os.environ.get("LIPSYNC_FUZZ_SCALE", "0"))
+
+
 def examples(n: int) -> settings:
+    if BENCH_SCALE:
+        return settings(SUITE, max_examples=n * BENCH_SCALE, derandomize=False)
     return settings(SUITE, max_examples=n)
 
 

@@ -83,7 +83,7 @@ def _check_name(read: str, given: str) -> None:
     character, a byte of the name that is not UTF-8: a lone surrogate), shown as U+FFFD."""
     assert len(read) == len(given)
     assert all(r == g or r == "\ufffd" for r, g in zip(read, given))
-    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]", read)
+    assert not re.search("[\x00-\x08\x0b-\x1f\ud800-\udfff]", read)
 
 
 @examples(120)
@@ -104,6 +104,8 @@ def test_json_reads_back_as_the_cues_given(cues_and_duration, sound_file, name):
 # wrote a control character no XML reader takes.
 @example(([], 0.0), "\ud800")
 @example(([], 0.0), "\x1f")
+# Found by bench/fuzz.py: a carriage return read back as a line feed.
+@example(([], 0.0), "\r")
 def test_rhubarb_tsv_and_xml_read_back_alike(cues_and_duration, sound_file):
     cues, duration = cues_and_duration
     xml = cue_file(FORMATS["xml"], cues, duration, sound_file)
