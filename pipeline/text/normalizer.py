@@ -413,7 +413,8 @@ _RULES: list[_Rule] = [
     ((":",), re.compile(r"(?<![\w:.])(\d{1,2}):(\d{2})(?!:?\d)(?:\s?([ap])\.?m\b\.?)?", re.I),
      _time),
     ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m\.|m\b\.?)", re.I), _time),
-    (tuple(_CURRENCY), re.compile(rf"(?<![\w.])([-−])?([$€£¥₹])\s?({_NUM})(?:\s?(thousand|"
+    # Not after another currency sign: "$$0" would be "$0 dollars", then "0 dollars dollars".
+    (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_NUM})(?:\s?(thousand|"
                                   r"million|billion|trillion|bn|mn|tn|[kKmMbBtT])\b)?"),
      _money_before),
     (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_NUM})\s?([$£¥₹])(?!\w)"),
