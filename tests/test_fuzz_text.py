@@ -41,6 +41,7 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @given(typed_text())
 # Found by bench/fuzz.py: "$$0" was "$0 dollars", and that "0 dollars dollars".
 @example("$$0")
+@example("x2$")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once
