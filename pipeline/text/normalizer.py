@@ -586,7 +586,9 @@ class TypedText:
             return ""
         end = start + len(piece)
         k = self._span
-        while k < len(self._spans) and self._starts[k] < end:
+        # A typed part with nothing said for it, right at the piece's end, is the piece's.
+        while k < len(self._spans) and (self._starts[k] < end or
+                                        (self._starts[k] == end and not self._spans[k][1])):
             k += 1
         typed = "".join(typed for typed, _ in self._spans[self._span:k])
         self._span, self._cursor = k, end
