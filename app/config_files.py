@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.json_text import parse_json
+
 
 def write_text_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,6 +40,6 @@ def read_json(path: Path) -> Any:
     """The file's JSON, or None where there is none or it is unreadable (whoever reads it
     decides what that means: the settings store keeps a broken file aside)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return parse_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # ValueError: not UTF-8, or not JSON
         return None

@@ -7,7 +7,6 @@ back to its default, and every fallback is reported so the UI can show it.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config_files import write_json
+from pipeline.core.json_text import json_float, parse_json
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
 from pipeline.infer.sessions import PROVIDERS
 from render.outputs.background import (
@@ -288,7 +288,9 @@ def check(name: str, value: Any) -> str | None:
     if value is None:
         return None if rule.optional else "must be set"
     if rule.kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+        value = json_float(value)
+        if value is None:
+            return "is far too large a number"
     if rule.kind is bool and not isinstance(value, bool):
         return "must be true or false"
     if rule.kind is dict:
@@ -397,8 +399,8 @@ class SettingsStore:
         if not self.path.exists():
             return Settings()
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = parse_json(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or not JSON
             backup = self._keep_bad_file()
             self.problems.append(f"settings file unreadable ({exc}); kept it as {backup.name}, using defaults")
             return Settings()

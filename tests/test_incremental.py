@@ -49,3 +49,15 @@ def test_a_long_sentence_starts_at_a_clause_short_ones_keep_theirs():
     assert pieces.held == "so" and len("Well, that is a question, " + rest) > CLAUSE_CHARS
     # A clause mark not yet followed by white space may still become "3,000".
     assert pieces.push(" it costs 3,") == ""
+
+
+def test_a_sentence_released_leaves_no_long_run_on_behind_it():
+    # Found by tests/test_fuzz_text.py ("$. $ $" with a limit of 1): the word-gap rule
+    # looked only at text with no sentence end in it, so the 230 characters after "Hi. "
+    # waited for the next piece.
+    pieces = SentencePieces()
+    run_on = " ".join(["word"] * 46)
+    assert pieces.push("Hi. " + run_on + " wo") == "Hi. " + run_on
+    assert pieces.held == "wo"
+    tiny = SentencePieces(1)
+    assert tiny.push("$. $ $") == "$. $" and tiny.held == "$"

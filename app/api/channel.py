@@ -47,7 +47,9 @@ class Channel:
         return await self.send(fault.reply(request_id))
 
     async def close(self, code: int = 1000, message: str = "") -> None:
-        if not self.ws.closed:
+        # Not prepared: the request was no WebSocket handshake (a plain GET), and its
+        # refusal is answered already.
+        if self.ws.prepared and not self.ws.closed:
             try:
                 await asyncio.wait_for(self.ws.close(code=code, message=message.encode()[:120]),
                                        self._stall)

@@ -150,8 +150,10 @@ async def _command(server, ws, events: _Events, data: dict) -> dict:
                        '{"type": "request_token", "name": ...}')
     if kind == "subscribe" or kind == "unsubscribe":
         names = field(data, "events", list)
+        if not all(isinstance(n, str) for n in names):
+            raise ApiFault("bad_field", '"events" must be a list of event names (strings)')
         unknown = [n for n in names if n not in EVENT_KINDS and n != "all"]
-        if unknown or not all(isinstance(n, str) for n in names):
+        if unknown:
             raise ApiFault("bad_field", f"unknown events {unknown}: the events are "
                            + ", ".join(sorted(EVENT_KINDS)) + ", or all")
         chosen = set(EVENT_KINDS) if "all" in names else set(names)

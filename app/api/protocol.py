@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipeline.core.json_text import json_float, parse_json
+
 # Error codes, and the HTTP status each answers with.
 CODES: dict[str, int] = {
     "bad_json": 400,  # not JSON, or not UTF-8
@@ -67,8 +69,8 @@ def parse(data: str | bytes, limit: int, typed: bool = True) -> dict:
         raise ApiFault("too_large", f"the message has {size} bytes, over the limit of {limit} "
                        "(api_max_message_bytes in the settings): send text in smaller pieces")
     try:
-        message = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+        message = parse_json(data)
+    except ValueError as exc:  # not UTF-8, or not JSON
         raise ApiFault("bad_json", f"the message is not JSON ({exc})") from None
     if not isinstance(message, dict):
         raise ApiFault("bad_message", "a message is a JSON object, "
@@ -99,7 +101,9 @@ def field(message: dict, name: str, kind: type | tuple[type, ...], *, required: 
     value = message[name]
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+        value = json_float(value)
+        if value is None:
+            raise ApiFault("bad_field", f'"{name}" is far too large a number')
     if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
         names = " or ".join(k.__name__ for k in kinds).replace("str", "string")
         raise ApiFault("bad_field", f'"{name}" must be a {names}')

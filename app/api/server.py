@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from app.api import control, speech
 from app.api.channel import TOKEN_NAME, RateLimit
@@ -54,6 +55,27 @@ STUDIO_CALL_TIMEOUT_S = 10.0
 # aiohttp closes that connection (1009). Below it, a message over the limit is read and
 # refused with a reply, the connection kept.
 HARD_CAP_FACTOR, HARD_CAP_MIN = 4, 4 * 2**20
+# aiohttp's limit on a request line (8,190 bytes) refused a /stream?text=... of 3 KB of
+# percent-encoded text, with a traceback in the log: the line may hold a message of
+# api_max_message_bytes, each byte percent-encoded (3 bytes), besides the rest of it.
+URL_ENCODING_FACTOR, REQUEST_LINE_REST = 3, 8190
+
+
+class _OneLineBadRequests(logging.Filter):
+    """aiohttp logs every request it cannot read as HTTP (a line over the limit, bytes
+    that are not HTTP) with a traceback, after answering 400: one line says it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg, record.args = "API: refused a request it cannot read: %s %s", (
+                exc.code, str(exc.message)[:200])
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_ONE_LINE_BAD_REQUESTS = _OneLineBadRequests()
 
 
 class ApiError(RuntimeError):
@@ -157,7 +179,10 @@ class ApiServer:
             app.router.add_post(f"{prefix}/stop", self._with(control.stop_http))
             app.router.add_get(f"{prefix}/status", self._with(control.status_http))
         app.router.add_post("/v1/audio/speech", self._with(speech.openai_speech))
+        logging.getLogger("aiohttp.server").addFilter(_ONE_LINE_BAD_REQUESTS)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                     max_line_size=URL_ENCODING_FACTOR * self.config.max_message_bytes
+                                     + REQUEST_LINE_REST,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port)
@@ -216,6 +241,13 @@ class ApiServer:
             response = self.fault_response(ApiFault(
                 "too_large", f"the request body is over the limit of "
                 f"{self.config.max_message_bytes} bytes (api_max_message_bytes)"))
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed):  # the router's, in plain text
+            response = self.fault_response(ApiFault(
+                "not_found", f"there is no {request.method} {request.path}: docs/api.md "
+                "lists the routes"))
+        except web.HTTPBadRequest as exc:  # a plain GET of a WebSocket route
+            response = self.fault_response(ApiFault(
+                "bad_message", f"{request.path} takes a WebSocket connection ({exc.text})"))
         return self._cors(response, origin) if not socket else response
 
     @staticmethod

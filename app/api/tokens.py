@@ -47,7 +47,9 @@ def check_name(name: str) -> str:
 
 
 def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+    # surrogatepass: a client's JSON may hold a lone surrogate ("\ud800"), and a header
+    # bytes that are not UTF-8; no token of ours has either, so it matches none.
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class TokenStore:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -31,6 +32,10 @@ from pipeline.voice.viseme_track import VisemeTrack
 
 # Rhubarb's own default for Moho's switch data (its --datFrameRate), the film rate.
 DEFAULT_FPS = 24.0
+# Above any display's refresh rate (the fastest monitors show 500 Hz), and below the
+# rate at which two frames' times would round to one key time of motion3.json's 4
+# decimals (10,000): --fps 1e9 asked for billions of frames, and the writer never ended.
+MAX_FPS = 1000.0
 # Rhubarb writes its times in centiseconds (its internal resolution), our JSON in ms.
 _RHUBARB_TICKS = 100
 _JSON_TICKS = 1000
@@ -106,9 +111,9 @@ def cue_format(path: Path, name: str | None = None) -> CueFormat:
 
 def check_fps(fps: float) -> None:
     """CueFormatError unless `fps` is a frame rate a file can be sampled at."""
-    if not (math.isfinite(fps) and fps > 0):
-        raise CueFormatError(f"--fps {fps:g} is not a frame rate: use a number above 0, "
-                             f"e.g. {DEFAULT_FPS:g}")
+    if not (math.isfinite(fps) and 0 < fps <= MAX_FPS):
+        raise CueFormatError(f"--fps {fps:g} is not a frame rate: use a number above 0 and "
+                             f"at most {MAX_FPS:g}, e.g. {DEFAULT_FPS:g}")
 
 
 def contiguous(cues: Sequence[VisemeCue], duration: float, ticks: int) -> list[tuple[int, int, str]]:
@@ -127,6 +132,8 @@ def contiguous(cues: Sequence[VisemeCue], duration: float, ticks: int) -> list[t
         stop = min(round(cue.end * ticks), end)
         if start > position:
             spans.append((position, start, "sil"))
+            # The gap ends here even when the cue rounds to nothing after it.
+            position = start
         if stop > start:
             spans.append((start, stop, cue.value))
             position = stop
@@ -147,6 +154,18 @@ def _merged(spans, rename) -> list[tuple[int, int, str]]:
     return out
 
 
+# What XML 1.0 text cannot hold (controls, lone surrogates: a file name's bytes that are
+# not UTF-8 arrive as those), nor UTF-8 encode; and a carriage return, which an XML
+# reader turns into a line feed.
+_NOT_TEXT = re.compile("[^\t\n\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def shown_file_name(name: str) -> str:
+    """A sound file's name as every format can hold it: what is not text (a control
+    character, a byte of the name that is not UTF-8) as U+FFFD."""
+    return _NOT_TEXT.sub("\ufffd", name)
+
+
 def cues_document(cues: Sequence[VisemeCue], sound_file: str, duration: float,
                   fmt: str = "ovr") -> dict:
     """Rhubarb's JSON shape: times in whole milliseconds, cues contiguous from 0 to
@@ -158,7 +177,7 @@ def cues_document(cues: Sequence[VisemeCue], sound_file: str, duration: float,
     spans = _merged(contiguous(cues, duration, _JSON_TICKS),
                     RHUBARB_SHAPE if fmt == "rhubarb" else {})
     return {
-        "metadata": {"soundFile": sound_file, "duration": round(duration * _JSON_TICKS) / _JSON_TICKS,
+        "metadata": {"soundFile": shown_file_name(sound_file), "duration": round(duration * _JSON_TICKS) / _JSON_TICKS,
                      "visemeSet": sets[fmt]},
         "mouthCues": [{"start": a / _JSON_TICKS, "end": b / _JSON_TICKS, "value": v}
                       for a, b, v in spans],
@@ -187,7 +206,7 @@ def rhubarb_xml(cues: Sequence[VisemeCue], sound_file: str, duration: float) -> 
     <mouthCues> of <mouthCue start= end=>shape</mouthCue>, contiguous from 0."""
     root = ET.Element("rhubarbResult")
     metadata = ET.SubElement(root, "metadata")
-    ET.SubElement(metadata, "soundFile").text = sound_file
+    ET.SubElement(metadata, "soundFile").text = shown_file_name(sound_file)
     ET.SubElement(metadata, "duration").text = _centis(round(duration * _RHUBARB_TICKS))
     mouth_cues = ET.SubElement(root, "mouthCues")
     for a, b, v in _rhubarb_spans(cues, duration):
@@ -242,12 +261,19 @@ def _keys(times: list[float], values: np.ndarray) -> tuple[list[float], np.ndarr
     return [times[i] for i in keep], values[keep]
 
 
+# motion3.json keys times to 4 decimals.
+_KEY_DECIMALS = 4
+_KEY_RESOLUTION_S = 10.0 ** -_KEY_DECIMALS
+
+
 def _shapes(cues, duration, fps) -> tuple[list[float], list[MouthShape]]:
     """Each frame's mouth at its start, and the last held to `duration`: a player takes
     an animation's length from its last key, and it should last as long as the sound."""
     poses = frame_poses(cues, duration, fps)
     times, shapes = [t for t, _ in poses], [mouth_shape(p) for _, p in poses]
-    if duration > times[-1]:
+    # Not within motion3.json's resolution of the last frame's key (a sound that ends
+    # 20 us into its frame): the two would be one key time, which a curve cannot hold.
+    if duration - times[-1] >= _KEY_RESOLUTION_S:
         times.append(duration)
         shapes.append(shapes[-1])
     return times, shapes
@@ -265,15 +291,15 @@ def live2d_motion(cues: Sequence[VisemeCue], duration: float, fps: float = DEFAU
     for param, values in (("ParamMouthOpenY", [s.open for s in shapes]),
                           ("ParamMouthForm", [s.form for s in shapes])):
         keyed, column = _keys(times, np.array(values, dtype=np.float64)[:, None])
-        flat = [round(keyed[0], 4), round(float(column[0, 0]), 4)]
+        flat = [round(keyed[0], _KEY_DECIMALS), round(float(column[0, 0]), _KEY_DECIMALS)]
         for t, v in zip(keyed[1:], column[1:, 0]):
-            flat += [LINEAR_SEGMENT, round(t, 4), round(float(v), 4)]
+            flat += [LINEAR_SEGMENT, round(t, _KEY_DECIMALS), round(float(v), _KEY_DECIMALS)]
         curves.append({"Target": "Parameter", "Id": param, "Segments": flat})
     # Linear segments: each adds one point to the curve's first.
     segments = sum((len(c["Segments"]) - 2) // 3 for c in curves)
     return {
         "Version": 3,
-        "Meta": {"Duration": round(duration, 4), "Fps": float(fps), "Loop": False,
+        "Meta": {"Duration": round(duration, _KEY_DECIMALS), "Fps": float(fps), "Loop": False,
                  "AreBeziersRestricted": True, "CurveCount": len(curves),
                  "TotalSegmentCount": segments, "TotalPointCount": segments + len(curves),
                  "UserDataCount": 0, "TotalUserDataSize": 0},

@@ -43,17 +43,19 @@ class SentencePieces:
         return self._held
 
     def push(self, piece: str) -> str:
-        self._held += piece
+        held = self._held + piece
         end = 0
-        for match in _COMPLETE.finditer(self._held):
+        for match in _COMPLETE.finditer(held):
             end = match.end()
-        if end == 0 and len(self._held) > CLAUSE_CHARS:
-            for match in _CLAUSE.finditer(self._held):
+        # Each rule applies to what the one before leaves: a sentence released may leave
+        # a long unfinished one behind it, which is not to wait for the next piece.
+        if len(held) - end > CLAUSE_CHARS:
+            for match in _CLAUSE.finditer(held, end):
                 end = match.end()
-        if end == 0 and len(self._held) > self._max_held:
-            gap = self._held.rfind(" ", 0, len(self._held) - 1)
-            end = gap + 1 if gap > 0 else 0
-        ready, self._held = self._held[:end], self._held[end:]
+        if len(held) - end > self._max_held:
+            gap = held.rfind(" ", end, len(held) - 1)
+            end = gap + 1 if gap > end else end
+        ready, self._held = held[:end], held[end:]
         return ready.strip()
 
     def flush(self) -> str:

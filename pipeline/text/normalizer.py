@@ -413,7 +413,8 @@ _RULES: list[_Rule] = [
     ((":",), re.compile(r"(?<![\w:.])(\d{1,2}):(\d{2})(?!:?\d)(?:\s?([ap])\.?m\b\.?)?", re.I),
      _time),
     ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m\.|m\b\.?)", re.I), _time),
-    (tuple(_CURRENCY), re.compile(rf"(?<![\w.])([-−])?([$€£¥₹])\s?({_NUM})(?:\s?(thousand|"
+    # Not after another currency sign: "$$0" would be "$0 dollars", then "0 dollars dollars".
+    (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_NUM})(?:\s?(thousand|"
                                   r"million|billion|trillion|bn|mn|tn|[kKmMbBtT])\b)?"),
      _money_before),
     (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_NUM})\s?([$£¥₹])(?!\w)"),
@@ -436,7 +437,8 @@ _RULES: list[_Rule] = [
     ((), re.compile(rf"(?<![\w.])({_NUM})\s?({_UNIT_ALTERNATION})(?![\w/°])"), _unit),
     (("%",), re.compile(rf"(?<![\w.])({_NUM})\s?%"), lambda m: f"{m[1]} percent"),
     (("x",), re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)x\b"), lambda m: f"{m[1]} times"),
-    (("x",), re.compile(r"x(?<![\w.]x)(?!86|64)(\d{1,2})\b"), lambda m: f"times {m[1]}"),
+    # Not before a currency sign: "x2$" would be "times 2$", then "times 2 dollars".
+    (("x",), re.compile(r"x(?<![\w.]x)(?!86|64)(\d{1,2})\b(?![$£¥₹])"), lambda m: f"times {m[1]}"),
     (("~",), re.compile(r"~(?<![\w~]~)\s?(?=\d)"), "about "),
     (("#",), re.compile(r"#(?<![\w#&]#)([A-Za-z0-9][\w-]*)"), _hashtag),
     (("o.",), re.compile(r"\b[Nn]o\.\s?(?=\d)"), "number "),
@@ -584,7 +586,9 @@ class TypedText:
             return ""
         end = start + len(piece)
         k = self._span
-        while k < len(self._spans) and self._starts[k] < end:
+        # A typed part with nothing said for it, right at the piece's end, is the piece's.
+        while k < len(self._spans) and (self._starts[k] < end or
+                                        (self._starts[k] == end and not self._spans[k][1])):
             k += 1
         typed = "".join(typed for typed, _ in self._spans[self._span:k])
         self._span, self._cursor = k, end

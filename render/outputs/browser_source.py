@@ -110,6 +110,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from pipeline.core.events import CaptionShown, event_json
+from pipeline.core.json_text import json_float, parse_json
 from pipeline.core.resources import ASSETS_DIR
 from pipeline.core.server_thread import ServerError, ServerThread, listen_error
 
@@ -599,11 +600,11 @@ class BrowserSource:
     def _on_message(self, client: _Client, message: str | bytes) -> None:
         received = time.perf_counter()
         try:
-            data = json.loads(message)
-        except (ValueError, TypeError):  # not JSON, or not UTF-8
+            data = parse_json(message)
+        except ValueError:  # not JSON, or not UTF-8
             data = None
-        t = data.get("t") if isinstance(data, dict) else None
-        if not isinstance(t, float | int) or not math.isfinite(t):
+        t = json_float(data.get("t")) if isinstance(data, dict) else None
+        if t is None or not math.isfinite(t):
             client.ignored += 1
             return
         t /= 1e3
@@ -624,8 +625,8 @@ class BrowserSource:
             if client.offset_s is not None and self._publish_seqs[k] == seq:
                 published = self._publish_times[k] + client.offset_s
                 client.delays.append(t - published)
-                ready = data.get("ready")
-                if isinstance(ready, float | int) and math.isfinite(ready):
+                ready = json_float(data.get("ready"))
+                if ready is not None and math.isfinite(ready):
                     client.ready_delays.append(ready / 1e3 - published)
         else:
             client.ignored += 1

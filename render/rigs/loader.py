@@ -4,10 +4,10 @@ the window, the settings and the video export treat every avatar alike."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pipeline.core.avatar_state import EXPRESSIONS
+from pipeline.core.json_text import parse_json
 from render.gl.photo_renderer import PhotoRenderer
 from render.gl.sprite_renderer import GLRenderer
 from render.rigs.manifest import RigError
@@ -27,11 +27,17 @@ def load_avatar_rig(path: str | Path) -> AvatarRig:
     """The rig at `path`. RigError (a missing or broken rig) or PortraitError (a picture
     with no usable face) say what is wrong, in words for the user."""
     path = Path(path)
-    if not path.exists():
-        raise RigError(f"Avatar not found: {path}.")
-    if is_picture(path):
-        return import_portrait(path)
-    manifest = path / "manifest.json" if path.is_dir() else path
+    try:
+        if not path.exists():
+            raise RigError(f"Avatar not found: {path}.")
+        if is_picture(path):
+            return import_portrait(path)
+        manifest = path / "manifest.json" if path.is_dir() else path
+        # A device or a pipe would be read forever (/dev/zero) or wait for a writer.
+        if manifest.exists() and not manifest.is_file():
+            raise RigError(f"Avatar {manifest} is not a file.")
+    except OSError as exc:  # a name too long for the file system, say
+        raise RigError(f"Avatar {path} cannot be read: {exc.strerror or exc}.") from None
     if _manifest_format(manifest) == PHOTO_FORMAT:
         return load_photo_rig(manifest)
     return load_rig(manifest)
@@ -69,7 +75,7 @@ def _manifest_format(path: Path) -> object:
     """The manifest's "format", or None where it has none: the sprite rig loader then
     explains what is wrong with the file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = parse_json(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):  # ValueError: not UTF-8, or not JSON
         return None
     return data.get("format") if isinstance(data, dict) else None

@@ -41,6 +41,7 @@ import numpy as np
 from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.easing import smoothstep
 from pipeline.core.frames import MouthPose
+from pipeline.core.json_text import parse_json
 from pipeline.core.visemes import OVR_VISEMES
 from pipeline.face.landmarks import (
     LANDMARK_COUNT,
@@ -659,11 +660,13 @@ def load_photo_rig(path: str | Path) -> PhotoRig:
     if not path.is_file():
         raise RigError(f"{where}: manifest not found.")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8-sig"))
+        manifest = parse_json(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:
         raise RigError(f"{where}: the manifest is not UTF-8 text.") from None
     except json.JSONDecodeError as e:
         raise RigError(f"{where}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.") from None
+    except ValueError as e:
+        raise RigError(f"{where}: the manifest cannot be read: {e}.") from None
     except OSError as e:
         raise RigError(f"{where}: cannot be read: {e.strerror or e}.") from None
     if not isinstance(manifest, dict):
@@ -708,13 +711,18 @@ def _load_rig_image(where: str, folder: Path, rel, canvas: list[int]) -> np.ndar
     if not isinstance(rel, str) or not rel.strip():
         raise RigError(f'{where}: "image" must name the picture file, not {rel!r}.')
     root = folder.resolve()
-    file = (root / rel).resolve()
+    try:
+        file = (root / rel).resolve()
+    except (OSError, ValueError):  # a NUL in the name, a loop of links
+        raise RigError(f'{where}: "image" is not a file name ({rel!r}).') from None
     if Path(rel).is_absolute() or not file.is_relative_to(root):
         raise RigError(f'{where}: "image" points outside the avatar folder ({rel}).')
     try:
         image = load_portrait(file)
     except PortraitError as e:
         raise RigError(f"{where}: {e.message}") from None
+    except OSError as e:  # a name too long for the file system, say
+        raise RigError(f'{where}: "image" cannot be read: {e.strerror or e}.') from None
     if [image.shape[1], image.shape[0]] != list(canvas):
         raise RigError(f"{where}: the picture is {image.shape[1]}×{image.shape[0]}, but the "
                        f"manifest's canvas is {canvas[0]}×{canvas[1]}.")

@@ -23,6 +23,7 @@ from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
 from pipeline.core.avatar_state import EXPRESSIONS
+from pipeline.core.json_text import parse_json
 from pipeline.core.visemes import OVR_VISEMES
 from render.rigs.manifest import RigError, check_manifest_header
 
@@ -134,9 +135,11 @@ def _read_manifest(path: Path) -> dict:
     except UnicodeDecodeError as e:
         raise RigError(f"Avatar rig manifest {path} is not UTF-8 text (bad byte at offset {e.start}).") from None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as e:
         raise RigError(f"Avatar rig manifest {path} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.") from None
+    except ValueError as e:
+        raise RigError(f"Avatar rig manifest {path} cannot be read: {e}.") from None
     if not isinstance(data, dict):
         raise RigError(f"Avatar rig manifest {path} must hold a JSON object {{...}}, not {type(data).__name__}.")
     return data
@@ -230,16 +233,23 @@ def _check_expressions(where: str, value) -> dict[str, dict]:
 
 def _resolve_inside(where: str, rig_dir: Path, table: str, key: str, rel: str) -> Path:
     # Rigs are shared between users: a manifest must not read files outside its folder.
-    file = (rig_dir / rel).resolve()
+    try:
+        file = (rig_dir / rel).resolve()
+    except (OSError, ValueError):  # a NUL in the name, a loop of links
+        raise RigError(f'{where}: {table} "{key}" is not a file name ({rel!r}).') from None
     if Path(rel).is_absolute() or not file.is_relative_to(rig_dir):
         raise RigError(f'{where}: {table} "{key}" points outside the rig folder ({rel}); image paths must be relative and stay inside {rig_dir}.')
     return file
 
 
 def _load_image(what: str, file: Path, canvas: tuple[int, int], out_size: tuple[int, int]) -> np.ndarray:
-    if not file.exists():
+    try:
+        found, regular = file.exists(), file.is_file()
+    except OSError as e:  # a name too long for the file system, say
+        raise RigError(f"{what}: cannot be read: {e.strerror or e}.") from None
+    if not found:
         raise RigError(f"{what}: file not found.")
-    if not file.is_file():
+    if not regular:
         raise RigError(f"{what}: not a file.")
     try:
         data = file.read_bytes()
