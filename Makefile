@@ -1,4 +1,4 @@
-.PHONY: run test lock bench clean
+.PHONY: run test lock bench clean dist bundle
 
 # PYTHON and VENV pick the interpreter and its environment (packaging/bootstrap.sh).
 VENV ?= .venv
@@ -12,6 +12,20 @@ test:
 	packaging/bootstrap.sh test
 	$(VENV)/bin/python -m pytest -q tests
 
+# The one-folder app, dist/lipsync-studio/lipsync-studio (docs/packaging.md): installs what
+# building it needs, then builds it from nothing (no cache of an earlier build is used).
+dist:
+	packaging/bootstrap.sh dist
+	$(MAKE) bundle
+
+# The build alone, with $(VENV) as it is; DIST_DIR and DIST_WORK place the app and
+# PyInstaller's work files (tests/test_dist.py builds into a folder of its own).
+DIST_DIR ?= dist
+DIST_WORK ?= build/pyinstaller
+bundle:
+	$(VENV)/bin/python -m PyInstaller --noconfirm --clean --log-level WARN \
+		--distpath "$(DIST_DIR)" --workpath "$(DIST_WORK)" packaging/lipsync-studio.spec
+
 # Re-resolve packaging/locks/ after a dependency change in pyproject.toml; UPGRADE=1 moves
 # every package to its newest allowed release.
 lock:
@@ -23,4 +37,4 @@ bench:
 	$(VENV)/bin/python bench/av_sync.py
 
 clean:
-	rm -rf .venv .venv-* .pytest_cache
+	rm -rf .venv .venv-* .pytest_cache dist build

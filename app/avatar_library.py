@@ -376,7 +376,7 @@ class AvatarLibrary:
 
     def _save_thumbnail(self, avatar: Avatar, rig: PhotoRig | None) -> Path:
         """The thumbnail from the photo rig `rig` (or, for a sprite rig, its manifest)."""
-        picture = _face_crop(rig) if rig is not None else _sprite_picture(avatar.manifest)
+        picture = _face_crop(rig) if rig is not None else sprite_picture(avatar.manifest)
         path = self._thumbnail_path(avatar.manifest)
         for old in self._thumbnails_of(avatar.manifest):
             old.unlink(missing_ok=True)
@@ -567,13 +567,13 @@ def _face_crop(rig: PhotoRig) -> Image.Image:
     return crop.resize((THUMBNAIL_PX, THUMBNAIL_PX), Image.Resampling.LANCZOS)
 
 
-def _sprite_picture(manifest: Path) -> Image.Image:
-    """The rig at rest (base, open eyes, the mouth for silence), letterboxed square."""
-    rig = load_rig(manifest, size=THUMBNAIL_PX)
+def sprite_picture(manifest: Path, size: int = THUMBNAIL_PX) -> Image.Image:
+    """The rig at rest (base, open eyes, the mouth for silence), letterboxed into a
+    size×size square (the library's thumbnails; packaging/make_icons.py's app icon)."""
+    rig = load_rig(manifest, size=size)
     picture = Image.fromarray(rig.base, "RGBA")
     for layer in (rig.eyes_open, rig.mouths[rig.viseme_to_mouth["sil"]]):
         picture = Image.alpha_composite(picture, Image.fromarray(np.ascontiguousarray(layer), "RGBA"))
-    square = Image.new("RGBA", (THUMBNAIL_PX, THUMBNAIL_PX), (0, 0, 0, 0))
-    square.paste(picture, ((THUMBNAIL_PX - picture.width) // 2,
-                           (THUMBNAIL_PX - picture.height) // 2))
+    square = Image.new("RGBA", (size, size), (0, 0, 0, 0))
+    square.paste(picture, ((size - picture.width) // 2, (size - picture.height) // 2))
     return square

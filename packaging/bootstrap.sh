@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what `make run` / `make test` need on a Debian/Ubuntu machine, and nothing
-# that is already there. Usage: packaging/bootstrap.sh run|test
+# Installs what `make run` / `make dist` / `make test` need on a Debian/Ubuntu machine, and
+# nothing that is already there. Usage: packaging/bootstrap.sh run|dist|test
 # PYTHON (default python3) picks the interpreter and VENV (default .venv) the environment,
 # so each supported Python can have one side by side: make test PYTHON=python3.12 VENV=.venv-3.12
 set -euo pipefail
@@ -15,12 +15,16 @@ runtime_pkgs=(libportaudio2 libgl1 libegl1 libgl1-mesa-dri libglx-mesa0 libegl-m
   x11-utils)  # xwininfo: where "Add to OBS" crops a screen capture to the avatar window
 # OBS (with its JACK input and a window manager for window capture) and Chromium: the
 # real OBS and browser the output tests drive (shared/recipes/testing.md).
+# PyInstaller reads the libraries it bundles with binutils' objdump (`make dist`).
+dist_pkgs=(binutils)
 test_pkgs=(xvfb xauth jackd2 xdotool imagemagick sox obs-studio obs-plugins openbox chromium
-  g++)  # builds the CUDA photo kernel for the CPU (tests/test_kernels_on_cpu.py)
+  g++  # builds the CUDA photo kernel for the CPU (tests/test_kernels_on_cpu.py)
+  "${dist_pkgs[@]}" desktop-file-utils)  # tests/test_dist.py builds the app, checks its .desktop
 # The API's JavaScript example is run by the tests (docs/api.md): Node.js where none is.
 command -v node >/dev/null || test_pkgs+=(nodejs)
 
 wanted=("${runtime_pkgs[@]}")
+[ "$target" = dist ] && wanted+=("${dist_pkgs[@]}")
 [ "$target" = test ] && wanted+=("${test_pkgs[@]}")
 "$python" -c 'import ensurepip' 2>/dev/null || wanted+=(python3-venv)
 
@@ -57,17 +61,27 @@ if [ ! -f "$lock" ]; then
   exit 1
 fi
 
-# The stamp holds the hash of the lock the environment was built from. The run lock is the
-# test lock less the test tools at the same versions, so an environment built for tests
-# serves `make run` too, and one built for running only needs the test tools added.
+# The stamp holds the hash of the lock the environment was built from. Each lock of the
+# chain is the next one less some tools, at the same versions: the run lock is the dist
+# lock less PyInstaller, which is the test lock less the test tools. So an environment
+# built from a later one serves the earlier targets, and one built from an earlier one
+# only needs the rest added. (The GPU lock is apart: only itself or the test lock serve it.)
+chain=(run dist test)
 stamp=$venv/.installed-lock
 lock_hash() { sha256sum "$1" | cut -d' ' -f1; }
 have=$(cat "$stamp" 2>/dev/null || true)
-if [ "$have" = "$(lock_hash "$lock")" ] || [ "$have" = "$(lock_hash "$test_lock")" ]; then
+have_at=-1
+want_at=-1
+for i in "${!chain[@]}"; do
+  [ "$have" = "$(lock_hash "packaging/locks/${chain[$i]}-py$version.txt")" ] && have_at=$i
+  [ "$target" = "${chain[$i]}" ] && want_at=$i
+done
+if [ "$have" = "$(lock_hash "$lock")" ] || [ "$have" = "$(lock_hash "$test_lock")" ] ||
+   { [ -z "$gpu" ] && [ "$have_at" -ge "$want_at" ]; }; then
   exit 0
 fi
-if [ -n "$have" ] && [ "$target" = test ] && [ "$have" = "$(lock_hash "packaging/locks/run-py$version.txt")" ]; then
-  echo "Adding the test tools to $venv"
+if [ -z "$gpu" ] && [ "$have_at" -ge 0 ]; then
+  echo "Adding the $target tools to $venv"
 else
   # Anything else (an older lock, another Python, a half-finished install) is rebuilt from
   # nothing, so the environment holds exactly the lock and no leftover of an earlier one.

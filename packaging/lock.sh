@@ -26,12 +26,16 @@ for py in 3.11 3.12 3.13; do
     --custom-compile-command "make lock")
   # setuptools is the build backend: locked too, so the project itself is built without
   # fetching anything unpinned (bootstrap.sh installs it with --no-build-isolation).
-  echo "setuptools>=68" | "$uv" pip compile pyproject.toml - --extra dev "${common[@]}" \
+  # The tests build the one-folder app too (tests/test_dist.py): PyInstaller is in it.
+  echo "setuptools>=68" | "$uv" pip compile pyproject.toml - --extra dev --extra dist "${common[@]}" \
     -o "packaging/locks/test-py$py.txt"
   # What `make run` installs is the test lock less the test tools, at the same versions:
   # users run exactly what the suite ran on.
   echo "setuptools>=68" | "$uv" pip compile pyproject.toml - "${common[@]}" \
     --constraint "packaging/locks/test-py$py.txt" -o "packaging/locks/run-py$py.txt"
+  # What `make dist` installs: the run lock plus PyInstaller, at the test lock's versions.
+  echo "setuptools>=68" | "$uv" pip compile pyproject.toml - --extra dist "${common[@]}" \
+    --constraint "packaging/locks/test-py$py.txt" -o "packaging/locks/dist-py$py.txt"
   # What `make run` installs on a machine with an NVIDIA GPU: the run lock plus the gpu
   # extra, at the run lock's versions (and cuda-bindings at the one the tests run).
   echo "setuptools>=68" | "$uv" pip compile pyproject.toml - --extra gpu "${common[@]}" \

@@ -1,6 +1,6 @@
 """The lock files agree with pyproject.toml, and the environment under test was built from one.
 
-`make lock` (packaging/lock.sh) writes packaging/locks/{run,test}-pyX.Y.txt; bootstrap.sh
+`make lock` (packaging/lock.sh) writes packaging/locks/{run,dist,test}-pyX.Y.txt; bootstrap.sh
 installs them with pip --require-hashes. These checks fail when a dependency is added,
 removed or re-bounded in pyproject.toml without re-locking, so a stale lock cannot land.
 """
@@ -63,33 +63,38 @@ def lock_versions() -> list[str]:
     return sorted({p.stem.split("-py")[1] for p in LOCKS.glob("*-py*.txt")}, key=Version)
 
 
-def direct_requirements(python: str, with_dev: bool) -> dict[str, Requirement]:
-    """The requirements pyproject.toml names that apply on Linux x86-64 with `python`."""
+# The extras each lock holds besides the app's own dependencies (packaging/lock.sh).
+EXTRAS = {"run": (), "dist": ("dist",), "test": ("dev", "dist")}
+
+
+def direct_requirements(python: str, extras: tuple[str, ...]) -> dict[str, Requirement]:
+    """The requirements pyproject.toml names, with those of `extras`, that apply on Linux
+    x86-64 with `python`."""
     env = default_environment()
     env.update(python_version=python, python_full_version=f"{python}.0",
                sys_platform="linux", platform_system="Linux", platform_machine="x86_64")
     raw = list(PROJECT["dependencies"]) + list(PYPROJECT["build-system"]["requires"])
-    if with_dev:
-        raw += PROJECT["optional-dependencies"]["dev"]
+    for extra in extras:
+        raw += PROJECT["optional-dependencies"][extra]
     reqs = [Requirement(r) for r in raw]
     return {canonicalize_name(r.name): r for r in reqs if r.marker is None or r.marker.evaluate(env)}
 
 
-def test_there_is_a_lock_pair_for_every_supported_python():
+def test_there_are_the_locks_of_every_target_for_every_supported_python():
     """A lock per minor version that requires-python admits, and no lock for any other."""
     allowed = SpecifierSet(PROJECT["requires-python"])
     candidates = [f"3.{minor}" for minor in range(8, 20)]
     supported = [v for v in candidates if allowed.contains(f"{v}.0")]
     assert lock_versions() == supported
     for v in supported:
-        assert (LOCKS / f"run-py{v}.txt").is_file() and (LOCKS / f"test-py{v}.txt").is_file()
+        assert all((LOCKS / f"{target}-py{v}.txt").is_file() for target in EXTRAS)
 
 
 @pytest.mark.parametrize("python", lock_versions())
-@pytest.mark.parametrize("target", ["run", "test"])
+@pytest.mark.parametrize("target", list(EXTRAS))
 def test_lock_pins_exactly_what_pyproject_asks_for(python, target):
     pins = read_lock(LOCKS / f"{target}-py{python}.txt")
-    wanted = direct_requirements(python, with_dev=target == "test")
+    wanted = direct_requirements(python, EXTRAS[target])
     for name, req in wanted.items():
         assert name in pins, f"{target}-py{python}: {req} is not locked: run `make lock`"
         assert req.specifier.contains(pins[name].version, prereleases=True), (
@@ -106,11 +111,12 @@ def test_lock_pins_exactly_what_pyproject_asks_for(python, target):
 
 
 @pytest.mark.parametrize("python", lock_versions())
-def test_run_lock_is_the_test_lock_less_the_test_tools(python):
-    """Users run exactly the versions the suite ran on."""
-    run = read_lock(LOCKS / f"run-py{python}.txt")
+@pytest.mark.parametrize("target", ["run", "dist"])
+def test_run_and_dist_locks_are_the_test_lock_less_the_test_tools(python, target):
+    """Users run, and bundle, exactly the versions the suite ran on."""
+    pins = read_lock(LOCKS / f"{target}-py{python}.txt")
     test = read_lock(LOCKS / f"test-py{python}.txt")
-    for name, pin in run.items():
+    for name, pin in pins.items():
         assert name in test and test[name].version == pin.version, name
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QIcon
 from PySide6.QtWidgets import (
     QApplication,
     QDialog,
@@ -46,6 +46,7 @@ from app.ui.status_label import StatusLabel
 from app.ui.status_line import status_line
 from app.ui.text_entry import TextEntry
 from app.ui.voices_box import VoicesBox
+from pipeline.core.resources import APP_ID, ICONS_DIR
 from pipeline.text.input import TextInputError
 from render.outputs.avatar_view import AvatarView
 from render.rigs.loader import PICTURE_SUFFIXES, is_picture
@@ -499,6 +500,12 @@ def run_app(argv: list[str] | None = None, *, output_window: bool | None = None,
             browser_port: int | None = None, api_port: int | None = None) -> int:
     app = QApplication.instance() or QApplication(argv or sys.argv)
     app.setApplicationName("Lipsync Studio")
+    # Desktops match the window with the .desktop file by this name (Wayland's app id).
+    app.setDesktopFileName(APP_ID)
+    icon = QIcon()
+    for png in sorted(ICONS_DIR.glob(f"{APP_ID}-*.png")):
+        icon.addFile(str(png))
+    app.setWindowIcon(icon)
     store = SettingsStore()
     settings = store.load()
     window = MainWindow(store, settings, output_window=output_window, browser_port=browser_port,
