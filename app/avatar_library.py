@@ -43,11 +43,10 @@ from pipeline.face.landmarks import (
     find_face,
     load_portrait,
 )
+from render.rigs.loader import PHOTO, RIG_KINDS, SPRITE, manifest_kind
 from render.rigs.manifest import RigError
-from render.rigs.photo import FORMAT as PHOTO_FORMAT
 from render.rigs.photo import MANIFEST, PhotoRig, build_photo_rig, load_photo_rig, save_photo_rig
-from render.rigs.sprite import FORMAT as SPRITE_FORMAT
-from render.rigs.sprite import load_rig
+from render.rigs.sprite import load_sprite_rig
 
 LIBRARY_FILE = "library.json"
 LIBRARY_VERSION = 1
@@ -55,7 +54,6 @@ THUMBNAILS = ".thumbnails"
 THUMBNAIL_PX = 128
 BUNDLED_NAME = "Bundled avatar"
 SETTINGS_VOICE = "the settings' voice"  # what an avatar of no voice of its own speaks with
-KINDS = {PHOTO_FORMAT: "photo", SPRITE_FORMAT: "sprite"}
 MAX_NAME = 64
 # A face fills about half its thumbnail: the box of its landmarks padded by this much of
 # its larger side on every side (astronaut(): forehead to chin and both ears in view).
@@ -78,7 +76,7 @@ class FacesToChoose(SeveralFacesError):
 @dataclass(frozen=True)
 class Avatar:
     name: str
-    kind: str  # "photo" or "sprite"
+    kind: str  # a RigKind's name: "photo" or "sprite"
     manifest: Path
     voice: str | None = None  # a voice's name in the catalogue (app/voices.py); None: the settings' voice
     voice_speaker: int = 0
@@ -113,7 +111,7 @@ class Avatar:
                 "renamed or deleted). Put it back there, or remove it from the library.")
 
 
-BUNDLED = Avatar(BUNDLED_NAME, "sprite", DEFAULT_AVATAR_MANIFEST)
+BUNDLED = Avatar(BUNDLED_NAME, SPRITE.name, DEFAULT_AVATAR_MANIFEST)
 
 
 @dataclass(frozen=True)
@@ -150,12 +148,6 @@ def picture_sha256(path: Path) -> str:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def rig_kind(manifest: Path) -> str | None:
-    """"photo" or "sprite" for a readable rig manifest, else None."""
-    data = read_json(manifest)
-    return KINDS.get(data.get("format")) if isinstance(data, dict) else None
 
 
 class AvatarLibrary:
@@ -237,11 +229,11 @@ class AvatarLibrary:
             for avatar in self._avatars:
                 if avatar.manifest == manifest:
                     return avatar
-            kind = rig_kind(manifest)
+            kind = manifest_kind(manifest)
             if kind is None:
                 raise RigError(f"{manifest} is not an avatar rig's manifest.")
             name = _rig_name(manifest) or manifest.parent.name
-            avatar = Avatar(self._free_name(name), kind, manifest)
+            avatar = Avatar(self._free_name(name), kind.name, manifest)
             self._write(self._avatars + (avatar,))
             return avatar
 
@@ -261,7 +253,7 @@ class AvatarLibrary:
         """Whether removing `avatar` deletes its folder: a photo rig the import made in
         the library's folder."""
         folder = avatar.manifest.parent
-        return avatar.kind == "photo" and folder.parent == self.folder and folder.is_dir()
+        return avatar.kind == PHOTO.name and folder.parent == self.folder and folder.is_dir()
 
     def remove(self, avatar: Avatar) -> Removed:
         """Take `avatar` out of the library. A photo rig in the library's folder is
@@ -317,7 +309,7 @@ class AvatarLibrary:
             if before is not None:
                 avatar = self._replace(before, manifest=manifest)
             else:
-                avatar = Avatar(label, "photo", manifest, picture_sha256=sha256,
+                avatar = Avatar(label, PHOTO.name, manifest, picture_sha256=sha256,
                                 face=face_index or 0, faces=len(animatable(faces)))
                 self._write(self._avatars + (avatar,))
         self._thumbnail_from(avatar, rig)
@@ -362,7 +354,7 @@ class AvatarLibrary:
         if path is None:
             if avatar.missing:
                 raise RigError(avatar.missing_message)
-            rig = load_photo_rig(avatar.manifest) if avatar.kind == "photo" else None
+            rig = load_photo_rig(avatar.manifest) if avatar.kind == PHOTO.name else None
             path = self._save_thumbnail(avatar, rig)
         return path
 
@@ -417,9 +409,9 @@ class AvatarLibrary:
         found = []
         if self.folder.is_dir():
             for manifest in self.folder.glob(f"*/{MANIFEST}"):
-                kind = rig_kind(manifest)
+                kind = manifest_kind(manifest)
                 if kind is not None:
-                    found.append((manifest.stat().st_mtime, manifest, kind))
+                    found.append((manifest.stat().st_mtime, manifest, kind.name))
         avatars = [BUNDLED]
         for _, manifest, kind in sorted(found):
             name = _free_name(_rig_name(manifest) or manifest.parent.name,
@@ -475,7 +467,7 @@ class AvatarLibrary:
             return replace(BUNDLED, voice=_optional(entry, "voice", str),
                            voice_speaker=_whole(entry.get("voice_speaker", 0)))
         name, kind, where = entry["name"], entry["kind"], entry["path"]
-        if not (isinstance(name, str) and name.strip() and kind in KINDS.values()
+        if not (isinstance(name, str) and name.strip() and kind in {k.name for k in RIG_KINDS}
                 and isinstance(where, str) and where):
             raise ValueError(entry)
         picture = entry.get("picture")
@@ -570,7 +562,7 @@ def _face_crop(rig: PhotoRig) -> Image.Image:
 def sprite_picture(manifest: Path, size: int = THUMBNAIL_PX) -> Image.Image:
     """The rig at rest (base, open eyes, the mouth for silence), letterboxed into a
     size×size square (the library's thumbnails; packaging/make_icons.py's app icon)."""
-    rig = load_rig(manifest, size=size)
+    rig = load_sprite_rig(manifest, size=size)
     picture = Image.fromarray(rig.base, "RGBA")
     for layer in (rig.eyes_open, rig.mouths[rig.viseme_to_mouth["sil"]]):
         picture = Image.alpha_composite(picture, Image.fromarray(np.ascontiguousarray(layer), "RGBA"))

@@ -159,7 +159,7 @@ def _mouth_frames(runs: int) -> dict:
 
     from pipeline.core.frames import MouthPose
     from render.gl.egl_target import EglTarget
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
     from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer, cuda_unavailable
     from tests.harness.drawn_rig import drawn_rig
 
@@ -172,7 +172,7 @@ def _mouth_frames(runs: int) -> dict:
             target.resize(side, side)
             target.make_current()
             rig = drawn_rig(side)
-            renderers = _ready({"gl": GLRenderer(), "cuda": CudaSpriteRenderer()}, rig, side)
+            renderers = _ready({"gl": SpriteGLRenderer(), "cuda": CudaSpriteRenderer()}, rig, side)
             copies_before = renderers["cuda"].host_copies
             times = {name: [] for name in renderers}
             worst = 0

@@ -62,16 +62,16 @@ def bench_ticks(ticks: int) -> dict:
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
     from render.gl.offscreen import OffscreenTarget
     from render.gl.readback import AsyncReadback, read_sync
-    from render.gl.sprite_renderer import GLRenderer
-    from render.rigs.sprite import load_rig
+    from render.gl.sprite_renderer import SpriteGLRenderer
+    from render.rigs.sprite import load_sprite_rig
     from render.timing import idle_motion
 
     w, h = SIZE
     seq = poses(ticks + 1)
     with OffscreenTarget(w, h) as target:
-        renderer = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))   # the frame feed's
+        renderer = SpriteGLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))   # the frame feed's
         renderer.initialize()
-        renderer.set_rig(load_rig(DEFAULT_AVATAR_MANIFEST, 1024))
+        renderer.set_rig(load_sprite_rig(DEFAULT_AVATAR_MANIFEST, 1024))
         renderer.resize(w, h)
 
         def draw(k: int) -> None:

@@ -166,9 +166,9 @@ class MouthOnlyRig:
 
         from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
         from render.gl.sprite_renderer import coverage_rect
-        from render.rigs.sprite import load_rig
+        from render.rigs.sprite import load_sprite_rig
 
-        rig = load_rig(DEFAULT_AVATAR_MANIFEST, 1024)
+        rig = load_sprite_rig(DEFAULT_AVATAR_MANIFEST, 1024)
         x0, y0, x1, y1 = coverage_rect(*rig.mouths.values())
         box = (int(x0 * 1024), int(y0 * 1024), int(np.ceil(x1 * 1024)), int(np.ceil(y1 * 1024)))
         n = self.size
@@ -182,21 +182,22 @@ class MouthOnlyRig:
 def bench_sprite(frames: int) -> dict:
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
     from render.gl.offscreen import OffscreenTarget
-    from render.gl.sprite_renderer import GLRenderer
-    from render.rigs.sprite import load_rig
+    from render.gl.sprite_renderer import SpriteGLRenderer
+    from render.rigs.sprite import load_sprite_rig
 
     seq = poses(frames + 20)
     out: dict = {"mouth_frame": {}}
     for n in REGIONS:
         with OffscreenTarget(n, n):
-            renderer = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
+            renderer = SpriteGLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
             renderer.initialize()
             renderer.set_rig(MouthOnlyRig(n))
             renderer.resize(n, n)
             out["mouth_frame"][f"{n}"] = time_gl(lambda k: renderer.draw(seq[k], 0.0, 0.0), frames)
             renderer.release()
-    rig = load_rig(DEFAULT_AVATAR_MANIFEST, 1024)
-    out["full_frame"] = time_full_frames({"": lambda: GLRenderer(clear_color=(0.1, 0.1, 0.1, 1.0))}, rig, frames)[""]
+    rig = load_sprite_rig(DEFAULT_AVATAR_MANIFEST, 1024)
+    makers = {"": lambda: SpriteGLRenderer(clear_color=(0.1, 0.1, 0.1, 1.0))}
+    out["full_frame"] = time_full_frames(makers, rig, frames)[""]
     return out
 
 

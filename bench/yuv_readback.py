@@ -83,14 +83,14 @@ def bench_size(width: int, height: int, ticks: int, rig) -> dict:
 
     from render.gl.offscreen import offscreen_target
     from render.gl.readback import AsyncReadback, read_sync
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
     from render.gl.yuv_pack import YuyvPass, YuyvReadback, yuyv_reference
     from render.timing import idle_motion
 
     seq = poses(ticks + 1)
     target = offscreen_target(width, height)
     try:
-        renderer = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))   # the frame feed's
+        renderer = SpriteGLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))   # the frame feed's
         renderer.initialize()
         renderer.set_rig(rig)
         renderer.resize(width, height)

@@ -11,7 +11,7 @@
 // mix(c, d, inner), outer), the second pair only where outer > 0), scaled by the
 // layer's alpha, and blended ONE, ONE_MINUS_SRC_ALPHA over what is below. As in an
 // RGBA8 framebuffer, the result is rounded to 8 bits after the clear and after each
-// layer. The layers are GLRenderer's, in its order (SpriteLayout.layers).
+// layer. The layers are SpriteGLRenderer's, in its order (SpriteLayout.layers).
 //
 // Rows are written bottom first, as GL's framebuffer holds them, so the texture is
 // blitted into a GL framebuffer as is.

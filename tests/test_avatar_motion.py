@@ -43,9 +43,9 @@ def speech():
 @pytest.fixture(scope="module")
 def rig():
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-    from render.rigs.sprite import load_rig
+    from render.rigs.sprite import load_sprite_rig
 
-    return load_rig(DEFAULT_AVATAR_MANIFEST, size=SIZE)
+    return load_sprite_rig(DEFAULT_AVATAR_MANIFEST, size=SIZE)
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +57,10 @@ def target(qt_app):
 
 
 def _renderer(target, rig):
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
 
     target.make_current()
-    r = GLRenderer()
+    r = SpriteGLRenderer()
     r.initialize()
     r.set_rig(rig)
     r.resize(SIZE, SIZE)
@@ -264,10 +264,10 @@ def test_nothing_is_drawn_below_the_canvas_in_a_view_taller_than_it(rig):
     """In a tall view the canvas is letterboxed: the body reaching below the canvas as it
     moves ends at the canvas's bottom edge, flat, as the still figure does."""
     from render.gl.offscreen import OffscreenTarget
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
 
     with OffscreenTarget(SIZE, 2 * SIZE):
-        r = GLRenderer()
+        r = SpriteGLRenderer()
         r.initialize()
         r.set_rig(rig)
         r.resize(SIZE, 2 * SIZE)
@@ -285,17 +285,17 @@ def test_nothing_is_drawn_below_the_canvas_in_a_view_taller_than_it(rig):
 
 def test_no_strength_draws_todays_frames_exactly(target):
     """Frames of the renderer as it was before motion (the golden file was drawn by
-    commit bcfc5e1's GLRenderer from the same states on this machine's llvmpipe)."""
+    commit bcfc5e1's SpriteGLRenderer from the same states on this machine's llvmpipe)."""
     from pathlib import Path
 
     from render.gl.offscreen import OffscreenTarget
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
     from tests.harness.drawn_rig import drawn_rig
 
     golden = np.load(Path(__file__).parent / "data" / "sprite_frames_before_motion.npz")
     motion = AvatarMotion(strengths=MotionStrengths())
     with OffscreenTarget(200, 150):
-        r = GLRenderer()
+        r = SpriteGLRenderer()
         r.initialize()
         r.set_rig(drawn_rig(128))
         r.resize(200, 150)

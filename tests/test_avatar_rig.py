@@ -15,14 +15,14 @@ import pytest
 from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST, REPO_ROOT
 from pipeline.core.visemes import OVR_VISEMES, RHUBARB_SHAPE
 from render.rigs.manifest import RigError
-from render.rigs.sprite import SpriteRig, load_rig
+from render.rigs.sprite import SpriteRig, load_sprite_rig
 
 DEFAULT_DIR = DEFAULT_AVATAR_MANIFEST.parent
 
 
 @pytest.fixture(scope="module")
 def rig() -> SpriteRig:
-    return load_rig(DEFAULT_AVATAR_MANIFEST)
+    return load_sprite_rig(DEFAULT_AVATAR_MANIFEST)
 
 
 def _mouth_box(rig: SpriteRig) -> tuple[slice, slice]:
@@ -123,7 +123,7 @@ def test_a_rig_without_expressions_loads_with_none(tmp_path):
     folder = _copy_default(tmp_path)
     manifest = _manifest(folder)
     del manifest["expressions"]
-    assert load_rig(_write(folder, manifest)).expressions == {}
+    assert load_sprite_rig(_write(folder, manifest)).expressions == {}
 
 
 def test_eyes_open_and_closed_differ(rig):
@@ -131,18 +131,18 @@ def test_eyes_open_and_closed_differ(rig):
 
 
 def test_size_scales_every_layer(rig):
-    small = load_rig(DEFAULT_AVATAR_MANIFEST, size=128)
+    small = load_sprite_rig(DEFAULT_AVATAR_MANIFEST, size=128)
     assert small.canvas_size == (128, 128)
     assert small.base.shape == (128, 128, 4)
     assert all(m.shape == (128, 128, 4) for m in small.mouths.values())
     coarse = rig.base[::4, ::4, 3].astype(int)
     assert np.abs(small.base[..., 3].astype(int) - coarse).mean() < 20
     with pytest.raises(ValueError):
-        load_rig(DEFAULT_AVATAR_MANIFEST, size=0)
+        load_sprite_rig(DEFAULT_AVATAR_MANIFEST, size=0)
 
 
 def test_loading_a_folder_finds_its_manifest():
-    assert load_rig(DEFAULT_DIR).source == DEFAULT_AVATAR_MANIFEST.resolve()
+    assert load_sprite_rig(DEFAULT_DIR).source == DEFAULT_AVATAR_MANIFEST.resolve()
 
 
 def test_loads_without_any_qt_application():
@@ -153,8 +153,8 @@ import sys, tempfile, pathlib, json, shutil
 sys.path.insert(0, {str(REPO_ROOT)!r})
 from PySide6.QtCore import QCoreApplication
 from render.rigs.manifest import RigError
-from render.rigs.sprite import load_rig
-rig = load_rig({str(DEFAULT_AVATAR_MANIFEST)!r})
+from render.rigs.sprite import load_sprite_rig
+rig = load_sprite_rig({str(DEFAULT_AVATAR_MANIFEST)!r})
 assert QCoreApplication.instance() is None
 assert rig.base[..., 3].any()
 d = pathlib.Path(tempfile.mkdtemp())
@@ -162,7 +162,7 @@ shutil.copytree({str(DEFAULT_DIR)!r}, d / "rig")
 svg = (d / "rig" / "mouth_rest.svg").read_text().replace("</svg>", "<text x='9' y='9'>hi</text></svg>")
 (d / "rig" / "mouth_rest.svg").write_text(svg)
 try:
-    load_rig(d / "rig" / "manifest.json")
+    load_sprite_rig(d / "rig" / "manifest.json")
 except RigError as e:
     print("REFUSED:", e)
 """
@@ -180,7 +180,7 @@ def test_png_layers_load_like_svg(rig, tmp_path):
     QImage(rgba.data, 512, 512, 512 * 4, QImage.Format.Format_RGBA8888).save(str(folder / "wide.png"))
     manifest = _manifest(folder)
     manifest["mouths"]["wide"] = "wide.png"
-    png_rig = load_rig(_write(folder, manifest))
+    png_rig = load_sprite_rig(_write(folder, manifest))
     assert np.abs(png_rig.mouths["wide"].astype(int) - rgba.astype(int)).max() <= 1
 
 
@@ -205,7 +205,7 @@ def _write(folder: Path, manifest: dict) -> Path:
 
 def _error(path: Path) -> str:
     with pytest.raises(RigError) as caught:
-        load_rig(path)
+        load_sprite_rig(path)
     return str(caught.value)
 
 
@@ -419,6 +419,6 @@ def test_the_docs_worked_example_loads_from_png_layers(tmp_path):
         image[100 + 20 * i: 140 + 20 * i, 300:700] = (200, 40 + 10 * i, 90, 255)
         QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888).save(str(folder / name))
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    rig = load_rig(folder)
+    rig = load_sprite_rig(folder)
     assert rig.name == "Mochi" and list(rig.expressions) == ["happy"]
     assert rig.expressions["happy"].overlays[0].shape == (h, w, 4)

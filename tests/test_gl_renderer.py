@@ -61,9 +61,9 @@ def gl_target(qt_app):
 
 @pytest.fixture()
 def renderer(gl_target):
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
 
-    r = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
+    r = SpriteGLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
     r.initialize()
     r.set_rig(synthetic_rig())
     r.resize(W, H)
@@ -149,9 +149,9 @@ def test_aspect_ratio_is_kept_in_a_wide_viewport(renderer):
 
 
 def test_opaque_clear_colour(gl_target):
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
 
-    r = GLRenderer(clear_color=(0.0, 1.0, 0.0, 1.0))
+    r = SpriteGLRenderer(clear_color=(0.0, 1.0, 0.0, 1.0))
     r.initialize()
     r.set_rig(synthetic_rig())
     r.resize(W, H)
@@ -160,20 +160,20 @@ def test_opaque_clear_colour(gl_target):
 
 
 def test_bad_shader_reports_the_glsl_log(gl_target, tmp_path):
-    from render.gl.sprite_renderer import GLRenderer, ShaderError
+    from render.gl.sprite_renderer import SpriteGLRenderer, ShaderError
 
     (tmp_path / "sprite.vert").write_text("#version 330 core\nvoid main() { gl_Position = nope; }\n")
     (tmp_path / "sprite.frag").write_text("#version 330 core\nout vec4 c; void main() { c = vec4(1); }\n")
     with pytest.raises(ShaderError, match=r"sprite\.vert failed to compile:\n.*nope"):
-        GLRenderer(shaders_dir=tmp_path).initialize()
+        SpriteGLRenderer(shaders_dir=tmp_path).initialize()
 
 
 def test_rig_with_wrong_image_size_is_refused(gl_target):
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
 
     rig = synthetic_rig()
     rig.eyes_closed = np.zeros((H, W + 1, 4), dtype=np.uint8)
-    r = GLRenderer()
+    r = SpriteGLRenderer()
     r.initialize()
     with pytest.raises(ValueError, match="eyes_closed"):
         r.set_rig(rig)
@@ -182,11 +182,11 @@ def test_rig_with_wrong_image_size_is_refused(gl_target):
 
 def test_draws_the_default_avatar_rig(gl_target):
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-    from render.gl.sprite_renderer import GLRenderer
-    from render.rigs.sprite import load_rig
+    from render.gl.sprite_renderer import SpriteGLRenderer
+    from render.rigs.sprite import load_sprite_rig
 
-    rig = load_rig(DEFAULT_AVATAR_MANIFEST, size=H)
-    r = GLRenderer()
+    rig = load_sprite_rig(DEFAULT_AVATAR_MANIFEST, size=H)
+    r = SpriteGLRenderer()
     r.initialize()
     r.set_rig(rig)
     r.resize(W, H)

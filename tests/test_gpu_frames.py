@@ -24,7 +24,7 @@ from pipeline.core.frames import MouthPose  # noqa: E402
 from pipeline.core.visemes import OVR_VISEMES  # noqa: E402
 from render.gl.egl_target import EglTarget  # noqa: E402
 from render.gl.offscreen import OffscreenError  # noqa: E402
-from render.gl.sprite_renderer import GLRenderer  # noqa: E402
+from render.gl.sprite_renderer import SpriteGLRenderer  # noqa: E402
 from tests.harness.drawn_portrait import (  # noqa: E402
     COMPARED_POSES,
     MIPMAP_SHARE_OVER_BOUND,
@@ -77,7 +77,7 @@ def _frames(renderer_type, size, rig):
 def test_cuda_frames_equal_the_gl_frames(size):
     rig = drawn_rig(256)
     TARGET.resize(*size)
-    gl, _ = _frames(GLRenderer, size, rig)
+    gl, _ = _frames(SpriteGLRenderer, size, rig)
     cuda, copies = _frames(CudaSpriteRenderer, size, rig)
     worst = max(int(np.abs(a - b).max()) for a, b in zip(gl, cuda))
     assert worst <= BOUND

@@ -124,7 +124,7 @@ def test_the_sprite_kernel_draws_the_gl_frames(qt_app, sprite_kernel, record_pro
     from pipeline.core.frames import MouthPose
     from pipeline.core.visemes import OVR_VISEMES
     from render.gl.offscreen import OffscreenTarget
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
     from tests.harness.drawn_rig import drawn_rig
     from tests.harness.kernel_on_cpu import CpuSpriteFrames
 
@@ -135,7 +135,7 @@ def test_the_sprite_kernel_draws_the_gl_frames(qt_app, sprite_kernel, record_pro
     cpu = CpuSpriteFrames(sprite_kernel, rig, size)
     worst, frames = 0, set()
     with OffscreenTarget(*size):
-        renderer = GLRenderer()
+        renderer = SpriteGLRenderer()
         renderer.initialize()
         renderer.set_rig(rig)
         renderer.resize(*size)
@@ -157,13 +157,13 @@ def test_the_sprite_kernel_draws_the_gl_frames(qt_app, sprite_kernel, record_pro
 
 def test_the_sprite_kernel_draws_the_gl_frames_of_expressions_and_motion(qt_app, sprite_kernel):
     """Expression fades (two drawings of the eyes, each open and shut), overlays and the
-    whole avatar's placement, as GLRenderer.draw_state draws them."""
+    whole avatar's placement, as SpriteGLRenderer.draw_state draws them."""
     import ctypes
 
     from pipeline.core.avatar_state import EXPRESSIONS, AvatarState
     from pipeline.core.frames import MouthPose
     from render.gl.offscreen import OffscreenTarget
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
     from render.gpu import cuda_sprite_renderer as sprite
     from tests.harness.drawn_rig import drawn_rig
     from tests.harness.kernel_on_cpu import CpuSpriteFrames
@@ -195,7 +195,7 @@ def test_the_sprite_kernel_draws_the_gl_frames_of_expressions_and_motion(qt_app,
     cpu = CpuSpriteStates(sprite_kernel, rig, size)
     worst, frames = 0, set()
     with OffscreenTarget(*size):
-        renderer = GLRenderer()
+        renderer = SpriteGLRenderer()
         renderer.initialize()
         renderer.set_rig(rig)
         renderer.resize(*size)

@@ -368,7 +368,7 @@ def test_unreadable_manifests(tmp_path):
 
 def test_avatar_view_picks_the_renderer_by_rig_type(qt_app, rig):
     from render.gl.photo_renderer import PhotoRenderer
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
     from render.outputs.avatar_view import AvatarView
     from tests.test_avatar_view import grabbed, run_for
     from tests.test_gl_renderer import H, W, synthetic_rig
@@ -388,7 +388,7 @@ def test_avatar_view_picks_the_renderer_by_rig_type(qt_app, rig):
         assert photo[60, 5, 3] == 0 and photo[60, 150, 3] == 0
         view.set_rig(synthetic_rig())
         run_for(qt_app, 0.3)
-        assert isinstance(view.renderer, GLRenderer)
+        assert isinstance(view.renderer, SpriteGLRenderer)
         assert grabbed(view)[60, 40].tolist() == [230, 190, 160, 255]
         view.set_rig(rig)
         run_for(qt_app, 0.3)

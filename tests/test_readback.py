@@ -30,9 +30,9 @@ SIZE = (301, 203)
 @pytest.fixture(scope="module")
 def rig():
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-    from render.rigs.sprite import load_rig
+    from render.rigs.sprite import load_sprite_rig
 
-    return load_rig(DEFAULT_AVATAR_MANIFEST, 256)
+    return load_sprite_rig(DEFAULT_AVATAR_MANIFEST, 256)
 
 
 @pytest.fixture
@@ -41,10 +41,10 @@ def avatar(qt_app, rig):
     k, over a half-transparent background so every channel varies across the frame."""
     from pipeline.core.frames import MouthPose
     from render.gl.offscreen import OffscreenTarget
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
 
     with OffscreenTarget(*SIZE) as target:
-        renderer = GLRenderer(clear_color=(0.2, 0.4, 0.9, 0.5))
+        renderer = SpriteGLRenderer(clear_color=(0.2, 0.4, 0.9, 0.5))
         renderer.initialize()
         renderer.set_rig(rig)
         renderer.resize(*SIZE)

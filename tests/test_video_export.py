@@ -127,9 +127,9 @@ def sprite_mouth_box(size: tuple[int, int], margin: int = 3) -> tuple[slice, sli
     """Where the bundled avatar's mouth drawings are, with a margin for breathing."""
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
     from render.gl.sprite_renderer import coverage_rect
-    from render.rigs.sprite import load_rig
+    from render.rigs.sprite import load_sprite_rig
 
-    x0, y0, x1, y1 = coverage_rect(*load_rig(DEFAULT_AVATAR_MANIFEST, 128).mouths.values())
+    x0, y0, x1, y1 = coverage_rect(*load_sprite_rig(DEFAULT_AVATAR_MANIFEST, 128).mouths.values())
     w, h = size
     return (slice(int(y0 * h) - margin, math.ceil(y1 * h) + margin),
             slice(int(x0 * w) - margin, math.ceil(x1 * w) + margin))

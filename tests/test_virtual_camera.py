@@ -138,9 +138,9 @@ def test_a_rendered_frame_reaches_pyvirtualcams_backend_as_yuyv_over_the_key(qt_
     from pipeline.core.frames import MouthPose
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
     from render.gl.offscreen import OffscreenTarget
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
     from render.gl.yuv_pack import yuyv_reference
-    from render.rigs.sprite import load_rig
+    from render.rigs.sprite import load_sprite_rig
     from tests.test_yuv_pack import TOLERANCE, worst
 
     # pyvirtualcam tries its backends in turn: v4l2loopback fails here (no device), then
@@ -150,9 +150,9 @@ def test_a_rendered_frame_reaches_pyvirtualcams_backend_as_yuyv_over_the_key(qt_
     w, h = 160, 120
     camera = VirtualCamera(w, h, 1000, Background(CHROMA, parse_colour("#00ff00")))
     with OffscreenTarget(w, h) as target:
-        renderer = GLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
+        renderer = SpriteGLRenderer(clear_color=(0.0, 0.0, 0.0, 0.0))
         renderer.initialize()
-        renderer.set_rig(load_rig(DEFAULT_AVATAR_MANIFEST, 256))
+        renderer.set_rig(load_sprite_rig(DEFAULT_AVATAR_MANIFEST, 256))
         renderer.resize(w, h)
         renderer.draw(MouthPose(10, 3, 0.4, 0.7), blink=0.3, breath=0.2)
         drawn = target.read_pixels()

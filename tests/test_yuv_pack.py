@@ -117,9 +117,9 @@ def test_odd_widths_are_refused_with_the_reason(qt_app):
 @pytest.fixture(scope="module")
 def rig():
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-    from render.rigs.sprite import load_rig
+    from render.rigs.sprite import load_sprite_rig
 
-    return load_rig(DEFAULT_AVATAR_MANIFEST, 256)
+    return load_sprite_rig(DEFAULT_AVATAR_MANIFEST, 256)
 
 
 def test_the_avatar_read_back_as_yuyv_matches_the_reference_of_its_rgba(qt_app, rig):
@@ -132,13 +132,13 @@ def test_the_avatar_read_back_as_yuyv_matches_the_reference_of_its_rgba(qt_app, 
     from pipeline.core.frames import MouthPose
     from render.gl.offscreen import OffscreenTarget
     from render.gl.readback import read_sync
-    from render.gl.sprite_renderer import GLRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
     from render.gl.yuv_pack import YuyvReadback
 
     # An even width that is no multiple of 4 or 8, an odd height: no padding anywhere.
     w, h = 302, 203
     with OffscreenTarget(w, h) as target:
-        renderer = GLRenderer(clear_color=(0.2, 0.4, 0.9, 0.5))
+        renderer = SpriteGLRenderer(clear_color=(0.2, 0.4, 0.9, 0.5))
         renderer.initialize()
         renderer.set_rig(rig)
         renderer.resize(w, h)

@@ -1,4 +1,4 @@
-"""Draws a photo rig with OpenGL, with the same interface as GLRenderer.
+"""Draws a photo rig with OpenGL, with the same interface as SpriteGLRenderer.
 
 Per frame: the rig's vertex records for the pose and blink go up in one buffer upload
 (none when they did not change); the mouth frame, a texture of the rig's mouth

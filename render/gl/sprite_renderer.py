@@ -38,19 +38,19 @@ class ShaderError(RuntimeError):
     """A shader failed to compile or link; the message carries the GLSL log."""
 
 
-class Expression(Protocol):
+class SpriteExpressionLike(Protocol):
     swaps: dict[str, np.ndarray]  # "base", "eyes_open" or "eyes_closed" → its drawing
     overlays: tuple[np.ndarray, ...]
 
 
-class Rig(Protocol):
+class SpriteRigLike(Protocol):
     canvas_size: tuple[int, int]
     base: np.ndarray
     eyes_open: np.ndarray
     eyes_closed: np.ndarray
     mouths: dict[str, np.ndarray]
     viseme_to_mouth: dict[str, str]
-    expressions: dict[str, Expression]
+    expressions: dict[str, SpriteExpressionLike]
 
 
 SWAPPABLE = ("base", "eyes_open", "eyes_closed")
@@ -123,7 +123,7 @@ def upload_texture(image: np.ndarray) -> int:
     return tex
 
 
-def rig_images(rig: Rig) -> dict[str, np.ndarray]:
+def rig_images(rig: SpriteRigLike) -> dict[str, np.ndarray]:
     """The rig's images by name ("base", "eyes_open", "eyes_closed", "mouth:NAME", and of
     each expression "EXPRESSION:LAYER" for a swap, "EXPRESSION:overlayN"), checked:
     ValueError unless each is uint8 RGBA at the canvas size and every viseme's drawing
@@ -227,7 +227,7 @@ class SpriteLayout:
         return draws
 
 
-def sprite_layout(rig: Rig) -> SpriteLayout:
+def sprite_layout(rig: SpriteRigLike) -> SpriteLayout:
     """The rig's layout; the rig's images are checked first (rig_images)."""
     images = rig_images(rig)
     expressions = {NEUTRAL: ExpressionImages("base", "eyes_open", "eyes_closed", ())}
@@ -324,7 +324,7 @@ def build_program(vertex_path, fragment_path, defines: tuple[str, ...] = ()) -> 
     return program
 
 
-class GLRenderer:
+class SpriteGLRenderer:
     """Draws a rig at an avatar state: mouth, blink, breathing, expression, placement.
 
     `clear_color` is straight RGBA in 0..1; alpha 0 gives a transparent background
@@ -369,7 +369,7 @@ class GLRenderer:
         GL.glUseProgram(0)
         return program
 
-    def set_rig(self, rig: Rig) -> None:
+    def set_rig(self, rig: SpriteRigLike) -> None:
         """Upload the rig's images as textures (replacing any previous rig's)."""
         layout = sprite_layout(rig)
         images = rig_images(rig)

@@ -1,10 +1,10 @@
 """The sprite rig's frames made by a CUDA kernel and handed to OpenGL through CUDA-GL
 interop, with no copy through host memory: a drop-in for render/gl/sprite_renderer.py's
-GLRenderer (same methods, same pixels within 2/255), so the presenter cannot tell
+SpriteGLRenderer (same methods, same pixels within 2/255), so the presenter cannot tell
 who made a frame.
 
 The kernel (shaders/sprite.cu, compiled once with NVRTC) computes the whole frame —
-the layers GLRenderer draws (sprite_renderer.SpriteLayout: base, eyes, expression
+the layers SpriteGLRenderer draws (sprite_renderer.SpriteLayout: base, eyes, expression
 overlays, mouth, with the expression fade and the blink), the avatar's placement, GL's
 blending and 8-bit rounding — from the rig's premultiplied images, uploaded to device memory once per rig. It writes the
 frame into a GL texture registered with cudaGraphicsGLRegisterImage once, mapped and
@@ -27,7 +27,7 @@ from pipeline.core.avatar_state import AvatarState, still_state
 from pipeline.core.frames import MouthPose
 from pipeline.core.resources import SHADERS_DIR
 from render.gl.sprite_renderer import (
-    Rig,
+    SpriteRigLike,
     SpriteLayout,
     inverse_placement,
     letterbox_fit,
@@ -63,7 +63,7 @@ class SpriteLayers:
     layout: SpriteLayout
 
 
-def sprite_layers(rig: Rig) -> SpriteLayers:
+def sprite_layers(rig: SpriteRigLike) -> SpriteLayers:
     """The rig's layers, checked (rig_images): ValueError for a rig that cannot be drawn."""
     images = {name: np.ascontiguousarray(premultiplied(img)) for name, img in rig_images(rig).items()}
     return SpriteLayers(images, sprite_layout(rig))
@@ -106,8 +106,8 @@ def frame_params(surface: int, pointers: dict[str, int], layers: SpriteLayers,
 
 
 class CudaSpriteRenderer:
-    """GLRenderer's interface, frames made by CUDA. Needs the GL context current, as
-    GLRenderer does; `host_copies` counts host↔device copies (rig uploads only)."""
+    """SpriteGLRenderer's interface, frames made by CUDA. Needs the GL context current, as
+    SpriteGLRenderer does; `host_copies` counts host↔device copies (rig uploads only)."""
 
     def __init__(self, clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
                  shaders_dir=SHADERS_DIR) -> None:
@@ -133,7 +133,7 @@ class CudaSpriteRenderer:
         self._kernels = Kernels(self.shaders_dir / "sprite.cu", "sprite_frame")
         self._fbo = int(GL.glGenFramebuffers(1))
 
-    def set_rig(self, rig: Rig) -> None:
+    def set_rig(self, rig: SpriteRigLike) -> None:
         """Upload the rig's images (premultiplied) to device memory, once per rig."""
         layers = sprite_layers(rig)
         self._free_images()
@@ -163,7 +163,7 @@ class CudaSpriteRenderer:
 
     def draw_state(self, state: AvatarState, opacity: float = 1.0) -> None:
         """Make the frame with CUDA into the frame texture, then blit it into the bound
-        framebuffer (GLRenderer.draw_state's contract)."""
+        framebuffer (SpriteGLRenderer.draw_state's contract)."""
         if self._frame is None:
             self.resize(*self.viewport)
         if self._layers is None:

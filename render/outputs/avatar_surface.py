@@ -21,7 +21,7 @@ from PySide6.QtGui import QImage, QSurfaceFormat
 from PySide6.QtOpenGL import QOpenGLWindow
 
 from render.gl.compositor import ChromaCompositor
-from render.gl.sprite_renderer import GLRenderer, read_framebuffer
+from render.gl.sprite_renderer import SpriteGLRenderer, read_framebuffer
 from render.outputs.background import CHROMA, SOLID, Background
 from render.rigs.loader import AvatarRig, renderer_showing
 from render.timing.frame_producer import MediaClock, PoseSource
@@ -56,7 +56,7 @@ class AvatarSurface(QOpenGLWindow):
                                    log_rows=log_rows, now=now)
         self._now = now
         self._background = background
-        self.renderer = GLRenderer(_clear_colour(background))
+        self.renderer = SpriteGLRenderer(_clear_colour(background))
         self._compositor = ChromaCompositor()
         self._rig: AvatarRig | None = None
         self._rig_pending = False

@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 
 from render.gl.offscreen import offscreen_target, renders_on_cpu
 from render.gl.readback import AsyncReadback
-from render.gl.sprite_renderer import GLRenderer
+from render.gl.sprite_renderer import SpriteGLRenderer
 from render.rigs.loader import AvatarRig, renderer_showing
 from render.timing.frame_producer import MediaClock, PoseSource
 from render.timing.pose_ticker import PoseTicker
@@ -54,7 +54,7 @@ class FrameFeed(QObject):
         self.ticker = PoseTicker(fps, now=now)
         self._now = now
         self._target = offscreen_target(width, height)
-        self.renderer = GLRenderer((0.0, 0.0, 0.0, 0.0))
+        self.renderer = SpriteGLRenderer((0.0, 0.0, 0.0, 0.0))
         self.renderer.initialize()
         self.renderer.resize(width, height)
         # The sinks' own readback where they want another format (the virtual camera's

@@ -1,26 +1,63 @@
 """Any avatar from a path: a sprite rig or a saved photo rig (manifest.json or its
-folder), or a face picture imported on the spot. The one place that knows the kinds, so
-the window, the settings and the video export treat every avatar alike."""
+folder), or a face picture imported on the spot. RIG_KINDS is the one table of the kinds
+(manifest format → loader, renderer, expressions offered), so the window, the settings,
+the library and the video export treat every avatar alike."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.json_text import parse_json
 from render.gl.photo_renderer import PhotoRenderer
-from render.gl.sprite_renderer import GLRenderer
+from render.gl.sprite_renderer import SpriteGLRenderer
 from render.rigs.manifest import RigError
 from render.rigs.photo import FORMAT as PHOTO_FORMAT
 from render.rigs.photo import PhotoRig, import_portrait, load_photo_rig
-from render.rigs.sprite import SpriteRig, load_rig
+from render.rigs.sprite import FORMAT as SPRITE_FORMAT
+from render.rigs.sprite import SpriteRig, load_sprite_rig
 
 AvatarRig = SpriteRig | PhotoRig
+AvatarRenderer = SpriteGLRenderer | PhotoRenderer
 PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+@dataclass(frozen=True)
+class RigKind:
+    name: str  # what the library records and the user reads: "sprite" or "photo"
+    format: str  # the manifest's "format"
+    rig: type
+    load: Callable[[Path], AvatarRig]  # a manifest.json → its rig, or RigError
+    renderer: type  # SpriteGLRenderer's interface
+    # The expressions the avatar draws besides neutral, for AvatarMotion.set_offered.
+    expressions: Callable[[AvatarRig], tuple[str, ...]]
+
+
+SPRITE = RigKind("sprite", SPRITE_FORMAT, SpriteRig, load_sprite_rig, SpriteGLRenderer,
+                 lambda rig: tuple(rig.expressions))  # the rig's own
+# A photo rig warps the face by every one of the state's weights.
+PHOTO = RigKind("photo", PHOTO_FORMAT, PhotoRig, load_photo_rig, PhotoRenderer, lambda rig: EXPRESSIONS)
+RIG_KINDS = (SPRITE, PHOTO)
 
 
 def is_picture(path: str | Path) -> bool:
     return Path(path).suffix.lower() in PICTURE_SUFFIXES
+
+
+def kind_of(rig: AvatarRig) -> RigKind:
+    """The rig's kind. The sprite renderer draws anything of a sprite rig's shape
+    (SpriteRigLike: a test's or a benchmark's made-up rig too), so that is the rest."""
+    return next((kind for kind in RIG_KINDS if isinstance(rig, kind.rig)), SPRITE)
+
+
+def manifest_kind(manifest: Path) -> RigKind | None:
+    """The kind whose format the manifest names, or None where it is unreadable or names
+    none of them."""
+    data = _read_manifest(manifest)
+    found = data.get("format") if isinstance(data, dict) else None
+    return next((kind for kind in RIG_KINDS if kind.format == found), None)
 
 
 def load_avatar_rig(path: str | Path) -> AvatarRig:
@@ -38,31 +75,26 @@ def load_avatar_rig(path: str | Path) -> AvatarRig:
             raise RigError(f"Avatar {manifest} is not a file.")
     except OSError as exc:  # a name too long for the file system, say
         raise RigError(f"Avatar {path} cannot be read: {exc.strerror or exc}.") from None
-    if _manifest_format(manifest) == PHOTO_FORMAT:
-        return load_photo_rig(manifest)
-    return load_rig(manifest)
+    # A manifest of no known format: the sprite rig loader explains what is wrong with it.
+    return (manifest_kind(manifest) or SPRITE).load(manifest)
 
 
 def rig_expressions(rig: AvatarRig) -> tuple[str, ...]:
-    """The expressions the avatar draws besides neutral, for AvatarMotion.set_offered: a
-    sprite rig's own; a photo rig warps the face by every one of the state's weights."""
-    return EXPRESSIONS if isinstance(rig, PhotoRig) else tuple(rig.expressions)
+    """The expressions the avatar draws besides neutral, for AvatarMotion.set_offered."""
+    return kind_of(rig).expressions(rig)
 
 
-def renderer_for(rig: AvatarRig, clear_color: tuple[float, float, float, float]
-                 ) -> GLRenderer | PhotoRenderer:
-    """A renderer (GLRenderer's interface) that draws this kind of rig."""
-    kind = PhotoRenderer if isinstance(rig, PhotoRig) else GLRenderer
-    return kind(clear_color=clear_color)
+def renderer_for(rig: AvatarRig, clear_color: tuple[float, float, float, float]) -> AvatarRenderer:
+    """A renderer (SpriteGLRenderer's interface) that draws this kind of rig."""
+    return kind_of(rig).renderer(clear_color=clear_color)
 
 
-def renderer_showing(renderer: GLRenderer | PhotoRenderer, rig: AvatarRig
-                     ) -> GLRenderer | PhotoRenderer:
+def renderer_showing(renderer: AvatarRenderer, rig: AvatarRig) -> AvatarRenderer:
     """`renderer` showing `rig` now, or, where the rig is of the other kind, a renderer
     of that kind at the same viewport and clear colour, `renderer` released. The GL
     context both belong to must be current."""
-    fresh = renderer_for(rig, renderer.clear_color)
-    if type(fresh) is not type(renderer):
+    if type(renderer) is not kind_of(rig).renderer:
+        fresh = renderer_for(rig, renderer.clear_color)
         renderer.release()
         fresh.initialize()
         fresh.resize(*renderer.viewport)
@@ -71,11 +103,8 @@ def renderer_showing(renderer: GLRenderer | PhotoRenderer, rig: AvatarRig
     return renderer
 
 
-def _manifest_format(path: Path) -> object:
-    """The manifest's "format", or None where it has none: the sprite rig loader then
-    explains what is wrong with the file."""
+def _read_manifest(path: Path) -> object:
     try:
-        data = parse_json(path.read_text(encoding="utf-8-sig"))
+        return parse_json(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):  # ValueError: not UTF-8, or not JSON
         return None
-    return data.get("format") if isinstance(data, dict) else None

@@ -69,7 +69,7 @@ class SpriteRig:
     expressions: dict[str, SpriteExpression] = field(default_factory=dict)
 
 
-def load_rig(manifest_path: str | Path, size: int | None = None) -> SpriteRig:
+def load_sprite_rig(manifest_path: str | Path, size: int | None = None) -> SpriteRig:
     """Load and rasterise the rig described by a manifest (or a folder holding
     manifest.json). With size, images are scaled so the canvas's longer side is size
     pixels; without it they are canvas-sized."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from pipeline.core.frames import MouthPose
 from pipeline.core.resources import SHADERS_DIR
-from render.gl.sprite_renderer import Rig, letterbox_fit
+from render.gl.sprite_renderer import SpriteRigLike, letterbox_fit
 from render.gpu import cuda_sprite_renderer as sprite
 from render.gpu.cuda_photo_renderer import (
     PARAMS,
@@ -97,7 +97,7 @@ class CpuSpriteFrames:
     """Sprite frames of `rig` at `viewport` made by the kernel on the CPU; rows bottom
     first, as the kernel writes them into a GL texture."""
 
-    def __init__(self, lib: ctypes.CDLL, rig: Rig, viewport: tuple[int, int],
+    def __init__(self, lib: ctypes.CDLL, rig: SpriteRigLike, viewport: tuple[int, int],
                  clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)) -> None:
         lib.sprite_frame_on_cpu.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         self._lib, self._viewport, self._clear = lib, viewport, clear_color
