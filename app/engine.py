@@ -29,9 +29,10 @@ from pipeline.audio.input import AudioInput
 from pipeline.audio.output import AudioOutput
 from pipeline.core.clock import MediaClock
 from pipeline.core.events import DeviceNotice, EventBus, InputStatus
+from pipeline.core.modes import MODES_MS
 from pipeline.infer.sessions import device_name
 from pipeline.lipsync.mic import MicLipSync, ModelAnalyser, MouthMixer, VolumeGate
-from pipeline.lipsync.model import MODES_MS, LipShapeModel
+from pipeline.lipsync.model import LipShapeModel
 from pipeline.voice.speaker import Speaker
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS

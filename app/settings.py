@@ -16,7 +16,7 @@ from typing import Any
 from app.config_files import write_json
 from pipeline.core.json_text import json_float, parse_json
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
-from pipeline.infer.sessions import PROVIDERS
+from pipeline.infer.providers import PROVIDERS
 from render.outputs.background import (
     BACKGROUND_MODES,
     COLOUR_FORMS,

@@ -21,13 +21,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.avatar_library import Avatar, AvatarLibrary, voice_of
 from app.engine import Engine
+from app.first_audio import FirstAudio
 from app.frame_rate_watch import FrameRateWatch
 from app.hotkeys import Hotkeys, Problem
 from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
@@ -82,28 +83,6 @@ FOLLOW_INTERVAL_MS = 500
 # Viseme changes further than this from any onset of that viseme are not lip-sync
 # errors but something else (a held fallback, a cut): they are counted, not averaged.
 MATCH_WINDOW_S = 0.1
-
-
-# Two different times to first audio, named apart wherever they are shown (the settings
-# panel, the window's status line, headless's console).
-SYNTHESIS_FIRST_AUDIO = "synthesis first audio"
-HEARD_FIRST_AUDIO = "heard first audio"
-
-
-@dataclass(frozen=True, slots=True)
-class FirstAudio:
-    """The last speech's first audio: heard (request → first sample at the DAC) and
-    synthesised, and the latency mode it was made in (None: switched as it started, so
-    either mode could have made it)."""
-
-    heard_ms: float
-    synthesis_ms: float
-    mode: str | None
-
-    def text(self) -> str:
-        mode = f"{self.mode} mode" if self.mode is not None else "latency mode switched as it started"
-        return (f"{HEARD_FIRST_AUDIO} {self.heard_ms:.0f} ms ({mode}; "
-                f"{SYNTHESIS_FIRST_AUDIO} {self.synthesis_ms:.0f} ms)")
 
 
 class Studio(QObject):

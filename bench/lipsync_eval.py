@@ -63,7 +63,7 @@ from bench.machine import describe, publish  # noqa: E402
 from bench.real_speech import dev_set  # noqa: E402
 from bench.real_speech.align import FRAME_S, sphinx_phones  # noqa: E402
 from pipeline.core.frames import VisemeCue  # noqa: E402
-from pipeline.core.modes import MODE_NAMES  # noqa: E402
+from pipeline.core.modes import MODE_NAMES, MODES_MS  # noqa: E402
 from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
 from pipeline.lipsync.forced_align import (  # noqa: E402
     UNSUPPORTED_LOG_RATIO,
@@ -76,7 +76,6 @@ from pipeline.lipsync.model import (  # noqa: E402,E501
     COARSE,
     COARSE_GROUPS,
     DEFAULT_MODEL,
-    MODES_MS,
     LipShapeModel,
     VisemeSmoother,
 )

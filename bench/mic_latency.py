@@ -127,7 +127,8 @@ def main() -> int:
 
     reinitialize_portaudio()  # PortAudio lists host APIs once: now it sees the new server
     from pipeline.lipsync.mic import ModelAnalyser, VolumeGate
-    from pipeline.lipsync.model import MODES_MS, LipShapeModel
+    from pipeline.core.modes import MODES_MS
+    from pipeline.lipsync.model import LipShapeModel
 
     speech = _speech(jack_server.rate)
     modes = {}

@@ -63,11 +63,11 @@ from lipsync_data import ESPEAK_VARIANTS, ESPEAK_VOICES, Espeak, render, text_po
 from bench.lipsync_eval import HEADLINE, at_reference_frames, ours, score  # noqa: E402
 from bench.real_speech import dev_set  # noqa: E402
 from bench.real_speech.align import HOP  # noqa: E402
+from pipeline.core.modes import MODES_MS  # noqa: E402
 from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
 from pipeline.lipsync.features import StreamingLogMel, frame_end_s  # noqa: E402
 from pipeline.lipsync.model import (  # noqa: E402
     DEFAULT_MODEL,
-    MODES_MS,
     LipFrame,
     LipShapeModel,
     VisemeSmoother,

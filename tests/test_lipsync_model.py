@@ -5,11 +5,9 @@ import wave
 import numpy as np
 import pytest
 
-from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES, PREMIUM
+from pipeline.core.modes import DEFAULT_MODE, MIC_TRADES, MODE_NAMES, MODES_MS, PREMIUM
 from pipeline.core.visemes import OVR_VISEMES, VISEME_INDEX
 from pipeline.lipsync.model import (
-    MIC_TRADES,
-    MODES_MS,
     LipFrame,
     LipShapeModel,
     VisemeSmoother,

@@ -7,7 +7,8 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
-from pipeline.infer.sessions import PROVIDERS, ProviderChoice, build_session
+from pipeline.infer.providers import PROVIDERS
+from pipeline.infer.sessions import ProviderChoice, build_session
 from pipeline.lipsync.model import DEFAULT_MODEL
 
 AVAILABLE = onnxruntime.get_available_providers()

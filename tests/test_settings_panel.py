@@ -7,7 +7,7 @@ import pytest
 
 from app.settings import Settings
 from pipeline.audio.devices import list_devices
-from pipeline.lipsync.model import MIC_TRADES, MODES_MS
+from pipeline.core.modes import MIC_TRADES, MODES_MS, VOICE_TRADES
 from pipeline.voice.streaming_tts import LATENCY_MODES
 
 
@@ -72,7 +72,7 @@ def test_the_latency_list_says_what_a_streamer_gets_quickest_response_first(pane
     from PySide6.QtCore import Qt
 
     assert dialog.mode.itemData(0, Qt.ItemDataRole.ToolTipRole) == (
-        f"{LATENCY_MODES['ultra'].description} {MIC_TRADES['ultra']}")
+        f"{VOICE_TRADES['ultra']} {MIC_TRADES['ultra']}")
     assert dialog.mode_description.text() == EXPLANATIONS["balanced"]
     for jargon in ("vocoder", "dB", "prosody", "look-ahead"):
         assert jargon not in dialog.mode_description.text()

@@ -2,15 +2,14 @@
 voice starts, how it sounds, how closely the mouth follows the microphone), quickest
 response first, with this computer's measured first audio where there is one.
 
-The modes' own one-line trades (pipeline.voice.streaming_tts.LATENCY_MODES, the
-microphone's pipeline.lipsync.model.MIC_TRADES) stay as the details, in the tooltip.
+The modes' own one-line trades (the voice's and the microphone's: pipeline.core.modes
+VOICE_TRADES, MIC_TRADES) stay as the details, in the tooltip. Everything here is read
+from pipeline.core.modes, so the settings panel loads no voice or model to say it.
 """
 
 from __future__ import annotations
 
-from pipeline.core.modes import BALANCED, MODE_NAMES, PREMIUM, ULTRA
-from pipeline.lipsync.model import MIC_TRADES, MODES_MS
-from pipeline.voice.streaming_tts import LATENCY_MODES
+from pipeline.core.modes import BALANCED, MIC_TRADES, MODE_NAMES, MODES_MS, PREMIUM, ULTRA, VOICE_TRADES
 
 # Ultra and balanced start the voice equally soon: on the 2-core development VM their
 # first audio was P50 36.9 and 37.8 ms, P99 49.3 and 49.2 ms over short sentences
@@ -52,4 +51,4 @@ def choices(measured_ms: dict[str, float]) -> list[tuple[str, str, str]]:
     """(label, mode name, details) for each mode, in the order the list shows them."""
     starts = start_texts(measured_ms)
     return [(f"{LABELS[name]} — {starts[name]}" if name in starts else LABELS[name], name,
-             f"{LATENCY_MODES[name].description} {MIC_TRADES[name]}") for name in MODE_NAMES]
+             f"{VOICE_TRADES[name]} {MIC_TRADES[name]}") for name in MODE_NAMES]

@@ -40,9 +40,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.first_audio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO
 from app.setting_labels import LABELS
 from app.settings import Settings, validate
-from app.studio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO
 from app.ui import frame_rate_hints, latency_choices
 from app.ui.obs_setup_box import ObsSetupBox
 from app.ui.setting_fields import INVALID_STYLE, SettingField, bind, device_box

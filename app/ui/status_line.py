@@ -3,7 +3,7 @@ pure, so its wording is tested without a window."""
 
 from __future__ import annotations
 
-from app.studio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO, FirstAudio
+from app.first_audio import HEARD_FIRST_AUDIO, SYNTHESIS_FIRST_AUDIO, FirstAudio
 
 STATUS_FIRST_AUDIO_NOTE = (
     f"{HEARD_FIRST_AUDIO.capitalize()}: from Enter to the first sample at the sound card. "

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import onnxruntime
 
+from pipeline.infer.providers import PROVIDERS
+
 log = logging.getLogger(__name__)
 
-# What a setting or an argument may ask for; "auto" is the fastest the machine has.
-PROVIDERS: tuple[str, ...] = ("auto", "cpu", "cuda", "tensorrt")
 _ORT_NAMES = {
     "cpu": "CPUExecutionProvider",
     "cuda": "CUDAExecutionProvider",

@@ -27,12 +27,11 @@ from piper import PiperVoice
 
 from pipeline.audio.audio_file import read_blocks
 from pipeline.core.frames import VisemeCue
-from pipeline.core.modes import OFFLINE_MODE
+from pipeline.core.modes import MODES_MS, OFFLINE_MODE
 from pipeline.core.visemes import OVR_VISEMES, VISEME_INDEX
 from pipeline.lipsync.model import (
     DEFAULT_MODEL,
     FRAME_S,
-    MODES_MS,
     LipFrame,
     LipShapeModel,
     VisemeSmoother,

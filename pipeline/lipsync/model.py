@@ -23,7 +23,7 @@ import onnxruntime
 
 from pipeline.audio.audio_file import read_blocks
 from pipeline.core.frames import MouthPose, VisemeCue
-from pipeline.core.modes import BALANCED, DEFAULT_MODE, OFFLINE_MODE, PREMIUM, ULTRA
+from pipeline.core.modes import DEFAULT_MODE, MODES_MS, OFFLINE_MODE
 from pipeline.core.resources import ASSETS_DIR
 from pipeline.core.visemes import MUST_SHOW_INDICES, OPENNESS, OVR_VISEMES, VISEME_INDEX
 from pipeline.infer.sessions import build_session
@@ -37,16 +37,6 @@ from pipeline.lipsync.features import (
 )
 
 DEFAULT_MODEL = ASSETS_DIR / "models" / "lipsync.onnx"
-MODES_MS: dict[str, int] = {ULTRA: 10, BALANCED: 30, PREMIUM: 60}
-# What each latency mode trades on the microphone's side, for the settings panel. The
-# ranking is measured on real speech (bench/results/lipsync_eval.json): the less the
-# model may hear ahead, the more often it confuses shapes that look alike.
-MIC_TRADES: dict[str, str] = {
-    ULTRA: "Microphone: the mouth trails the voice the least (10 ms look-ahead); the "
-    "least exact shapes.",
-    BALANCED: "Microphone: 30 ms look-ahead; nearly premium's shapes.",
-    PREMIUM: "Microphone: 60 ms look-ahead; the most exact shapes.",
-}
 FRAME_S = HOP / SAMPLE_RATE
 _SIL = VISEME_INDEX["sil"]
 _OPENNESS = np.array([OPENNESS[v] for v in OVR_VISEMES], np.float32)

@@ -146,7 +146,6 @@ class LatencyMode:
     """
 
     name: str
-    description: str  # one line for the settings panel
     first_chunk_frames: int
     chunk_frames: int
     context_frames: int  # vocoder context each side of a chunk
@@ -232,25 +231,18 @@ class LatencyMode:
 LATENCY_MODES: dict[str, LatencyMode] = {
     ULTRA: LatencyMode(
         name=ULTRA,
-        description="Fastest start: the smallest chunks and vocoder context (seams off by "
-        "up to ~2e-2, -35 dB) and a preview start; more CPU per second of speech.",
         first_chunk_frames=3, chunk_frames=16, context_frames=6,
         first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
         first_flow_context=12,
     ),
     BALANCED: LatencyMode(
         name=BALANCED,
-        description="Starts almost at once: the first 70 ms are a preview (typically within "
-        "-40 dB of exact, -25 dB at worst), the rest is exact; the first words are timed "
-        "from a short look ahead.",
         first_chunk_frames=3, chunk_frames=32, context_frames=10,
         first_window=10, first_lookahead=5, window=200, lookahead=17, lookbehind=30,
         first_flow_context=12, first_context_frames=6,
     ),
     PREMIUM: LatencyMode(
         name=PREMIUM,
-        description="Whole-sentence prosody, exactly as the voice reads it; the start "
-        "waits for the whole sentence to be read (longer for long sentences).",
         first_chunk_frames=8, chunk_frames=64, context_frames=12,
         first_window=480, first_lookahead=0, window=200, lookahead=16, lookbehind=30,
     ),
