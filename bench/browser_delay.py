@@ -58,10 +58,10 @@ sys.path.insert(0, str(REPO))
 
 from bench.machine import describe, publish  # noqa: E402
 from pipeline.core.avatar_state import SIZE as STATE_FIELDS  # noqa: E402
-from render.outputs.browser_source import (  # noqa: E402
+from render.outputs.browser_source import BrowserSource  # noqa: E402
+from render.outputs.browser_wire import (  # noqa: E402
     PNG,
     RAW,
-    BrowserSource,
     encode_frame,
     unpremultiply,
     visible_bounds,

@@ -152,7 +152,8 @@ def test_the_browser_page_shows_what_the_avatar_window_shows(qt_app, jack_server
     avatar window's very pixels (idle, same size), the background stays transparent,
     and the mouth moves in the page while the app speaks."""
     from tests.harness.browser import chromium
-    from tests.test_browser_source import premultiply, read_canvas
+    from tests.harness.premultiplied import premultiply
+    from tests.test_browser_source import read_canvas
 
     port = _free_port()
     app = open_window(tmp_path, replace(QUIET, output_window=True, output_size="480x360",

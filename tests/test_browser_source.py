@@ -23,19 +23,22 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from render.outputs.browser_source import (
+    MAX_CLIENT_MESSAGE,
+    WRITE_LIMIT,
+    BrowserSource,
+    BrowserSourceError,
+)
+from render.outputs.browser_wire import (
     DENSE_FRACTION,
     ENCODINGS,
     HEADER,
     MAGIC,
-    MAX_CLIENT_MESSAGE,
     RAW,
-    WRITE_LIMIT,
-    BrowserSource,
-    BrowserSourceError,
     encode_frame,
     visible_bounds,
 )
 from tests.harness.browser import canvas_pixels, chromium
+from tests.harness.premultiplied import avatar_frame, premultiply
 
 FPS = 60.0
 
@@ -71,13 +74,6 @@ def page(browser, source):
     p.close()
 
 
-def premultiply(straight: np.ndarray) -> np.ndarray:
-    s = straight.astype(np.uint32)
-    out = s.copy()
-    out[..., :3] = (s[..., :3] * s[..., 3:4] + 127) // 255
-    return out.astype(np.uint8)
-
-
 def publish_until(bs: BrowserSource, frame: np.ndarray, done, timeout: float = 10.0,
                   media_time: float = 0.0) -> int:
     """Publish `frame` at FPS until done() is true; how many were published."""
@@ -101,24 +97,6 @@ def wait_for(condition, timeout: float = 10.0) -> None:
 
 def painted(page, seq: int) -> bool:
     return page.evaluate(f"(window.lipsyncStats.lastSeq ?? -1) >= {seq}")
-
-
-def avatar_frame(w: int, h: int) -> np.ndarray:
-    """Premultiplied: transparent background, an opaque textured disc, and an outline
-    holding every alpha 1..254 with varied colours (the pixels un-premultiplying touches)."""
-    y, x = np.mgrid[0:h, 0:w]
-    straight = np.zeros((h, w, 4), np.uint8)
-    straight[..., 0] = (x * 7) % 256
-    straight[..., 1] = (y * 5) % 256
-    straight[..., 2] = (x + y) % 256
-    d = np.hypot(x - w / 2, y - h / 2)
-    r = min(w, h) * 0.3
-    inside = d < r
-    straight[..., 3] = np.where(inside, 255, 0)
-    ring = (d >= r) & (d < r + 2)
-    alphas = (np.arange(ring.sum()) % 254 + 1).astype(np.uint8)
-    straight[..., 3][ring] = alphas
-    return premultiply(straight)
 
 
 def read_canvas(page) -> np.ndarray:

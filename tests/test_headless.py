@@ -36,7 +36,7 @@ def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server
     from PIL import Image
     from websockets.sync.client import connect
 
-    from render.outputs.browser_source import HEADER, MAGIC
+    from render.outputs.browser_wire import HEADER, MAGIC
 
     port = free_port()
     (tmp_path / "settings.json").write_text(json.dumps(

@@ -1,5 +1,5 @@
 // The browser-source page's side of render/outputs/browser_source.py (the wire format is
-// described there): paint each frame at the page's next animation frame, acknowledge the
+// described in render/outputs/browser_wire.py): paint each frame at the page's next animation frame, acknowledge the
 // paint with the page's clock, answer clock probes at once, show captions, and reconnect
 // with backoff while the app is away.
 "use strict";

@@ -14,7 +14,7 @@ Threads and hand-offs (none of them waits on a client):
   frame still pending when the next arrives is replaced (counted as ``coalesced``). With
   no client connected, ``send`` returns once it has checked the frame.
 - ``browser-encode``: takes the pending frame, crops it to its visible rectangle and
-  encodes it once into one message that every client shares (see Encoding), then hands
+  encodes it once into one message that every client shares (browser_wire.py), then hands
   it to the loop.
 - ``browser-source`` (asyncio loop): the server; each client has a queue of one frame: a
   newer frame replaces a waiting one (the oldest is dropped, counted per client) while
@@ -24,21 +24,11 @@ Threads and hand-offs (none of them waits on a client):
   whose socket takes nothing for ``stall_timeout_s`` is disconnected (websockets'
   keepalive cannot: its ping waits behind the full buffer).
 
-Wire format. Server → page: a binary message per frame, ``HEADER`` (magic ``LSF2``, frame
-number u32, media time f64, canvas width and height, the visible rectangle's x, y, width
-and height (u16 each; everything outside it is transparent), encoding u8, little-endian)
-then the rectangle as **straight** (un-premultiplied) RGBA, rows top to bottom, what a
-canvas's ``putImageData`` takes: raw bytes, or a PNG the page decodes with
-``createImageBitmap`` (off its main thread). Text messages are JSON:
-the caption event of the app's catalogue (pipeline.core.events, the form the API
-sends) with its style, ``{"type": "event", "event": "caption", "text": text, "style":
-{...}}``, and clock probes ``{"sync": n}``. Page → server:
-``{"painted": frame_number, "t": ms, "ready": ms}`` after each paint (``ready``: when
-the frame was ready to paint) and ``{"sync": n, "t": ms}``
-answering a probe, ``t`` being the page's ``performance.now()``. Anything else a client
-sends is ignored (counted as ``ignored``); a message over ``MAX_CLIENT_MESSAGE`` bytes
-closes that client only. Paint acks also pace the sending: at most ``WINDOW`` frames
-are on their way to a page at once.
+The messages and their encoding are browser_wire.py's (its docstring: the wire
+format, the encodings measured, un-premultiplying). Anything a client sends that is
+neither a paint nor a probe's answer is ignored (counted as ``ignored``); a message over
+``MAX_CLIENT_MESSAGE`` bytes closes that client only. Paint acks also pace the sending:
+at most ``WINDOW`` frames are on their way to a page at once.
 
 Frame delay (send → the page's paint) is measured without trusting either clock's
 origin: the page's clock is mapped to ours by probes (we send ``{"sync": n}`` at time s0,
@@ -48,43 +38,6 @@ monotonic clocks of one machine, so the offset does not drift). A paint at page 
 then at our time t − offset, and its delay is that minus the ``perf_counter()`` of the
 ``send`` call. The page paints in its ``requestAnimationFrame`` callback, so the delay
 includes waiting for the page's next frame (up to one refresh period).
-
-Encoding: PNG by default, or raw; chosen by bench/browser_delay.py on the 2-core EPYC VM,
-shared with other jobs (bench/results/browser_delay.json is the last of 5 runs at load
-averages 3-8; figures here are their ranges; a 6th run, in a load spike to 11, had
-P99s over 1 s), for the bundled avatar. Per frame, encode ms / bytes / page decode and
-paint ms:
-
-    ==========================  =========================  ===========================
-    encoding                    512×512 (428×472 shown)    1280×720 (602×664 shown)
-    ==========================  =========================  ===========================
-    raw, visible rectangle      1.1-2.1 / 808 KB / 0.1-0.2  3.3-4.2 / 1.6 MB / 0.3-0.4
-    raw, whole frame            1.4-2.0 / 1.0 MB / 0.1      4.6-7.2 / 3.7 MB / 0.3-0.4
-    png (ours)                  4.6-6.3 / 66 KB / 2.8-4.8   8.1-11.8 / 107 KB / 6.2-8.7
-    zlib, DecompressionStream   4.1-6.2 / 66 KB / 5.5-8.4   7.3-10.5 / 107 KB / 10-13
-    webp lossless (Pillow, m0)  8.6-15 / 63 KB / 4.9-6.7    11-18 / 97 KB / 10-13
-    ==========================  =========================  ===========================
-
-Raw is the cheapest to make and to paint, but headless Chromium takes WebSocket data in
-at only 20-50 MB/s here (16 KB to 1 MB messages), using most of a core, so raw frames
-reached the page at 10-28 fps (512²) and 8-13 fps (720p), 60-109 and 120-229 ms after
-publish (P50); PNG frames at 37-54 and 17-40 fps, 20-35 and 45-64 ms (P99 63-155 and
-80-281). The goal, 1 frame + 10 ms (26.7 ms), is met at P50 for 512² in the quieter runs
-only, never at P99 or at 720p here: the browser took 0.65-1.2 cores and this process
-(encoder and server) 0.25-0.63 of the 2 that the other jobs also used. Drawing the
-avatar from its state in the page (not built): ~184 bytes a frame and no encoding, but
-painting three decoded layers took 2.5-4.9 ms (512²) and 7.7-8 ms (720p), no less than
-decoding our PNG, and it needs a second renderer per rig kind in JavaScript (a WebGL
-mesh warp for photo rigs) kept identical to the GL one, to save the encoder's 5-12 ms.
-
-Un-premultiplying: ``send`` takes premultiplied RGBA (the GL output's). Pixels with
-alpha 0 or 255 are the same either way; the partially transparent ones (an avatar's
-outline: 0.3-0.7 % of the pixels) are fixed with a 256×256 lookup table of
-round(255·c/a), exact: the canvas premultiplies back to the published values (tested in
-Chromium for every alpha). A rectangle with more than ``DENSE_FRACTION`` of them (a
-translucent background) goes through Pillow's C conversion instead (6 ms rather than
-24 ms for a 1280×720 frame), which truncates: within 1/255 of the published
-premultiplied values once the canvas premultiplies back.
 """
 
 from __future__ import annotations
@@ -92,43 +45,34 @@ from __future__ import annotations
 import asyncio
 import http
 import itertools
-import json
-import math
-import struct
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from pipeline.core.events import CaptionShown, event_json
-from pipeline.core.json_text import json_float, parse_json
 from pipeline.core.resources import ASSETS_DIR
 from pipeline.core.server_thread import ServerError, ServerThread, listen_error
+from render.outputs.browser_wire import (
+    ENCODINGS,
+    MAX_SIDE,
+    PNG,
+    Painted,
+    ProbeAnswer,
+    caption_message,
+    decode_page_message,
+    encode_frame,
+    probe_message,
+)
 
 WEB_DIR = ASSETS_DIR / "web"
 WS_PATH = "/ws"
-MAGIC = b"LSF2"
-# magic, frame number, media time, canvas width and height, the rectangle sent (x, y,
-# width, height; everything outside it is transparent), encoding, 3 bytes of padding.
-HEADER = struct.Struct("<4sIdHHHHHHB3x")
-MAX_SIDE = 65535  # the header's u16
-RAW, PNG = "raw", "png"
-ENCODINGS = (RAW, PNG)
-_ENCODING_CODES = {RAW: 0, PNG: 1}
-# PNGs are made here, not by Pillow: rows unfiltered and deflated at level 1. Pillow's
-# adaptive row filters tripled the encode time (9.6 against 2.8 ms for the 512² avatar)
-# and made the flat-shaded art larger (84 against 66 KB).
-PNG_LEVEL = 1
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Frames sent to a page and not yet acknowledged as painted: one on the wire or being
 # decoded while the page paints the other. Without this, a page slower than the frame
 # rate has the kernel's socket buffers (megabytes on loopback) fill with old frames:
@@ -153,85 +97,12 @@ PROBE_BURST, PROBE_BURST_GAP_S, PROBE_INTERVAL_S = 5, 0.05, 1.0
 STALL_TIMEOUT_S = 10.0
 # Closing a client that does not read waits this long for its close handshake.
 CLOSE_TIMEOUT_S = 1.0
-DENSE_FRACTION = 1 / 8
-CAPTION_STYLE_KEYS = ("position", "color", "background", "font-family", "font-size",
-                      "font-weight", "text-shadow")
-CAPTION_POSITIONS = ("bottom", "top")
 _CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                   ".css": "text/css; charset=utf-8"}
-
-# round(255·c/a) for a in 1..255, c in 0..255, clipped (c ≤ a in valid premultiplied input).
-_UNPREMULTIPLY = np.zeros((256, 256), np.uint8)
-_UNPREMULTIPLY[1:] = np.minimum(
-    255, np.floor(np.arange(256)[None, :] * 255.0 / np.arange(1, 256)[:, None] + 0.5))
-_UNPREMULTIPLY_FLAT = _UNPREMULTIPLY.ravel()
 
 
 class BrowserSourceError(RuntimeError):
     """The browser source cannot serve; the message is one line for the user."""
-
-
-def unpremultiply(premultiplied: np.ndarray, out: np.ndarray) -> None:
-    """Straight RGBA of H×W×4 uint8 premultiplied RGBA, written into `out` (same shape);
-    either may have any strides."""
-    np.copyto(out, premultiplied)
-    # alpha - 1 wraps 0 to 255, so one comparison finds 1..254.
-    partial = (out[..., 3] - np.uint8(1)) < 254
-    count = np.count_nonzero(partial)
-    if count > DENSE_FRACTION * partial.size:
-        h, w = premultiplied.shape[:2]
-        image = Image.frombuffer("RGBa", (w, h), np.ascontiguousarray(premultiplied),
-                                 "raw", "RGBa", 0, 1)
-        np.copyto(out, np.asarray(image.convert("RGBA")))
-    elif count:
-        ys, xs = np.nonzero(partial)
-        pixels = out[ys, xs]
-        rows = pixels[:, 3:].astype(np.intp) << 8
-        out[ys, xs, :3] = _UNPREMULTIPLY_FLAT[rows + pixels[:, :3]]
-
-
-def visible_bounds(premultiplied: np.ndarray) -> tuple[int, int, int, int]:
-    """x, y, width, height of the smallest rectangle holding every pixel that is not fully
-    transparent; (0, 0, 0, 0) for a frame that is all transparent. `premultiplied` is
-    C-contiguous: a valid premultiplied pixel is transparent exactly when its 4 bytes,
-    read as one 32-bit word, are 0."""
-    seen = premultiplied.view(np.uint32)[..., 0] != 0
-    rows = np.flatnonzero(seen.any(1))
-    if not rows.size:
-        return 0, 0, 0, 0
-    cols = np.flatnonzero(seen[rows[0]:rows[-1] + 1].any(0))
-    return int(cols[0]), int(rows[0]), int(cols[-1] - cols[0] + 1), int(rows[-1] - rows[0] + 1)
-
-
-def encode_frame(premultiplied: np.ndarray, seq: int, media_time: float,
-                 encoding: str) -> bytes | bytearray:
-    """The message for one frame: HEADER, then the visible rectangle as straight RGBA,
-    raw or as a PNG. `premultiplied` is C-contiguous H×W×4 uint8."""
-    h, w = premultiplied.shape[:2]
-    x, y, rw, rh = visible_bounds(premultiplied)
-    fields = (MAGIC, seq & 0xFFFFFFFF, media_time, w, h, x, y, rw, rh)
-    crop = premultiplied[y:y + rh, x:x + rw]
-    if not rw:
-        return HEADER.pack(*fields, _ENCODING_CODES[RAW])
-    if encoding == RAW:
-        # Un-premultiplied straight into the message: one buffer, no further copy.
-        message = bytearray(HEADER.size + rw * rh * 4)
-        HEADER.pack_into(message, 0, *fields, _ENCODING_CODES[RAW])
-        unpremultiply(crop, np.frombuffer(message, np.uint8, offset=HEADER.size)
-                      .reshape(rh, rw, 4))
-        return message
-    # PNG rows are a filter byte (0: none) then the pixels; un-premultiplied in place.
-    rows = np.zeros((rh, 1 + rw * 4), np.uint8)
-    unpremultiply(crop, rows[:, 1:].reshape(rh, rw, 4))
-    return b"".join((HEADER.pack(*fields, _ENCODING_CODES[PNG]), _PNG_SIGNATURE,
-                     _png_chunk(b"IHDR", struct.pack(">IIBBBBB", rw, rh, 8, 6, 0, 0, 0)),
-                     _png_chunk(b"IDAT", zlib.compress(rows, PNG_LEVEL)),
-                     _png_chunk(b"IEND", b"")))
-
-
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return b"".join((struct.pack(">I", len(data)), kind, data,
-                     struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))))
 
 
 def _percentile_ms(values, q: float) -> float | None:
@@ -428,14 +299,7 @@ class BrowserSource:
     def set_caption(self, text: str, style: Mapping[str, str] | None = None) -> None:
         """Show `text` in the page (empty hides it). `style`: CSS values for the keys in
         CAPTION_STYLE_KEYS; "position" is "bottom" (default) or "top". Any thread."""
-        style = dict(style or {})
-        unknown = sorted(set(style) - set(CAPTION_STYLE_KEYS))
-        if unknown:
-            raise ValueError(f"caption style keys {unknown} are not among {CAPTION_STYLE_KEYS}")
-        if style.get("position", "bottom") not in CAPTION_POSITIONS:
-            raise ValueError(f"caption position {style['position']!r} is not one of "
-                             f"{CAPTION_POSITIONS}")
-        message = json.dumps({**event_json(CaptionShown(str(text))), "style": style})
+        message = caption_message(text, style)
         self._caption_message = message
         loop = self._loop
         if loop is not None and not self._stopping:
@@ -590,7 +454,7 @@ class BrowserSource:
         try:
             for n in itertools.count():
                 client.probes[n] = time.perf_counter()
-                await client.connection.send(json.dumps({"sync": n}))
+                await client.connection.send(probe_message(n))
                 # Unanswered probes (clients that never answer) must not pile up.
                 client.probes.pop(n - PROBE_BURST, None)
                 await asyncio.sleep(PROBE_BURST_GAP_S if n < PROBE_BURST else PROBE_INTERVAL_S)
@@ -599,34 +463,24 @@ class BrowserSource:
 
     def _on_message(self, client: _Client, message: str | bytes) -> None:
         received = time.perf_counter()
-        try:
-            data = parse_json(message)
-        except ValueError:  # not JSON, or not UTF-8
-            data = None
-        t = json_float(data.get("t")) if isinstance(data, dict) else None
-        if t is None or not math.isfinite(t):
-            client.ignored += 1
-            return
-        t /= 1e3
-        if "sync" in data:
-            sent = client.probes.pop(data["sync"], None) if isinstance(data["sync"], int) else None
+        said = decode_page_message(message)
+        if isinstance(said, ProbeAnswer):
+            sent = client.probes.pop(said.n, None)
             if sent is None:
                 client.ignored += 1
                 return
             rtt = received - sent
             if rtt < client.best_rtt_s:
                 client.best_rtt_s = rtt
-                client.offset_s = t - (sent + received) / 2
-        elif "painted" in data and isinstance(data["painted"], int):
-            seq = data["painted"]
+                client.offset_s = said.t_s - (sent + received) / 2
+        elif isinstance(said, Painted):
             client.painted += 1
-            client.acknowledge(seq)
-            k = seq % PUBLISH_RING
-            if client.offset_s is not None and self._publish_seqs[k] == seq:
+            client.acknowledge(said.seq)
+            k = said.seq % PUBLISH_RING
+            if client.offset_s is not None and self._publish_seqs[k] == said.seq:
                 published = self._publish_times[k] + client.offset_s
-                client.delays.append(t - published)
-                ready = json_float(data.get("ready"))
-                if ready is not None and math.isfinite(ready):
-                    client.ready_delays.append(ready / 1e3 - published)
+                client.delays.append(said.t_s - published)
+                if said.ready_s is not None:
+                    client.ready_delays.append(said.ready_s - published)
         else:
             client.ignored += 1
