@@ -45,7 +45,8 @@ from pipeline.face.landmarks import (
 )
 from render.rigs.loader import PHOTO, RIG_KINDS, SPRITE, manifest_kind
 from render.rigs.manifest import RigError
-from render.rigs.photo import MANIFEST, PhotoRig, build_photo_rig, load_photo_rig, save_photo_rig
+from render.rigs.photo import PhotoRig, build_photo_rig
+from render.rigs.photo_manifest import MANIFEST, load_photo_rig, save_photo_rig
 from render.rigs.sprite import load_sprite_rig
 
 LIBRARY_FILE = "library.json"

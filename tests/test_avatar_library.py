@@ -29,7 +29,8 @@ from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.face.landmarks import FaceLandmarker
 from pipeline.voice.voice_files import BUNDLED_VOICE
 from render.rigs.manifest import RigError
-from render.rigs.photo import build_photo_rig, save_photo_rig
+from render.rigs.photo import build_photo_rig
+from render.rigs.photo_manifest import save_photo_rig
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -296,7 +296,7 @@ def test_a_canvas_shown_smaller_gets_a_smaller_mouth_frame_and_no_seam(renderer,
 
 
 def test_save_and_load_give_identical_frames_without_mediapipe(rig, renderer, tmp_path):
-    from render.rigs.photo import load_photo_rig, save_photo_rig
+    from render.rigs.photo_manifest import load_photo_rig, save_photo_rig
 
     manifest = save_photo_rig(rig, tmp_path / "astronaut-avatar")
     data = json.loads(manifest.read_text())
@@ -318,7 +318,7 @@ def test_save_and_load_give_identical_frames_without_mediapipe(rig, renderer, tm
         renderer.set_rig(rig)
     for a, b in zip(before, after):
         assert np.array_equal(a, b)
-    code = ("import sys\nfrom render.rigs.photo import load_photo_rig\n"
+    code = ("import sys\nfrom render.rigs.photo_manifest import load_photo_rig\n"
             f"load_photo_rig({str(tmp_path / 'astronaut-avatar')!r})\n"
             "print('mediapipe' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
@@ -345,7 +345,7 @@ BAD_MANIFESTS = [
 @pytest.mark.parametrize("spoil, message", BAD_MANIFESTS)
 def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
     from render.rigs.manifest import RigError
-    from render.rigs.photo import load_photo_rig, save_photo_rig
+    from render.rigs.photo_manifest import load_photo_rig, save_photo_rig
 
     manifest = save_photo_rig(rig, tmp_path / "avatar")
     data = json.loads(manifest.read_text())
@@ -357,7 +357,7 @@ def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
 
 def test_unreadable_manifests(tmp_path):
     from render.rigs.manifest import RigError
-    from render.rigs.photo import load_photo_rig
+    from render.rigs.photo_manifest import load_photo_rig
 
     with pytest.raises(RigError, match="manifest not found"):
         load_photo_rig(tmp_path)

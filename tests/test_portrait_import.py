@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 
 from app.settings import Settings, SettingsStore
-from render.rigs.photo import PhotoRig, load_photo_rig
+from render.rigs.photo import PhotoRig
+from render.rigs.photo_manifest import load_photo_rig
 from tests.harness.app_driver import (
     STILL,
     open_window,

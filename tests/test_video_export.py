@@ -460,7 +460,8 @@ def test_photo_video_jaw_follows_the_speech_as_the_landmarker_sees_it(qt_app, sp
 
 
 def test_cli_renders_a_saved_photo_rig(qt_app, astronaut_png, tmp_path, capsys):
-    from render.rigs.photo import import_portrait, save_photo_rig
+    from render.rigs.photo import import_portrait
+    from render.rigs.photo_manifest import save_photo_rig
 
     folder = tmp_path / "astronaut-rig"
     save_photo_rig(import_portrait(astronaut_png), folder)

@@ -14,8 +14,9 @@ from pipeline.core.json_text import parse_json
 from render.gl.photo_renderer import PhotoRenderer
 from render.gl.sprite_renderer import SpriteGLRenderer
 from render.rigs.manifest import RigError
-from render.rigs.photo import FORMAT as PHOTO_FORMAT
-from render.rigs.photo import PhotoRig, import_portrait, load_photo_rig
+from render.rigs.photo import PhotoRig, import_portrait
+from render.rigs.photo_manifest import FORMAT as PHOTO_FORMAT
+from render.rigs.photo_manifest import load_photo_rig
 from render.rigs.sprite import FORMAT as SPRITE_FORMAT
 from render.rigs.sprite import SpriteRig, load_sprite_rig
 
