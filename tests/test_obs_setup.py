@@ -25,13 +25,13 @@ from PIL import Image
 
 from app.obs import credentials
 from app.obs.command import add_parser, run
+from app.obs.connection import ObsError
 from app.obs.link import (
     CHROMA_FILTER_NAME,
     CHROMA_TUNING,
     KEY_AT_SOURCE_SIZE_NAME,
     PROBE_NAME,
     SOURCE_NAME,
-    ObsError,
     ObsLink,
 )
 from app.obs.running_app import (

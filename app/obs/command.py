@@ -42,7 +42,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run `obs setup` for parsed ``args``: 0 when done, 1 with the message on stderr."""
     from app.obs.credentials import CredentialError
-    from app.obs.link import ObsError, PasswordError
+    from app.obs.connection import ObsError, PasswordError
 
     try:
         setup(args, lambda line: print(line, flush=True))
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 def setup(args: argparse.Namespace, report) -> list[str]:
     """What `run` does, each line to ``report``; raises ObsError or CredentialError."""
-    from app.obs.link import ObsError
+    from app.obs.connection import ObsError
     from app.settings import SettingsStore
 
     store = SettingsStore()

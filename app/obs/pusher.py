@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from app.obs.link import ObsError, ObsLink
+from app.obs.connection import ObsError
+from app.obs.link import ObsLink
 
 # Values OBS did not take wait this long for the next try: one refused connection every
 # 5 s costs nothing while OBS is closed, and OBS is seldom started sooner after a failure.

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.obs.command import add_to_obs
 from app.obs.credentials import CredentialError
-from app.obs.link import ObsError, PasswordError
+from app.obs.connection import ObsError, PasswordError
 from app.settings import Settings
 
 # Lines of the result shown at once; more scroll (a QTextEdit: by pixels, so a line is
