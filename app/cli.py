@@ -175,8 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--format", choices=CUE_FORMAT_NAMES, help=FORMAT_HELP)
     render.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30)")
     sizes = render.add_mutually_exclusive_group()
-    sizes.add_argument("--size", help="video WIDTHxHEIGHT in pixels (default: the avatar's own, "
-                       "at most 1920x1080)")
+    sizes.add_argument("--size", help="video WIDTHxHEIGHT in pixels, or 720p or 1080p (default: "
+                       "the avatar's own, at most 1920x1080)")
     sizes.add_argument("--height", type=int, help="video height in pixels; the width follows the avatar")
     render.add_argument("--background",
                         help="background colour behind the avatar (default: the settings' "
@@ -326,8 +326,8 @@ def _export(args: argparse.Namespace) -> int:
         check_output,
         export_video,
         fit_size,
-        parse_size,
         speech_soundtrack,
+        video_size,
     )
     from render.rigs.loader import is_picture, load_avatar_rig, rig_expressions
     from render.rigs.manifest import RigError
@@ -370,7 +370,7 @@ def _export(args: argparse.Namespace) -> int:
         _check_audio(args.audio)
     try:
         check_fps(args.fps)
-        size = parse_size(args.size) if args.size else None
+        size = video_size(args.size) if args.size else None
         # Qt rasterises the sprite rig's SVGs and must exist before any rig loads. With
         # EGL's GL, Qt's offscreen platform, which needs no display.
         QGuiApplication.instance() or QGuiApplication(

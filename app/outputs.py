@@ -31,12 +31,13 @@ from PySide6.QtCore import Qt, QTimer
 from app.config_files import read_json, write_json
 from app.engine import Engine
 from app.messages import Severity
-from app.settings import Settings, config_dir, parse_size
+from app.settings import Settings, config_dir
 from pipeline.core.events import CaptionShown, SentenceTimed, SpeechFinished, WordTimed
 from pipeline.voice.captions import CaptionTrack
 from render.outputs.avatar_window import AvatarWindow
 from render.outputs.background import CHROMA, SOLID, TRANSPARENT, Background, parse_colour
 from render.outputs.contract import Output, OutputError, OutputStatus
+from render.outputs.frame_size import parse_size
 from render.outputs.pixel_output import PixelOutput
 from render.rigs.loader import AvatarRig, rig_expressions
 from render.timing.avatar_motion import AvatarMotion, MotionStrengths

@@ -23,6 +23,7 @@ from render.outputs.background import (
     ColourError,
     parse_colour,
 )
+from render.outputs.frame_size import SizeError, parse_size
 
 SETTINGS_VERSION = 1
 
@@ -268,18 +269,8 @@ RULES: dict[str, FieldRule] = {
 }
 
 COLOUR_FIELDS = ("background", "output_colour", "chroma_colour")
-SIZE_PRESETS = {"720p": (1280, 720), "1080p": (1920, 1080)}
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """Pixels for "720p", "1080p" or "WIDTHxHEIGHT" (each 16 to 7680); ValueError says the
-    forms accepted."""
-    if text in SIZE_PRESETS:
-        return SIZE_PRESETS[text]
-    width, sep, height = text.lower().partition("x")
-    if sep and width.isdigit() and height.isdigit() and all(16 <= int(v) <= 7680 for v in (width, height)):
-        return int(width), int(height)
-    raise ValueError(f"{text!r} is not a size: use 720p, 1080p or WIDTHxHEIGHT (16 to 7680 each)")
+# Each side of the output window's size, in pixels (up to 8K).
+OUTPUT_SIDES = (16, 7680)
 
 
 def check(name: str, value: Any) -> str | None:
@@ -307,9 +298,12 @@ def check(name: str, value: Any) -> str | None:
         except ColourError:
             return f"must be a colour: {COLOUR_FORMS}"
     if name == "output_size":
+        lo, hi = OUTPUT_SIDES
         try:
-            parse_size(value)
-        except ValueError:
+            fits = all(lo <= side <= hi for side in parse_size(value))
+        except SizeError:
+            fits = False
+        if not fits:
             return "must be 720p, 1080p or WIDTHxHEIGHT"
     if name == "api_bind_address":
         try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.settings import Settings, parse_size
+from app.settings import Settings
+from render.outputs.frame_size import parse_size
 
 # render.outputs.avatar_window.TITLE, spelt out here so that `obs setup` loads no Qt
 # (tests/test_obs_setup.py checks they are the same).

@@ -53,6 +53,7 @@ from pipeline.voice.viseme_track import VisemeTrack
 from render.gl.offscreen import FramebufferTarget, renders_on_cpu
 from render.gl.readback import read_sync
 from render.gl.yuv_pack import YuyvPass
+from render.outputs.frame_size import SizeError, parse_size
 from render.rigs.loader import AvatarRig, renderer_for
 from render.timing import idle_motion
 from render.timing.avatar_motion import AvatarMotion
@@ -146,12 +147,12 @@ def audio_file_soundtrack(path: Path) -> Soundtrack:
     return Soundtrack(rate, duration, lambda: read_blocks(path)[1], timeline.frame_pose, cues)
 
 
-def parse_size(text: str) -> tuple[int, int]:
-    """'WxH' → (W, H), checked with check_size."""
-    parts = text.lower().replace("×", "x").split("x")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise ExportError(f"Video size {text!r} is not WIDTHxHEIGHT in pixels (e.g. 1280x720).")
-    size = (int(parts[0]), int(parts[1]))
+def video_size(text: str) -> tuple[int, int]:
+    """The size `text` asks for (frame_size.parse_size), checked with check_size."""
+    try:
+        size = parse_size(text)
+    except SizeError as exc:
+        raise ExportError(f"Video size {exc}.") from None
     check_size(size)
     return size
 
