@@ -24,7 +24,8 @@ from pipeline.core.visemes import OVR_VISEMES
 from pipeline.voice.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS
 from render.outputs.avatar_view import PRESENTED
 from tests.harness.app_driver import (
-    STILL,
+    HARNESS_DEVICE,
+    QUIET,
     open_window,
     pump,
     pump_until,
@@ -33,35 +34,10 @@ from tests.harness.app_driver import (
 )
 from tests.harness.stall_watch import StallWatch, machine_cpu_seconds
 
-pytestmark = [pytest.mark.display, pytest.mark.audio]
+pytestmark = [pytest.mark.display, pytest.mark.audio, pytest.mark.usefixtures("harness_device")]
 
 REPO = Path(__file__).resolve().parent.parent
-# The JACK test server's device, named in every window's settings: the machine's default
-# is its own sound card or sound server wherever it has one.
-HARNESS_DEVICE = "system"
-# The mic has its own tests; here it would only add load and nothing to look at. At 60 fps
-# on Xvfb's software GL too, so that A/V sync is checked on the finer frame grid.
-QUIET = Settings(audio_output_device=HARNESS_DEVICE, mic_enabled=False, software_gl_fps=60,
-                 **STILL)
 TEXT = "Papa made a map of five big boats. Wow, what a view!"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def harness_device(jack_server):
-    """HARNESS_DEVICE is the JACK test server's, for playing and for capturing, and no
-    device of the machine's own goes by that name too."""
-    import sounddevice as sd
-
-    for kind in ("output", "input"):
-        try:
-            info = sd.query_devices(HARNESS_DEVICE, kind)
-        except ValueError as exc:  # none, or several: sounddevice lists them
-            pytest.skip(f"the JACK test server's {kind} {HARNESS_DEVICE!r} cannot be told "
-                        f"from this machine's devices: {exc}")
-        host = sd.query_hostapis(info["hostapi"])["name"]
-        if "JACK" not in host:
-            pytest.skip(f"{HARNESS_DEVICE!r} is this machine's {host} {kind}, not the JACK "
-                        "test server's")
 
 
 @pytest.fixture(scope="module")

@@ -13,28 +13,29 @@ import pytest
 from app.obs.link import SOURCE_NAME
 from app.obs.running_app import read_running_app
 from pipeline.core.events import DelayChange
-from tests.harness.app_driver import open_window, pump, pump_until
-from tests.test_app import QUIET, harness_device  # noqa: F401  (fixture used by name)
-from tests.test_obs_setup import KEY, MIC, client, config, obs  # noqa: F401
+from tests.harness.app_driver import QUIET, open_window, pump, pump_until
+from tests.harness.obs import KEY, MIC
 
-pytestmark = [pytest.mark.display, pytest.mark.audio]
-
-
-def _offset(client) -> int:  # noqa: F811 (the fixture's value, passed on)
-    return client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"]
+# Settings, records and the OBS password in a folder of each test's, no system keyring.
+pytestmark = [pytest.mark.display, pytest.mark.audio,
+              pytest.mark.usefixtures("harness_device", "obs_config")]
 
 
-def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_server, obs, client,  # noqa: F811
-                                                               config):  # noqa: F811
-    if MIC not in [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]:
-        client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC,
-                                    "inputKind": "pulse_input_capture", "inputSettings": {},
-                                    "sceneItemEnabled": True}, raw=True)
-    client.send("SetInputAudioSyncOffset", {"inputName": MIC, "inputAudioSyncOffset": 0}, raw=True)
+def _offset(obs_client) -> int:
+    return obs_client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"]
+
+
+def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_server, obs, obs_client,
+                                                               obs_config):
+    if MIC not in [i["inputName"] for i in obs_client.send("GetInputList", raw=True)["inputs"]]:
+        obs_client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC,
+                                        "inputKind": "pulse_input_capture", "inputSettings": {},
+                                        "sceneItemEnabled": True}, raw=True)
+    obs_client.send("SetInputAudioSyncOffset", {"inputName": MIC, "inputAudioSyncOffset": 0}, raw=True)
     settings = replace(QUIET, mic_enabled=True, mic_device="system", output_window=True,
                        output_size="320x240", output_background="chroma", chroma_colour=KEY,
                        obs_port=obs.port)
-    window = open_window(config, settings)
+    window = open_window(obs_config, settings)
     # The stage measures its latency all along and moves its delay when it must: every
     # value it has had is one Add to OBS may have read from the app's record.
     offsets = {window.engine.mic_stage.sync_offset_ms if window.engine.mic_stage else None}
@@ -53,20 +54,20 @@ def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_serv
         assert panel.obs_setup.succeeded, panel.obs_setup.result.toPlainText()
         assert f"'{MIC}'" in panel.obs_setup.result.toPlainText()
         assert panel.obs_live_updates.isChecked()
-        names = [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]
+        names = [i["inputName"] for i in obs_client.send("GetInputList", raw=True)["inputs"]]
         assert SOURCE_NAME in names
-        assert _offset(client) in offsets  # set by Add to OBS, from our record
+        assert _offset(obs_client) in offsets  # set by Add to OBS, from our record
 
         # Ticked, which applies at once (the panel is not modal): from now on the app keeps
         # the offset in step itself. Its first push may come before or after Add to OBS's own
         # write, so the test waits for the two to agree rather than zeroing OBS's in between.
         pump_until(lambda: window.settings.obs_live_updates, 5, "the tick applied")
-        pump_until(lambda: _offset(client) == window.engine.mic_stage.sync_offset_ms != 0, 20,
+        pump_until(lambda: _offset(obs_client) == window.engine.mic_stage.sync_offset_ms != 0, 20,
                    "the app setting OBS's mic offset")
         # A latency mode change sends the offset again (OBS's is zeroed first to see it).
-        client.send("SetInputAudioSyncOffset", {"inputName": MIC, "inputAudioSyncOffset": 0}, raw=True)
+        obs_client.send("SetInputAudioSyncOffset", {"inputName": MIC, "inputAudioSyncOffset": 0}, raw=True)
         window.apply_settings(replace(window.settings, latency_mode="premium"))
-        pump_until(lambda: _offset(client) == window.engine.mic_stage.sync_offset_ms != 0, 20,
+        pump_until(lambda: _offset(obs_client) == window.engine.mic_stage.sync_offset_ms != 0, 20,
                    "the offset following the latency mode")
         assert read_running_app()["latency_mode"] == "premium"
         assert read_running_app()["mic_sync_offset_ms"] == window.engine.mic_stage.sync_offset_ms
@@ -76,7 +77,7 @@ def test_add_to_obs_from_the_panel_then_the_mic_offset_follows(qt_app, jack_serv
     assert read_running_app() is None  # the app quit: obs setup uses the saved settings
 
 
-def test_the_offset_log_follows_each_move_from_where_the_last_one_left_it(qt_app, jack_server, config,  # noqa: F811
+def test_the_offset_log_follows_each_move_from_where_the_last_one_left_it(qt_app, jack_server, obs_config,
                                                                           caplog):
     # The voice loading restarts the mic's measurement: its delay goes back to where it
     # started, with no raise or calm step-down to log it, and the log said "raised from
@@ -84,7 +85,7 @@ def test_the_offset_log_follows_each_move_from_where_the_last_one_left_it(qt_app
     # delay has risen from its start value (it does within seconds here: 30 → 50 ms).
     import re
 
-    window = open_window(config, replace(QUIET, mic_enabled=True, mic_device="system"))
+    window = open_window(obs_config, replace(QUIET, mic_enabled=True, mic_device="system"))
     try:
         stage = window.engine.mic_stage
         assert stage is not None, "the JACK test server's microphone did not open"
@@ -105,24 +106,24 @@ def test_the_offset_log_follows_each_move_from_where_the_last_one_left_it(qt_app
     assert all(a[1] == b[0] for a, b in zip(moves, moves[1:])), f"a move left out: {moves}"
 
 
-def test_captions_reach_an_obs_text_source_as_they_are_heard(qt_app, jack_server, obs, client,  # noqa: F811
-                                                             config):  # noqa: F811
+def test_captions_reach_an_obs_text_source_as_they_are_heard(qt_app, jack_server, obs, obs_client,
+                                                             obs_config):
     from app.obs.credentials import save_password
     from tests.harness.app_driver import say, wait_until_quiet
 
     source = "Test captions from the app"
     settings = replace(QUIET, captions_to_obs=True, obs_captions_source=source, obs_port=obs.port)
     save_password(obs.password)  # as Add to OBS leaves it
-    window = open_window(config, settings)
+    window = open_window(obs_config, settings)
     seen: set[str] = set()
     try:
         say(window, "Papa made a map of five big boats.")
 
         def caption_now() -> str:
-            names = [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]
+            names = [i["inputName"] for i in obs_client.send("GetInputList", raw=True)["inputs"]]
             if source not in names:
                 return ""
-            return client.send("GetInputSettings", {"inputName": source}, raw=True)["inputSettings"].get("text", "")
+            return obs_client.send("GetInputSettings", {"inputName": source}, raw=True)["inputSettings"].get("text", "")
 
         end = window.engine.clock.media_time_now() + 8
         while window.engine.clock.media_time_now() < end and not {"Papa", "boats."} <= set(" ".join(seen).split()):

@@ -13,10 +13,9 @@ import pytest
 from app.settings import SettingsStore
 from pipeline.core.sync_metrics import viseme_change_offsets
 from render.outputs.avatar_view import PRESENTED
-from tests.harness.app_driver import open_window, pump, pump_until, say, wait_until_quiet
-from tests.test_app import QUIET, harness_device  # noqa: F401  (the fixture, used by name)
+from tests.harness.app_driver import QUIET, open_window, pump, pump_until, say, wait_until_quiet
 
-pytestmark = [pytest.mark.display, pytest.mark.audio]
+pytestmark = [pytest.mark.display, pytest.mark.audio, pytest.mark.usefixtures("harness_device")]
 
 TEXT = "Papa made a map of five big boats."
 
@@ -151,9 +150,8 @@ def test_the_browser_page_shows_what_the_avatar_window_shows(qt_app, jack_server
     """The app's browser source in a real headless Chromium: the page's canvas holds the
     avatar window's very pixels (idle, same size), the background stays transparent,
     and the mouth moves in the page while the app speaks."""
-    from tests.harness.browser import chromium
+    from tests.harness.browser import chromium, read_canvas
     from tests.harness.premultiplied import premultiply
-    from tests.test_browser_source import read_canvas
 
     port = _free_port()
     app = open_window(tmp_path, replace(QUIET, output_window=True, output_size="480x360",
@@ -202,9 +200,9 @@ def test_the_browser_page_shows_what_the_avatar_window_shows(qt_app, jack_server
 
 
 def _window_pixels(avatar) -> np.ndarray:
-    from tests.test_avatar_window import _pixels
+    from tests.harness.avatar_window import image_pixels
 
-    return _pixels(avatar.grab_frame())
+    return image_pixels(avatar.grab_frame())
 
 
 def test_stop_takes_the_unheard_words_off_the_captions(window):

@@ -16,7 +16,7 @@ from pipeline.core.frames import MouthPose
 from render.timing import avatar_motion
 from render.timing.avatar_motion import AvatarMotion, MotionStrengths, head_turn, placement
 from tests.harness.fake_clock import FakeClock
-from tests.test_presenter import media, paced, tick
+from tests.harness.paced_presenter import media, paced, tick
 
 SIZE = 256                      # the default avatar drawn at 256×256 in a square view
 P = 1 / 60

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from pipeline.core.frames import MouthPose
-from tests.test_gl_renderer import EYES_BOX, MOUTH_BOX, H, W, synthetic_rig
+from tests.harness.avatar_view import grabbed, run_for
+from tests.harness.synthetic_rig import EYES_BOX, MOUTH_BOX, H, W, synthetic_rig
 
 pytestmark = pytest.mark.display
 
@@ -20,13 +21,6 @@ def scripted_pose(t_start: float, period: float) -> MouthPose:
     mid = t_start + period / 2
     k = int(mid // VISEME_SPAN)
     return MouthPose(k % 15, (k + 1) % 15, (mid % VISEME_SPAN) / VISEME_SPAN, 0.5)
-
-
-def run_for(app, seconds: float, until=None) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end and not (until and until()):
-        app.processEvents()
-        time.sleep(0.0005)
 
 
 def until_paced(app, view) -> None:
@@ -237,14 +231,6 @@ def test_a_frame_missing_at_its_tick_is_counted_late_and_held(qt_app, view):
     assert gap < stall
 
 
-def grabbed(view) -> np.ndarray:
-    from PySide6.QtGui import QImage
-
-    img = view.grab().convertToFormat(QImage.Format.Format_RGBA8888)
-    assert (img.width(), img.height()) == (W, H)
-    return np.frombuffer(img.constBits(), dtype=np.uint8).reshape(H, W, 4).copy()
-
-
 def test_screenshot_shows_the_rig(qt_app, view):
     run_for(qt_app, 0.3)
     pixels = grabbed(view)
@@ -403,3 +389,36 @@ def test_the_avatar_is_on_screen_in_its_own_window_with_child_widgets_over_it(qt
     marker.hide()
     run_for(qt_app, 0.2)
     assert on_screen(view)[5, 5].tolist() == [0, 0, 0]
+
+
+def test_avatar_view_picks_the_renderer_by_rig_type(qt_app, astronaut_rig):
+    from render.gl.photo_renderer import PhotoRenderer
+    from render.gl.sprite_renderer import SpriteGLRenderer
+    from render.outputs.avatar_view import AvatarView
+
+    view = AvatarView(fps=60.0)
+    view.resize(W, H)
+    view.set_idle_motion(blinking=False, breathing=False)
+    view.set_rig(astronaut_rig)
+    view.show()
+    try:
+        run_for(qt_app, 0.3)
+        assert isinstance(view.renderer, PhotoRenderer)
+        photo = grabbed(view)
+        # The 512² portrait letterboxed into 160×120: her face at (225, 120) of the picture
+        # lands at (73, 28), with transparent bars beside the picture.
+        assert photo[28, 73, 3] == 255 and photo[28, 73, 0] > 150
+        assert photo[60, 5, 3] == 0 and photo[60, 150, 3] == 0
+        view.set_rig(synthetic_rig())
+        run_for(qt_app, 0.3)
+        assert isinstance(view.renderer, SpriteGLRenderer)
+        assert grabbed(view)[60, 40].tolist() == [230, 190, 160, 255]
+        view.set_rig(astronaut_rig)
+        run_for(qt_app, 0.3)
+        assert isinstance(view.renderer, PhotoRenderer)
+        assert np.array_equal(grabbed(view), photo)
+    finally:
+        view.shutdown()
+        view.close()
+        view.deleteLater()
+        qt_app.processEvents()

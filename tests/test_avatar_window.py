@@ -9,28 +9,9 @@ import time
 import numpy as np
 import pytest
 
+from tests.harness.avatar_window import WINDOW_SIZE, image_pixels, show_drawn
+
 pytestmark = pytest.mark.display
-
-SIZE = (320, 240)
-
-
-def _pixels(image) -> np.ndarray:
-    """A premultiplied RGBA QImage as H×W×4 uint8."""
-    from PySide6.QtGui import QImage
-
-    image = image.convertToFormat(QImage.Format.Format_RGBA8888_Premultiplied)
-    ptr = image.constBits()
-    return np.frombuffer(ptr, np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)[
-        :, : image.width()].copy()
-
-
-def _shown(qt_app, window) -> None:
-    window.show()
-    end = time.monotonic() + 10
-    while time.monotonic() < end and not (window.gl_ready and window.draws > 2):
-        qt_app.processEvents()
-        time.sleep(0.002)
-    assert window.gl_ready and window.draws > 2, "the avatar window never drew"
 
 
 @pytest.fixture()
@@ -42,10 +23,10 @@ def avatar_window(qt_app):
     made = []
 
     def make(**kwargs):
-        window = AvatarWindow(SIZE, **kwargs)
+        window = AvatarWindow(WINDOW_SIZE, **kwargs)
         window.set_idle_motion(blinking=False, breathing=False)
         window.set_rig(load_avatar_rig(DEFAULT_AVATAR_MANIFEST))
-        _shown(qt_app, window)
+        show_drawn(qt_app, window)
         made.append(window)
         return window
 
@@ -66,14 +47,14 @@ def test_the_window_is_titled_for_obs_and_has_an_alpha_visual(avatar_window):
                           capture_output=True, text=True, check=True).stdout
     # Depth 32 is the ARGB visual: without it X drops the alpha OBS's capture would read.
     assert "Depth: 32" in info, info
-    assert f"Width: {SIZE[0]}" in info and f"Height: {SIZE[1]}" in info
+    assert f"Width: {WINDOW_SIZE[0]}" in info and f"Height: {WINDOW_SIZE[1]}" in info
 
 
 def test_transparent_solid_and_chroma_backgrounds(avatar_window):
     from render.outputs.background import CHROMA, SOLID, Background, parse_colour
 
     window = avatar_window()
-    clear = _pixels(window.grab_frame()).astype(np.int32)
+    clear = image_pixels(window.grab_frame()).astype(np.int32)
     alpha = clear[..., 3]
     assert alpha[0, 0] == 0 and alpha[-1, -1] == 0, "corners must be transparent"
     assert (alpha == 255).any(), "the avatar must be drawn"
@@ -83,13 +64,13 @@ def test_transparent_solid_and_chroma_backgrounds(avatar_window):
     assert (clear[..., :3] <= alpha[..., None]).all()
 
     window.set_background(Background(SOLID, parse_colour("#336699")))
-    solid = _pixels(window.grab_frame()).astype(np.int32)
+    solid = image_pixels(window.grab_frame()).astype(np.int32)
     assert tuple(solid[0, 0]) == (0x33, 0x66, 0x99, 255)
     assert (solid[..., 3] == 255).all()
 
     key = parse_colour("#00ff00")
     window.set_background(Background(CHROMA, key))
-    chroma = _pixels(window.grab_frame()).astype(np.int32)
+    chroma = image_pixels(window.grab_frame()).astype(np.int32)
     assert (chroma[..., 3] == 255).all()
     # Only two kinds of pixel, so that OBS's keyer has no blend to leave as a fringe: at
     # least half covered, the avatar's own colour (un-premultiplied from the transparent
@@ -130,14 +111,14 @@ def test_it_shows_the_same_avatar_as_the_main_view(avatar_window, qt_app):
     view = AvatarView()
     view.set_idle_motion(blinking=False, breathing=False)
     view.set_rig(load_avatar_rig(DEFAULT_AVATAR_MANIFEST))
-    view.resize(*SIZE)
+    view.resize(*WINDOW_SIZE)
     view.show()
     end = time.monotonic() + 10
     while time.monotonic() < end and view._draws < 3:
         qt_app.processEvents()
         time.sleep(0.002)
     try:
-        ours, theirs = _pixels(window.grab_frame()), _pixels(view.grab())
+        ours, theirs = image_pixels(window.grab_frame()), image_pixels(view.grab())
         # Same rig, size, pose and background: the same pixels, widgets or not.
         assert ours.shape == theirs.shape and np.array_equal(ours, theirs)
     finally:
@@ -162,7 +143,7 @@ def test_a_caption_is_outlined_letters_not_a_box(avatar_window, qt_app, tmp_path
     # What is on screen (the caption is painted over the frame, not into grab_frame's).
     subprocess.run(["import", "-window", str(int(window.winId())), str(shot)], check=True)
     pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
-    strip = pixels[int(SIZE[1] * 0.8):]
+    strip = pixels[int(WINDOW_SIZE[1] * 0.8):]
     white = (strip > 235).all(axis=-1)
     dark = (strip < 40).all(axis=-1)
     rows, cols = np.nonzero(white)

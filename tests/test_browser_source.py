@@ -37,7 +37,7 @@ from render.outputs.browser_wire import (
     encode_frame,
     visible_bounds,
 )
-from tests.harness.browser import canvas_pixels, chromium
+from tests.harness.browser import chromium, read_canvas
 from tests.harness.premultiplied import avatar_frame, premultiply
 
 FPS = 60.0
@@ -97,11 +97,6 @@ def wait_for(condition, timeout: float = 10.0) -> None:
 
 def painted(page, seq: int) -> bool:
     return page.evaluate(f"(window.lipsyncStats.lastSeq ?? -1) >= {seq}")
-
-
-def read_canvas(page) -> np.ndarray:
-    w, h, data = canvas_pixels(page)
-    return np.frombuffer(data, np.uint8).reshape(h, w, 4)
 
 
 @pytest.mark.parametrize("source", ENCODINGS, indirect=True)

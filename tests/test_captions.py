@@ -26,7 +26,7 @@ from pipeline.voice.captions import (
 from pipeline.voice.speaker import Speaker
 from pipeline.voice.speech_timeline import SpeechTimeline
 from pipeline.voice.streaming_tts import LATENCY_MODES, SentencePlan, StreamingTTS
-from tests.test_cli import _refused, _run, places  # noqa: F401  (places: a fixture)
+from tests.harness.cli import assert_refused, run_cli
 
 SAMPLE = 1 / 22050
 # Read one phoneme word per written word.
@@ -475,7 +475,7 @@ def test_say_writes_captions_at_the_times_of_the_speech_it_writes(request, tmp_p
     if played:
         request.getfixturevalue("jack_server")
     sound = [] if played else ["--wav", str(wav)]
-    result = _run(["say", PLAIN, *sound, "--cues", str(cues), "--captions", str(vtt)])
+    result = run_cli(["say", PLAIN, *sound, "--cues", str(cues), "--captions", str(vtt)])
     assert result.returncode == 0, result.stderr
     assert f"wrote {vtt}" in result.stdout
     duration = json.loads(cues.read_text())["metadata"]["duration"]
@@ -489,7 +489,7 @@ def test_say_writes_captions_at_the_times_of_the_speech_it_writes(request, tmp_p
     for word in ("Papa", "Wow,", "what"):
         time = next(t for t, w in words if w == word)
         assert min(abs(time - r) for r in rests) <= 0.0015, (word, time, rests)
-    result = _run(["say", PLAIN, *sound, "--captions", str(srt)])
+    result = run_cli(["say", PLAIN, *sound, "--captions", str(srt)])
     assert result.returncode == 0, result.stderr
     assert [" ".join(lines) for _, _, lines in parse_srt(srt.read_text())] == [
         "Papa made a map of five big boats.", "Wow, what a view!"]
@@ -497,8 +497,8 @@ def test_say_writes_captions_at_the_times_of_the_speech_it_writes(request, tmp_p
 
 def test_render_writes_captions_of_its_video(tmp_path):
     out, srt = tmp_path / "v.mp4", tmp_path / "v.srt"
-    result = _run(["render", "Hello there, my friend.", "--out", str(out), "--height", "120",
-                   "--captions", str(srt)], timeout=300)
+    result = run_cli(["render", "Hello there, my friend.", "--out", str(out), "--height", "120",
+                      "--captions", str(srt)], timeout=300)
     assert result.returncode == 0, result.stderr
     duration = float(re.search(r"wrote \S+: ([\d.]+) s", result.stdout).group(1))
     (cue,) = parse_srt(srt.read_text())
@@ -519,4 +519,4 @@ def test_render_writes_captions_of_its_video(tmp_path):
      "--captions needs TEXT: a recording lip-synced with --audio has no words to caption"),
 ])
 def test_a_bad_captions_path_is_refused_before_any_work(places, args, message):  # noqa: F811
-    _refused(args, places, message)
+    assert_refused(args, places, message)

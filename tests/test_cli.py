@@ -14,19 +14,9 @@ import numpy as np
 import pytest
 
 from pipeline.core.visemes import OVR_VISEMES
+from tests.harness.cli import REPO, assert_refused, run_cli
 
-REPO = Path(__file__).resolve().parent.parent
 TEXT = "Papa made a map of five big boats. Wow, what a view!"
-
-
-def _run(args, timeout=120, config: Path | None = None):
-    """The command in a process of its own; its config folder is the session's (conftest)
-    or `config`."""
-    env = dict(os.environ)
-    if config is not None:
-        env["LIPSYNC_STUDIO_CONFIG_DIR"] = str(config)
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=env)
 
 
 def test_without_a_display_it_says_so_and_exits_non_zero():
@@ -40,7 +30,7 @@ def test_without_a_display_it_says_so_and_exits_non_zero():
 @pytest.mark.parametrize("fmt, allowed", [("ovr", set(OVR_VISEMES)), ("rhubarb", set("ABCDEFGHX"))])
 def test_say_writes_speech_and_cues_that_cover_it(tmp_path, fmt, allowed):
     wav, cues = tmp_path / "out.wav", tmp_path / "out.json"
-    result = _run(["say", TEXT, "--wav", str(wav), "--cues", str(cues), "--format", fmt])
+    result = run_cli(["say", TEXT, "--wav", str(wav), "--cues", str(cues), "--format", fmt])
     assert result.returncode == 0, result.stderr
     assert "time to first audio" in result.stdout
     with wave.open(str(wav)) as f:
@@ -58,15 +48,15 @@ def test_say_writes_speech_and_cues_that_cover_it(tmp_path, fmt, allowed):
 
 
 def test_say_refuses_empty_text_with_a_message(tmp_path):
-    result = _run(["say", "  ", "--wav", str(tmp_path / "x.wav")])
+    result = run_cli(["say", "  ", "--wav", str(tmp_path / "x.wav")])
     assert result.returncode == 1
     assert "Nothing to speak" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_lipsync_writes_cues_for_a_wav_file(tmp_path):
     wav, cues = tmp_path / "speech.wav", tmp_path / "cues.json"
-    assert _run(["say", TEXT, "--wav", str(wav)]).returncode == 0
-    result = _run(["lipsync", str(wav), "--out", str(cues)])
+    assert run_cli(["say", TEXT, "--wav", str(wav)]).returncode == 0
+    result = run_cli(["lipsync", str(wav), "--out", str(cues)])
     assert result.returncode == 0, result.stderr
     with wave.open(str(wav)) as f:
         duration = f.getnframes() / f.getframerate()
@@ -140,10 +130,10 @@ def test_lipsync_reads_the_formats_people_record_in(tmp_path, name, container, c
     from pipeline.audio.audio_file import audio_info
 
     wav = tmp_path / "speech.wav"
-    assert _run(["say", TEXT, "--wav", str(wav), "--seed", "1"]).returncode == 0
-    assert _run(["lipsync", str(wav), "--out", str(tmp_path / "wav.json")]).returncode == 0
+    assert run_cli(["say", TEXT, "--wav", str(wav), "--seed", "1"]).returncode == 0
+    assert run_cli(["lipsync", str(wav), "--out", str(tmp_path / "wav.json")]).returncode == 0
     _encode(wav, tmp_path / name, container, codec, rate, video)
-    result = _run(["lipsync", str(tmp_path / name), "--out", str(tmp_path / "cues.json")])
+    result = run_cli(["lipsync", str(tmp_path / name), "--out", str(tmp_path / "cues.json")])
     assert result.returncode == 0, result.stderr
     mouth = json.loads((tmp_path / "cues.json").read_text())["mouthCues"]
     reference = json.loads((tmp_path / "wav.json").read_text())["mouthCues"]
@@ -160,10 +150,10 @@ def test_lipsync_reads_the_formats_people_record_in(tmp_path, name, container, c
 def test_version_and_which_commands_open_no_window():
     from app.cli import version
 
-    result = _run(["--version"])
+    result = run_cli(["--version"])
     assert result.returncode == 0 and result.stdout.strip() == f"lipsync-studio {version()}"
     assert version().split()[0] == "0.1.0"
-    shown = " ".join(_run(["--help"]).stdout.split())
+    shown = " ".join(run_cli(["--help"]).stdout.split())
     assert ("These open no window: say, lipsync, render, voices, avatars, obs setup, api token, "
             "and "
             "--headless") in shown
@@ -176,54 +166,22 @@ def test_render_takes_the_settings_avatar_and_background_unless_told(tmp_path):
     config.mkdir()
     (config / "settings.json").write_text(json.dumps({"background": "#ff0000"}))
     out = tmp_path / "v.mp4"
-    result = _run(["render", "Hi.", "--out", str(out), "--height", "240"], config=config)
+    result = run_cli(["render", "Hi.", "--out", str(out), "--height", "240"], config=config)
     assert result.returncode == 0, result.stderr
     with av.open(str(out)) as video:
         first = next(video.decode(video=0)).to_ndarray(format="rgb24")
     r, g, b = first[2, 2].astype(int)  # a corner: background, not avatar
     assert r > 200 and g < 40 and b < 40, (r, g, b)
     # --background wins over the setting.
-    result = _run(["render", "Hi.", "--out", str(out), "--height", "240", "--background", "#0000ff"],
-                  config=config)
+    result = run_cli(["render", "Hi.", "--out", str(out), "--height", "240", "--background", "#0000ff"],
+                     config=config)
     with av.open(str(out)) as video:
         first = next(video.decode(video=0)).to_ndarray(format="rgb24")
     assert first[2, 2, 2] > 200 and first[2, 2, 0] < 40
     # The settings' avatar is the one rendered: a missing one is said by its path.
     (config / "settings.json").write_text(json.dumps({"avatar_manifest": str(tmp_path / "gone.json")}))
-    result = _run(["render", "Hi.", "--out", str(out)], config=config)
+    result = run_cli(["render", "Hi.", "--out", str(out)], config=config)
     assert result.returncode == 1 and str(tmp_path / "gone.json") in result.stderr
-
-
-@pytest.fixture(scope="module")
-def places(tmp_path_factory):
-    """Paths a user might get wrong, each in its own way."""
-    tmp = tmp_path_factory.mktemp("places").resolve()
-    (tmp / "folder").mkdir()
-    (tmp / "file.txt").write_text("not a folder")
-    (tmp / "notes.wav").write_text("these are words, not sound")
-    (tmp / "empty.wav").write_bytes(b"")
-    (tmp / "empty.png").write_bytes(b"")
-    rate = 16_000
-    with wave.open(str(tmp / "nothing.wav"), "wb") as f:  # a header and no samples
-        f.setnchannels(1), f.setsampwidth(2), f.setframerate(rate)
-    with wave.open(str(tmp / "tone.wav"), "wb") as f:
-        f.setnchannels(1), f.setsampwidth(2), f.setframerate(rate)
-        tone = 0.3 * np.sin(2 * np.pi * 220 * np.arange(rate // 2) / rate)
-        f.writeframes((tone * 32767).astype("<i2").tobytes())
-    return tmp
-
-
-def _refused(args, places, message, exit_code=1):
-    """Runs the CLI on ``args`` ({tmp} is ``places``); it must say ``message`` (what it
-    starts with) on one line of stderr, exit ``exit_code`` and write no file."""
-    before = sorted(places.rglob("*"))
-    result = _run([a.format(tmp=places) for a in args])
-    lines = result.stderr.splitlines()
-    assert "Traceback" not in result.stderr, result.stderr
-    assert len(lines) == 1 and lines[0].startswith(f"lipsync-studio: {message.format(tmp=places)}"), \
-        result.stderr
-    assert result.returncode == exit_code
-    assert sorted(places.rglob("*")) == before
 
 
 NO_FILE_IN_PROC = "no file can be created in /proc (No such file or directory)"
@@ -255,7 +213,7 @@ NO_FILE_IN_PROC = "no file can be created in /proc (No such file or directory)"
      "cannot write {tmp}/missing/c.json: folder {tmp}/missing does not exist"),
 ])
 def test_say_and_lipsync_explain_a_bad_path_in_one_line(places, args, message):
-    _refused(args, places, message)
+    assert_refused(args, places, message)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -279,11 +237,11 @@ def test_say_and_lipsync_explain_a_bad_path_in_one_line(places, args, message):
      "The picture empty.png is not a picture Lipsync Studio can read"),
 ])
 def test_render_explains_a_bad_path_in_one_line(places, args, message):
-    _refused(["render", *args], places, message)
+    assert_refused(["render", *args], places, message)
 
 
 def test_a_command_line_that_cannot_be_parsed_exits_2(places):
-    result = _run(["lipsync", str(places / "tone.wav")])
+    result = run_cli(["lipsync", str(places / "tone.wav")])
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (
         "lipsync-studio lipsync: error: the following arguments are required: --out")
@@ -303,7 +261,7 @@ GERMAN = "de_DE-joe-medium"
 def voice_config(tmp_path_factory):
     """A config folder whose voices folder holds a second voice (the bundled model, read
     as German) and a broken one (a config that is not JSON)."""
-    from tests.test_voices import make_voice
+    from tests.harness.voices import make_voice
 
     config = tmp_path_factory.mktemp("voice-config")
     make_voice(config / "voices", GERMAN)
@@ -315,7 +273,7 @@ def voice_config(tmp_path_factory):
 def test_voices_lists_the_installed_and_names_the_broken(voice_config):
     from pipeline.voice.voice_files import BUNDLED_VOICE
 
-    result = _run(["voices"], config=voice_config)
+    result = run_cli(["voices"], config=voice_config)
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()]
     assert rows[0] == ["NAME", "LANGUAGE", "QUALITY", "RATE", "SPEAKERS", "PATH"]
@@ -328,7 +286,7 @@ def test_voices_lists_the_installed_and_names_the_broken(voice_config):
     assert result.stderr.splitlines() == [
         f"note: not usable: {broken}: is not a voice config (not valid JSON: Expecting property "
         "name enclosed in double quotes: line 1 column 3 (char 2))."]
-    listed = json.loads(_run(["voices", "--json"], config=voice_config).stdout)
+    listed = json.loads(run_cli(["voices", "--json"], config=voice_config).stdout)
     assert listed["folder"] == str(voice_config / "voices")
     assert [v["name"] for v in listed["voices"]] == [BUNDLED_VOICE.name, GERMAN]
     assert listed["voices"][1] == {"name": GERMAN, "language": "de", "quality": "medium",
@@ -339,8 +297,8 @@ def test_voices_lists_the_installed_and_names_the_broken(voice_config):
 def _said(tmp_path, config, *args):
     """(audio, cue values) of `say` with `args` on one German sentence."""
     wav, cues = tmp_path / "said.wav", tmp_path / "said.json"
-    result = _run(["say", "Guten Tag, wie geht es dir?", "--wav", str(wav), "--cues", str(cues),
-                   "--seed", "1", *args], config=config)
+    result = run_cli(["say", "Guten Tag, wie geht es dir?", "--wav", str(wav), "--cues", str(cues),
+                      "--seed", "1", *args], config=config)
     assert result.returncode == 0, result.stderr
     with wave.open(str(wav)) as f:
         audio = np.frombuffer(f.readframes(f.getnframes()), "<i2")
@@ -387,7 +345,7 @@ def test_a_voice_or_face_that_cannot_be_used_is_refused_in_one_line(tmp_path, vo
                                                                    message):
     voices = voice_config / "voices"
     out = tmp_path / ("x.wav" if args[0] == "say" else "x.mp4")
-    result = _run([a.format(out=out, voices=voices) for a in args], config=voice_config)
+    result = run_cli([a.format(out=out, voices=voices) for a in args], config=voice_config)
     lines = result.stderr.splitlines()
     assert "Traceback" not in result.stderr, result.stderr
     assert len(lines) == 1 and lines[0].startswith(
@@ -404,13 +362,13 @@ def test_render_face_picks_one_face_of_several(tmp_path):
     picture = tmp_path / "two.png"
     Image.fromarray(np.concatenate([face, face[:, ::-1]], axis=1)).save(picture)
     out = tmp_path / "v.mp4"
-    refused = _run(["render", "Papa made a map.", "--avatar", str(picture), "--out", str(out)])
+    refused = run_cli(["render", "Papa made a map.", "--avatar", str(picture), "--out", str(out)])
     assert refused.returncode == 1 and "shows 2 faces" in refused.stderr
     # The faces are listed as --face takes them, and how to pick one is said.
     assert "  face 0: " in refused.stderr and "  face 1: " in refused.stderr
     assert "Choose one with --face N." in refused.stderr
     assert "Traceback" not in refused.stderr and not out.exists()
-    wrong = _run(["render", "Hi.", "--avatar", str(picture), "--face", "5", "--out", str(out)])
+    wrong = run_cli(["render", "Hi.", "--avatar", str(picture), "--face", "5", "--out", str(out)])
     assert wrong.returncode == 1 and "Face number 5 does not exist" in wrong.stderr
     assert not out.exists()
     # Motion off: then only the talking face's mouth and eyes change from frame to frame.
@@ -421,8 +379,8 @@ def test_render_face_picks_one_face_of_several(tmp_path):
          "motion_head_turn": 0.0}))
     moved = {}
     for face in (0, 1):
-        result = _run(["render", "Papa made a map.", "--avatar", str(picture), "--face",
-                       str(face), "--out", str(out), "--fps", "10"], config=config)
+        result = run_cli(["render", "Papa made a map.", "--avatar", str(picture), "--face",
+                          str(face), "--out", str(out), "--fps", "10"], config=config)
         assert result.returncode == 0, result.stderr
         with av.open(str(out)) as video:
             assert (video.streams.video[0].width, video.streams.video[0].height) == (512, 256)
@@ -439,16 +397,16 @@ def test_render_face_picks_one_face_of_several(tmp_path):
 
 
 def test_say_speaker_picks_by_number_or_name_and_lists_the_speakers(tmp_path):
-    from tests.test_voices import make_multi_speaker_voice
+    from tests.harness.voices import make_multi_speaker_voice
 
     files = make_multi_speaker_voice(tmp_path / "voices", {"alice": 0, "bob": 2})
     wav = tmp_path / "bob.wav"
     for speaker in ("bob", "2"):
-        result = _run(["say", "Hello.", "--voice", str(files.model), "--speaker", speaker,
-                       "--wav", str(wav)])
+        result = run_cli(["say", "Hello.", "--voice", str(files.model), "--speaker", speaker,
+                          "--wav", str(wav)])
         assert result.returncode == 0, result.stderr
-    result = _run(["say", "Hello.", "--voice", str(files.model), "--speaker", "carol",
-                   "--wav", str(tmp_path / "carol.wav")])
+    result = run_cli(["say", "Hello.", "--voice", str(files.model), "--speaker", "carol",
+                      "--wav", str(tmp_path / "carol.wav")])
     assert result.returncode == 1 and result.stderr.splitlines() == [
         f"lipsync-studio: --speaker carol: {files.name} has no such speaker; its speakers are "
         "0: alice, 1, 2: bob"]
@@ -465,16 +423,16 @@ def test_render_draws_the_expression_asked_for_and_refuses_one_the_avatar_lacks(
     frames = {}
     for name in ("neutral", "happy"):
         out = tmp_path / f"{name}.mp4"
-        result = _run(["render", "Hi.", "--out", str(out), "--height", "240",
-                       "--expression", name], config=config)
+        result = run_cli(["render", "Hi.", "--out", str(out), "--height", "240",
+                          "--expression", name], config=config)
         assert result.returncode == 0, result.stderr
         with av.open(str(out)) as video:
             frames[name] = next(video.decode(video=0)).to_ndarray(format="rgb24").astype(int)
     changed = np.abs(frames["happy"] - frames["neutral"]).max(axis=2) > 24
     # Happy swaps the eyes and adds blush: a real share of the picture, not all of it.
     assert 0.002 < changed.mean() < 0.3, changed.mean()
-    refused = _run(["render", "Hi.", "--out", str(tmp_path / "x.mp4"), "--expression", "smug"],
-                   config=config)
+    refused = run_cli(["render", "Hi.", "--out", str(tmp_path / "x.mp4"), "--expression", "smug"],
+                      config=config)
     assert refused.returncode == 1
     assert "no expression 'smug'" in refused.stderr and "happy" in refused.stderr
     assert "Traceback" not in refused.stderr
@@ -496,15 +454,15 @@ def test_lipsync_with_the_transcript_takes_its_shapes_from_the_words(tmp_path):
         w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
         w.writeframes((np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes())
     out = tmp_path / "cues.json"
-    result = _run(["lipsync", str(clip), "--text", text, "--out", str(out)])
+    result = run_cli(["lipsync", str(clip), "--text", text, "--out", str(out)])
     assert result.returncode == 0, result.stderr
     assert "shapes from the transcript" in result.stdout
     written = [c["value"] for c in json.loads(out.read_text())["mouthCues"]]
     assert written == [c.value for c in transcript_cues(clip, text).cues]
     transcript = tmp_path / "words.txt"
     transcript.write_text(text + " banana", encoding="utf-8")
-    result = _run(["lipsync", str(clip), "--transcript", str(transcript), "--out", str(out)])
+    result = run_cli(["lipsync", str(clip), "--transcript", str(transcript), "--out", str(out)])
     assert result.returncode == 0 and "'banana'" in result.stderr, result.stderr
-    refused = _run(["lipsync", str(clip), "--text", "😀", "--out", str(out)])
+    refused = run_cli(["lipsync", str(clip), "--text", "😀", "--out", str(out)])
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
     assert "Traceback" not in refused.stderr

@@ -15,7 +15,6 @@ from PIL import Image
 from pipeline.face.detection import FINEST_TILE_FACES, iou, tile_origins, tile_sides
 from pipeline.face.landmarks import (
     MIN_FACE_PX,
-    FaceLandmarker,
     PortraitError,
     SeveralFacesError,
     animatable,
@@ -33,12 +32,6 @@ from tests.harness.face_pictures import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def landmarker():
-    with FaceLandmarker() as lm:
-        yield lm
 
 
 def _tiles(width: int, height: int):

@@ -15,25 +15,11 @@ from pipeline.face.landmarks import (
     MAX_SIDE,
     MIN_FACE_PX,
     MIN_SIDE,
-    FaceLandmarker,
     PortraitError,
     SeveralFacesError,
     find_face,
     load_portrait,
 )
-
-
-@pytest.fixture(scope="module")
-def landmarker():
-    with FaceLandmarker() as lm:
-        yield lm
-
-
-@pytest.fixture(scope="module")
-def astronaut() -> np.ndarray:
-    from skimage import data
-
-    return data.astronaut()
 
 
 def write_blank_png(path, width: int, height: int) -> None:

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.test_avatar_window import SIZE, _pixels, _shown
+from tests.harness.avatar_window import WINDOW_SIZE, image_pixels, show_drawn
 
 pytestmark = pytest.mark.display
 
@@ -32,21 +32,21 @@ def test_the_feed_delivers_the_same_picture_as_the_avatar_window(qt_app, rig):
     from render.outputs.avatar_window import AvatarWindow
     from render.outputs.frame_feed import FrameFeed
 
-    feed = FrameFeed(*SIZE, 60.0)
+    feed = FrameFeed(*WINDOW_SIZE, 60.0)
     feed.set_idle_motion(blinking=False, breathing=False)
     feed.set_rig(rig)
     got = []
     feed.sinks.append(lambda pixels, media_time: got.append(pixels.copy()))
-    window = AvatarWindow(SIZE)
+    window = AvatarWindow(WINDOW_SIZE)
     window.set_idle_motion(blinking=False, breathing=False)
     window.set_rig(rig)
-    _shown(qt_app, window)
+    show_drawn(qt_app, window)
     feed.start()
     try:
         _run(qt_app, 5, until=lambda: len(got) >= 3)
         assert len(got) >= 3, "the feed delivered no frames"
         # Same rig, size, pose and transparent background, drawn by another context.
-        assert np.array_equal(got[-1], _pixels(window.grab_frame()))
+        assert np.array_equal(got[-1], image_pixels(window.grab_frame()))
         assert got[-1][0, 0, 3] == 0 and (got[-1][..., 3] == 255).any()
     finally:
         feed.stop()
@@ -66,7 +66,7 @@ def _deliveries(qt_app, rig, fps: float, extra_latency_s: float = 0.0,
     def media_time_at(t: float) -> float:
         return t - start
 
-    feed = FrameFeed(*SIZE, fps, request_with_draw=request_with_draw)
+    feed = FrameFeed(*WINDOW_SIZE, fps, request_with_draw=request_with_draw)
     if request_with_draw is None:
         # llvmpipe: a read queued right after drawing would wait for it (FrameFeed._tick).
         assert feed.request_with_draw is False
@@ -115,7 +115,7 @@ def test_a_hidden_avatar_fades_out_of_the_feed_and_comes_back(qt_app, rig):
     from render.outputs.frame_feed import FrameFeed
     from render.timing.avatar_motion import HIDE_FADE_S, AvatarMotion
 
-    feed = FrameFeed(*SIZE, 60.0)
+    feed = FrameFeed(*WINDOW_SIZE, 60.0)
     feed.set_idle_motion(blinking=False, breathing=False)
     feed.set_rig(rig)
     motion = AvatarMotion(time.monotonic)  # motion strengths 0: only the hiding moves it

@@ -11,20 +11,18 @@ import os
 import numpy as np
 import pytest
 
-from render.gl.gl_platform import use_egl
+from tests.harness.cuda_gl import cuda_gl_target
 
-if not use_egl():
-    pytest.skip("this test process already bound OpenGL to another window system; the "
-                "CUDA frames need EGL on the NVIDIA driver (run this file on its own)",
-                allow_module_level=True)
+TARGET = cuda_gl_target(512, 384)
 
 from OpenGL import GL  # noqa: E402
 
 from pipeline.core.frames import MouthPose  # noqa: E402
 from pipeline.core.visemes import OVR_VISEMES  # noqa: E402
-from render.gl.egl_target import EglTarget  # noqa: E402
-from render.gl.offscreen import OffscreenError  # noqa: E402
+from render.gl.photo_renderer import PhotoRenderer  # noqa: E402
 from render.gl.sprite_renderer import SpriteGLRenderer  # noqa: E402
+from render.gpu.cuda_photo_renderer import CudaPhotoRenderer  # noqa: E402
+from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer, cuda_unavailable  # noqa: E402
 from tests.harness.drawn_portrait import (  # noqa: E402
     COMPARED_POSES,
     MIPMAP_SHARE_OVER_BOUND,
@@ -32,20 +30,6 @@ from tests.harness.drawn_portrait import (  # noqa: E402
     drawn_portrait,
 )
 from tests.harness.drawn_rig import drawn_rig  # noqa: E402
-
-try:
-    TARGET = EglTarget(512, 384)
-except OffscreenError as exc:
-    pytest.skip(f"no EGL context here: {exc}", allow_module_level=True)
-
-from render.gl.photo_renderer import PhotoRenderer  # noqa: E402
-from render.gpu.cuda_photo_renderer import CudaPhotoRenderer  # noqa: E402
-from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer, cuda_unavailable  # noqa: E402
-
-if (reason := cuda_unavailable()) is not None:
-    TARGET.close()
-    pytest.skip(f"no CUDA frames here: {reason} (CI has no GPU; the H200 runs this)",
-                allow_module_level=True)
 
 # GL samples textures with 8-bit filter weights, the kernel with float ones, and each
 # rounds every layer to 8 bits: a level either way per layer, at most 2 in all (the

@@ -7,33 +7,16 @@ Run this file on its own, as tests/test_gpu_frames.py."""
 import numpy as np
 import pytest
 
-from render.gl.gl_platform import use_egl
+from tests.harness.cuda_gl import cuda_gl_target
 
-if not use_egl():
-    pytest.skip("this test process already bound OpenGL to another window system; the "
-                "CUDA frames need EGL on the NVIDIA driver (run this file on its own)",
-                allow_module_level=True)
+TARGET = cuda_gl_target(512, 512)
 
 from pipeline.core.avatar_state import INDEX, AvatarState  # noqa: E402
 from pipeline.core.frames import MouthPose  # noqa: E402
 from pipeline.core.visemes import VISEME_INDEX  # noqa: E402
-from render.gl.egl_target import EglTarget  # noqa: E402
-from render.gl.offscreen import OffscreenError  # noqa: E402
-from tests.harness.drawn_portrait import drawn_portrait, near_opening_edges  # noqa: E402
-
-try:
-    TARGET = EglTarget(512, 512)
-except OffscreenError as exc:
-    pytest.skip(f"no EGL context here: {exc}", allow_module_level=True)
-
 from render.gl.photo_renderer import PhotoRenderer  # noqa: E402
 from render.gpu.cuda_photo_renderer import CudaPhotoRenderer  # noqa: E402
-from render.gpu.cuda_sprite_renderer import cuda_unavailable  # noqa: E402
-
-if (reason := cuda_unavailable()) is not None:
-    TARGET.close()
-    pytest.skip(f"no CUDA frames here: {reason} (CI has no GPU; the H200 runs this)",
-                allow_module_level=True)
+from tests.harness.drawn_portrait import drawn_portrait, near_opening_edges  # noqa: E402
 
 # The mouth frames are within 2 levels of each other away from the opening's edges
 # (tests/test_gpu_frames.py); the warp blends up to four of their texels into a pixel

@@ -19,9 +19,8 @@ from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from tests.harness import recording_score as rs
 from tests.harness.app_driver import STILL, open_window, pump, pump_until
 from tests.harness.obs import Obs
-from tests.test_app import harness_device  # noqa: F401  (the fixture, used by name)
 
-pytestmark = [pytest.mark.display, pytest.mark.audio]
+pytestmark = [pytest.mark.display, pytest.mark.audio, pytest.mark.usefixtures("harness_device")]
 
 SIZE = (640, 360)
 FPS = 30

@@ -42,17 +42,17 @@ from app.obs.running_app import (
 )
 from app.obs.target import AVATAR_WINDOW_TITLE, SetupTarget
 from app.settings import Settings, SettingsStore
-from tests.harness.obs import Obs, free_port
+from tests.harness.obs import KEY, MIC, Obs, connect, free_port
 
-pytestmark = pytest.mark.display
+# Settings, records and the password in a folder of each test's, no system keyring.
+pytestmark = [pytest.mark.display, pytest.mark.usefixtures("obs_config")]
 
 # The avatar stand-in: a window of two known colours, left and right half; the right one is
-# the chroma key colour the tests set, which OBS's chroma key filter must make transparent.
-KEY = "#12ab34"
+# the chroma key colour the tests set (KEY), which OBS's chroma key filter must make
+# transparent.
 LEFT, RIGHT = (200, 30, 120), (0x12, 0xAB, 0x34)
 WINDOW_SIZE = (320, 240)
 WINDOW_POS = (150, 90)
-MIC = "Test mic"
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -73,37 +73,6 @@ def dead_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
     return child.pid
-
-
-@pytest.fixture(autouse=True)
-def config(tmp_path, monkeypatch):
-    """Settings, the running-app record and the password file in a folder of the test's,
-    and no system keyring (the developer's real one stays untouched)."""
-    folder = tmp_path / "config"
-    monkeypatch.setenv("LIPSYNC_STUDIO_CONFIG_DIR", str(folder))
-    previous = keyring.get_keyring()
-    keyring.set_keyring(keyring.backends.fail.Keyring())
-    yield folder
-    keyring.set_keyring(previous)
-
-
-@pytest.fixture(scope="module")
-def obs(window_manager, x_display, tmp_path_factory):
-    server = Obs(x_display, tmp_path_factory.mktemp("obs-home"))
-    yield server
-    server.stop()
-
-
-def connect(obs: Obs) -> obsws_python.ReqClient:
-    """The test's own view of OBS, straight through obsws-python."""
-    return obsws_python.ReqClient(host="127.0.0.1", port=obs.port, password=obs.password, timeout=10)
-
-
-@pytest.fixture
-def client(obs):
-    c = connect(obs)
-    yield c
-    c.disconnect()
 
 
 @pytest.fixture
@@ -172,7 +141,7 @@ def assert_scene_shows_window(c: obsws_python.ReqClient, right: tuple) -> None:
 
 # -- no OBS needed --
 
-def test_running_app_record_is_read_while_its_process_lives(config):
+def test_running_app_record_is_read_while_its_process_lives(obs_config):
     assert read_running_app() is None
     write_running_app(record())
     assert read_running_app() == record()
@@ -187,10 +156,10 @@ def test_running_app_record_is_read_while_its_process_lives(config):
     assert not running_app_path().exists()
 
 
-def test_password_without_a_keyring_goes_to_a_file_only_the_user_can_read(config):
+def test_password_without_a_keyring_goes_to_a_file_only_the_user_can_read(obs_config):
     assert credentials.load_password() is None
     line = credentials.save_password("s3cret")
-    path = config / "obs-password"
+    path = obs_config / "obs-password"
     assert line == f"no system keyring; stored in {path} readable only by you"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     path.chmod(0o644)  # as if made by hand; saving again makes it private
@@ -227,14 +196,14 @@ class _MemoryKeyring(keyring.backend.KeyringBackend):
         self.store.pop((service, username), None)
 
 
-def test_password_goes_to_a_usable_keyring_and_leaves_no_file(config, monkeypatch):
+def test_password_goes_to_a_usable_keyring_and_leaves_no_file(obs_config, monkeypatch):
     credentials.save_password("from-before")  # a file from a machine without a keyring then
     backend = _MemoryKeyring()
     keyring.set_keyring(backend)
     monkeypatch.setattr(_MemoryKeyring, "enabled", True)
     assert "system keyring" in credentials.save_password("s3cret")
     assert backend.store == {(credentials.SERVICE, credentials.ACCOUNT): "s3cret"}
-    assert not (config / "obs-password").exists()
+    assert not (obs_config / "obs-password").exists()
     assert credentials.load_password() == "s3cret"
 
 
@@ -293,9 +262,9 @@ def test_wrong_or_missing_password_is_one_line(obs, capsys):
     assert "asks for a password: pass --password PASSWORD once" in capsys.readouterr().err
 
 
-def test_setup_captures_the_window_keys_the_chroma_and_sets_the_mic_offset(obs, client, avatar_window, capsys):
-    client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
-                                "inputSettings": {}})
+def test_setup_captures_the_window_keys_the_chroma_and_sets_the_mic_offset(obs, obs_client, avatar_window, capsys):
+    obs_client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
+                                    "inputSettings": {}})
     write_running_app(record())
     assert run(parse("--port", str(obs.port), "--password", obs.password)) == 0
     out = capsys.readouterr().out
@@ -305,7 +274,7 @@ def test_setup_captures_the_window_keys_the_chroma_and_sets_the_mic_offset(obs, 
     # The window capture was pointed at our window: OBS's log names it.
     assert re.search(rf"\[window-capture: '{PROBE_NAME}'\] update settings:\n[\d:.]+: \ttitle: "
                      rf"{AVATAR_WINDOW_TITLE}\n", obs.log())
-    kind = client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"]
+    kind = obs_client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"]
     if kind == "xshm_input":
         # Xvfb has no DRI3 and OBS 29 draws through EGL only: Mesa cannot make an EGLImage
         # of the window's pixmap, so XComposite gets no picture, and setup says so.
@@ -316,31 +285,31 @@ def test_setup_captures_the_window_keys_the_chroma_and_sets_the_mic_offset(obs, 
         assert kind == "xcomposite_input"
         assert f"captures the window '{AVATAR_WINDOW_TITLE}' (xcomposite_input)" in out
 
-    chroma = client.send("GetSourceFilter", {"sourceName": SOURCE_NAME, "filterName": CHROMA_FILTER_NAME}, raw=True)
+    chroma = obs_client.send("GetSourceFilter", {"sourceName": SOURCE_NAME, "filterName": CHROMA_FILTER_NAME}, raw=True)
     assert chroma["filterKind"] == "chroma_key_filter_v2"
     assert chroma["filterSettings"]["key_color_type"] == "custom"
     assert chroma["filterSettings"]["key_color"] == 0x34ab12  # #12ab34 as OBS's 0xBBGGRR
     assert {k: chroma["filterSettings"][k] for k in ("similarity", "smoothness", "spill")} == CHROMA_TUNING
-    assert client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"] == 47
+    assert obs_client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"] == 47
     assert f"set the audio sync offset of the microphone '{MIC}' to 47 ms" in out
     assert f"added '{KEY_AT_SOURCE_SIZE_NAME}' after it" in out
 
     # Idempotent: a second run updates what the first made.
-    inputs_before = client.send("GetInputList", raw=True)["inputs"]
+    inputs_before = obs_client.send("GetInputList", raw=True)["inputs"]
     assert run(parse("--port", str(obs.port))) == 0, "the saved password is used"
     again = capsys.readouterr().out
     assert f"updated '{SOURCE_NAME}' ({kind}), already in scene 'Scene'" in again
     assert "updated the chroma key filter" in again
-    assert scene_items(client).count(SOURCE_NAME) == 1 and PROBE_NAME not in scene_items(client)
-    assert client.send("GetInputList", raw=True)["inputs"] == inputs_before
-    filters = client.send("GetSourceFilterList", {"sourceName": SOURCE_NAME}, raw=True)["filters"]
+    assert scene_items(obs_client).count(SOURCE_NAME) == 1 and PROBE_NAME not in scene_items(obs_client)
+    assert obs_client.send("GetInputList", raw=True)["inputs"] == inputs_before
+    filters = obs_client.send("GetSourceFilterList", {"sourceName": SOURCE_NAME}, raw=True)["filters"]
     assert [f["filterName"] for f in filters] == [CHROMA_FILTER_NAME, KEY_AT_SOURCE_SIZE_NAME]
 
     # OBS shows the avatar: our window's pixels, edge to edge, the key colour keyed out.
-    assert_scene_shows_window(client, right=(0, 0, 0, 0))
+    assert_scene_shows_window(obs_client, right=(0, 0, 0, 0))
 
 
-def test_from_a_terminal_without_a_display_the_apps_own_display_is_used(obs, client, avatar_window,
+def test_from_a_terminal_without_a_display_the_apps_own_display_is_used(obs, obs_client, avatar_window,
                                                                        monkeypatch, capsys):
     # As over ssh: OBS and the app run on the desktop, `obs setup` in a shell with no
     # DISPLAY. The screen-capture fallback must look at the window where it is.
@@ -348,7 +317,7 @@ def test_from_a_terminal_without_a_display_the_apps_own_display_is_used(obs, cli
     monkeypatch.delenv("DISPLAY")
     assert run(parse("--port", str(obs.port), "--password", obs.password)) == 0
     out = capsys.readouterr().out
-    if client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] == "xshm_input":
+    if obs_client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] == "xshm_input":
         assert f"captures the screen cropped to the window '{AVATAR_WINDOW_TITLE}' (320x240 at" in out
         assert "the avatar window is always on top" in out
     # A record without one (its app has no display either): what is needed, in a line.
@@ -361,20 +330,20 @@ def test_from_a_terminal_without_a_display_the_apps_own_display_is_used(obs, cli
                             "(DISPLAY is not set, as over ssh): run this from a terminal of the desktop "
                             "the app runs on, or press Add to OBS in the app's settings"), err
     else:  # a window capture that works needs no look at the screen
-        assert client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] != "xshm_input"
+        assert obs_client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] != "xshm_input"
 
 
-def test_a_covered_avatar_window_is_said_with_what_avoids_it(obs, client, avatar_window, capsys):
+def test_a_covered_avatar_window_is_said_with_what_avoids_it(obs, obs_client, avatar_window, capsys):
     write_running_app(record(avatar_window_on_top=False))
     assert run(parse("--port", str(obs.port), "--password", obs.password)) == 0
     out = capsys.readouterr().out
-    if client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] == "xshm_input":
+    if obs_client.send("GetInputSettings", {"inputName": SOURCE_NAME}, raw=True)["inputKind"] == "xshm_input":
         assert "it shows whatever covers that place on screen" in out
         assert ("keep the avatar window uncovered: tick Always on top under Avatar window in the settings "
                 "(Outputs (OBS)); or capture the virtual camera in OBS instead") in out
 
 
-def test_without_the_app_setup_uses_the_saved_settings(obs, client, avatar_window, config, capsys):
+def test_without_the_app_setup_uses_the_saved_settings(obs, obs_client, avatar_window, obs_config, capsys):
     SettingsStore().save(Settings(output_background="transparent", obs_port=obs.port, browser_source=True))
     write_running_app(record(pid=dead_pid()))  # left by an app that crashed
     assert run(parse("--password", obs.password)) == 0
@@ -385,8 +354,8 @@ def test_without_the_app_setup_uses_the_saved_settings(obs, client, avatar_windo
     if "captures the screen cropped" in out:
         assert "a screen capture has no transparency" in out
     assert "the microphone's sync offset is not changed" in out
-    assert client.send("GetSourceFilterList", {"sourceName": SOURCE_NAME}, raw=True)["filters"] == []
-    assert_scene_shows_window(client, right=(*RIGHT, 255))
+    assert obs_client.send("GetSourceFilterList", {"sourceName": SOURCE_NAME}, raw=True)["filters"] == []
+    assert_scene_shows_window(obs_client, right=(*RIGHT, 255))
 
 
 def test_a_missing_scene_is_named_with_the_ones_there_are(obs, capsys):
@@ -394,17 +363,17 @@ def test_a_missing_scene_is_named_with_the_ones_there_are(obs, capsys):
     assert capsys.readouterr().err.strip() == "lipsync-studio: OBS has no scene named 'Nope' (its scenes: 'Scene')"
 
 
-def test_the_mic_offset_follows_the_measured_delay(obs, client):
+def test_the_mic_offset_follows_the_measured_delay(obs, obs_client):
     # What the app calls when the mic → mouth delay moves (a latency mode switch, a stall).
-    if MIC not in [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]:
-        client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
-                                    "inputSettings": {}})
+    if MIC not in [i["inputName"] for i in obs_client.send("GetInputList", raw=True)["inputs"]]:
+        obs_client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
+                                        "inputSettings": {}})
     link = ObsLink("127.0.0.1", obs.port, obs.password)
     try:
         assert link.set_mic_sync_offset(80.4, "premium") == [
             f"set the audio sync offset of the microphone '{MIC}' to 80 ms (the measured mic → mouth delay, "
             "premium mode)"]
-        assert client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"] == 80
+        assert obs_client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"] == 80
     finally:
         link.close()
 
@@ -420,18 +389,18 @@ def test_the_command_line_says_what_it_takes(capsys):
     assert capsys.readouterr().err == "lipsync-studio: --port 70000 is out of range: use 1 to 65535\n"
 
 
-def test_captions_go_into_a_text_source_made_when_missing(obs, client):
+def test_captions_go_into_a_text_source_made_when_missing(obs, obs_client):
     link = ObsLink("127.0.0.1", obs.port, obs.password)
     try:
         link.set_caption_text("Test captions", "Hello there")
         link.set_caption_text("Test captions", "General Kenobi")
     finally:
         link.close()
-    answer = client.send("GetInputSettings", {"inputName": "Test captions"}, raw=True)
+    answer = obs_client.send("GetInputSettings", {"inputName": "Test captions"}, raw=True)
     assert answer["inputKind"] == "text_ft2_source_v2"
     assert answer["inputSettings"]["text"] == "General Kenobi"
-    assert scene_items(client).count("Test captions") == 1
-    client.send("RemoveInput", {"inputName": "Test captions"})  # it would cover the avatar's place
+    assert scene_items(obs_client).count("Test captions") == 1
+    obs_client.send("RemoveInput", {"inputName": "Test captions"})  # it would cover the avatar's place
 
 
 def test_the_link_reconnects_when_obs_restarts(obs, avatar_window):
@@ -477,7 +446,6 @@ def test_the_link_gives_up_when_obs_stays_away(obs):
     obs.start()
 
 
-
 def _rgba(image) -> np.ndarray:
     """A QImage as H×W×4 straight RGBA ints."""
     from PySide6.QtGui import QImage
@@ -499,7 +467,7 @@ def _mixed_in(seen, avatar, colour) -> np.ndarray:
 FRINGE_SIZE = (640, 360)
 
 
-def test_obs_keys_the_real_avatar_window_without_a_fringe(obs, client, qt_app, window_manager, capsys):
+def test_obs_keys_the_real_avatar_window_without_a_fringe(obs, obs_client, qt_app, window_manager, capsys):
     """The app's own avatar window (render/outputs/avatar_window.py) with the bundled avatar
     on the chroma background, set up in OBS by `obs setup` (its chroma key filter), in
     OBS's picture of the scene at 1:1 and scaled by OBS: the background is keyed out and
@@ -527,7 +495,7 @@ def test_obs_keys_the_real_avatar_window_without_a_fringe(obs, client, qt_app, w
         write_running_app(record(chroma_colour="#00ff00"))
         assert run(parse("--port", str(obs.port), "--password", obs.password)) == 0
         capsys.readouterr()
-        item = next(i for i in client.send("GetSceneItemList", {"sceneName": "Scene"}, raw=True)["sceneItems"]
+        item = next(i for i in obs_client.send("GetSceneItemList", {"sceneName": "Scene"}, raw=True)["sceneItems"]
                     if i["sourceName"] == SOURCE_NAME)
         x0 = round(item["sceneItemTransform"]["positionX"])
         y0 = round(item["sceneItemTransform"]["positionY"])
@@ -536,7 +504,7 @@ def test_obs_keys_the_real_avatar_window_without_a_fringe(obs, client, qt_app, w
         assert nothing.sum() > 0.2 * w * h and opaque.sum() > 0.2 * w * h
         deadline = time.monotonic() + 3.0  # the capture's first pictures: 90 OBS ticks
         while True:
-            seen = np.asarray(screenshot(client, "Scene"))[y0:y0 + h, x0:x0 + w].astype(int)
+            seen = np.asarray(screenshot(obs_client, "Scene"))[y0:y0 + h, x0:x0 + w].astype(int)
             keyed_out = (seen[nothing][:, 3] == 0).mean()
             if keyed_out > 0.99 or time.monotonic() > deadline:
                 break
@@ -570,15 +538,15 @@ def test_obs_keys_the_real_avatar_window_without_a_fringe(obs, client, qt_app, w
         own = alone[opaque][:, :3]
         nearest_own = np.linalg.norm(own - green, axis=-1).min()
         for scale in (0.5, 1.5):
-            client.send("SetSceneItemTransform", {"sceneName": "Scene", "sceneItemId": item["sceneItemId"],
-                                                  "sceneItemTransform": {"scaleX": scale, "scaleY": scale}})
+            obs_client.send("SetSceneItemTransform", {"sceneName": "Scene", "sceneItemId": item["sceneItemId"],
+                                                      "sceneItemTransform": {"scaleX": scale, "scaleY": scale}})
             pump(0.2)  # a few OBS ticks
-            scaled = np.asarray(screenshot(client, "Scene")).astype(int)
+            scaled = np.asarray(screenshot(obs_client, "Scene")).astype(int)
             box = scaled[y0:y0 + round(h * scale), x0:x0 + round(w * scale)]
             visible = box[box[..., 3] >= 128][:, :3]
             near_key = (np.linalg.norm(visible - green, axis=-1) < nearest_own - 8).sum()
-            client.send("SetSceneItemTransform", {"sceneName": "Scene", "sceneItemId": item["sceneItemId"],
-                                                  "sceneItemTransform": {"scaleX": 1.0, "scaleY": 1.0}})
+            obs_client.send("SetSceneItemTransform", {"sceneName": "Scene", "sceneItemId": item["sceneItemId"],
+                                                      "sceneItemTransform": {"scaleX": 1.0, "scaleY": 1.0}})
             assert near_key == 0, f"at scale {scale}, {near_key} pixels nearer the key than the avatar is"
     finally:
         window.shutdown()
@@ -587,12 +555,12 @@ def test_obs_keys_the_real_avatar_window_without_a_fringe(obs, client, qt_app, w
         qt_app.processEvents()
 
 
-def test_the_pusher_sends_the_newest_values_without_blocking_the_caller(obs, client):
+def test_the_pusher_sends_the_newest_values_without_blocking_the_caller(obs, obs_client):
     from app.obs.pusher import ObsPusher
 
-    if MIC not in [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]:
-        client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
-                                    "inputSettings": {}})
+    if MIC not in [i["inputName"] for i in obs_client.send("GetInputList", raw=True)["inputs"]]:
+        obs_client.send("CreateInput", {"sceneName": "Scene", "inputName": MIC, "inputKind": "pulse_input_capture",
+                                        "inputSettings": {}})
     errors: list[str] = []
     pusher = ObsPusher(ObsLink("127.0.0.1", obs.port, obs.password), errors.append)
     try:
@@ -604,10 +572,10 @@ def test_the_pusher_sends_the_newest_values_without_blocking_the_caller(obs, cli
 
         def sent():
             try:
-                text = client.send("GetInputSettings", {"inputName": "Test captions"}, raw=True)["inputSettings"]["text"]
+                text = obs_client.send("GetInputSettings", {"inputName": "Test captions"}, raw=True)["inputSettings"]["text"]
             except obsws_python.error.OBSSDKRequestError:
                 return False  # not made yet
-            offset = client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"]
+            offset = obs_client.send("GetInputAudioSyncOffset", {"inputName": MIC}, raw=True)["inputAudioSyncOffset"]
             return text == "word 199" and offset == 65
 
         deadline = time.monotonic() + 5  # a few requests on a loaded machine
@@ -618,7 +586,7 @@ def test_the_pusher_sends_the_newest_values_without_blocking_the_caller(obs, cli
         assert errors == []
     finally:
         pusher.close()
-        client.send("RemoveInput", {"inputName": "Test captions"})  # it would cover the avatar's place
+        obs_client.send("RemoveInput", {"inputName": "Test captions"})  # it would cover the avatar's place
 
 
 def test_the_pusher_tells_a_failure_once(capsys):

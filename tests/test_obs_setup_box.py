@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from app.settings import Settings
-from tests.test_obs_setup import config, obs  # noqa: F401  (fixtures used by name)
 
-pytestmark = pytest.mark.display
+# Settings, records and the OBS password in a folder of each test's, no system keyring.
+pytestmark = [pytest.mark.display, pytest.mark.usefixtures("obs_config")]
 
 
 @pytest.fixture
-def panel(qt_app, obs):  # noqa: F811 (the fixture's value)
+def panel(qt_app, obs):
     from app.ui.settings_panel import SettingsPanel
     from tests.harness.app_driver import pump_until
 
@@ -63,7 +63,7 @@ def _in_view(panel) -> None:
         assert result.viewport().rect().contains(result.cursorRect()), f"{end} is out of view"
 
 
-def test_a_refused_password_says_which_field_to_fill(panel, obs):  # noqa: F811
+def test_a_refused_password_says_which_field_to_fill(panel, obs):
     text = _add(panel, "wrong")
     assert not panel.obs_setup.succeeded
     assert text.splitlines()[-1] == (
@@ -79,14 +79,14 @@ def test_a_refused_password_says_which_field_to_fill(panel, obs):  # noqa: F811
     _in_view(panel)
 
 
-def test_a_missing_password_says_where_to_type_it(panel, obs):  # noqa: F811
+def test_a_missing_password_says_where_to_type_it(panel, obs):
     text = _add(panel, "")
     assert text.splitlines()[-1].startswith(
         f"Not added: OBS at 127.0.0.1:{obs.port} asks for a password: type it in the password "
         "field beside Add to OBS, then press Add to OBS again;")
 
 
-def test_what_a_setup_did_is_read_whole(panel, obs):  # noqa: F811
+def test_what_a_setup_did_is_read_whole(panel, obs):
     text = _add(panel, obs.password)
     assert panel.obs_setup.succeeded, text
     # No app and no avatar window in this test: setup says so among its other lines.

@@ -28,56 +28,23 @@ def pose(name: str, openness: float | None = None) -> MouthPose:
     return MouthPose(v, v, 0.0, OPENNESS[name] if openness is None else openness)
 
 
+# The astronaut's rig and GL target (conftest), by this module's names.
 @pytest.fixture(scope="module")
-def landmarker():
-    from pipeline.face.landmarks import FaceLandmarker
-
-    with FaceLandmarker() as lm:
-        yield lm
+def rig(astronaut_rig):
+    return astronaut_rig
 
 
 @pytest.fixture(scope="module")
-def portrait(tmp_path_factory):
-    from skimage import data
-
-    path = tmp_path_factory.mktemp("portrait") / "astronaut.png"
-    Image.fromarray(data.astronaut()).save(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def rig(portrait, landmarker):
-    from render.rigs.photo import import_portrait
-
-    return import_portrait(portrait, landmarker=landmarker)
-
-
-@pytest.fixture(scope="module")
-def target(qt_app):
-    from render.gl.offscreen import OffscreenTarget
-
-    with OffscreenTarget(SIZE, SIZE) as t:
-        yield t
-
-
-@pytest.fixture(scope="module")
-def module_renderer(target, rig):
-    from render.gl.photo_renderer import PhotoRenderer
-
-    r = PhotoRenderer()
-    r.initialize()
-    r.set_rig(rig)
-    r.resize(SIZE, SIZE)
-    yield r
-    target.make_current()
-    r.release()
+def target(astronaut_target):
+    return astronaut_target
 
 
 @pytest.fixture()
-def renderer(target, module_renderer):
-    """The module's renderer with its context current (an AvatarView test switches)."""
+def renderer(target, astronaut_renderer):
+    """The astronaut's renderer with its context current (another test may have made its own
+    current)."""
     target.make_current()
-    return module_renderer
+    return astronaut_renderer
 
 
 def render(r, p: MouthPose, blink: float = 0.0, breath: float = 0.0, opacity: float = 1.0) -> np.ndarray:
@@ -326,76 +293,3 @@ def test_save_and_load_give_identical_frames_without_mediapipe(rig, renderer, tm
     assert out.stdout.strip() == "False", out.stderr
 
 
-BAD_MANIFESTS = [
-    (lambda m: m.pop("landmarks"), r"missing key\(s\) 'landmarks'"),
-    (lambda m: m.update(format="lipsync-studio.sprite-rig"), r'"format" is .*expected .lipsync-studio\.photo-rig'),
-    (lambda m: m.update(version=2), r"format version 2 is not supported"),
-    (lambda m: m.update(colour="red"), r"unknown key\(s\) 'colour'"),
-    (lambda m: m.update(landmarks=m["landmarks"][:400]), r'"landmarks" must be 478 \[x, y, z\] triples'),
-    (lambda m: m.update(landmarks=[[1e6, 0, 0]] * 478), r'"landmarks" lie far outside the 512×512 picture'),
-    (lambda m: m.update(landmarks=[[100, 100, 0]] * 478), r"the landmarks are broken \(corners coincide\)"),
-    (lambda m: m.update(canvas=[400, 512]), r"the picture is 512×512, but the manifest's canvas is 400×512"),
-    (lambda m: m.update(image="../elsewhere.png"), r'"image" points outside the avatar folder'),
-    (lambda m: m.update(image="missing.png"), r"The picture missing\.png was not found"),
-    (lambda m: m.update(articulation=5), r'"articulation" must be a number from 0\.25 to 2\.0'),
-    (lambda m: m.update(name=""), r'"name" must be a non-empty text'),
-]
-
-
-@pytest.mark.parametrize("spoil, message", BAD_MANIFESTS)
-def test_bad_saved_rigs_are_explained(rig, tmp_path, spoil, message):
-    from render.rigs.manifest import RigError
-    from render.rigs.photo_manifest import load_photo_rig, save_photo_rig
-
-    manifest = save_photo_rig(rig, tmp_path / "avatar")
-    data = json.loads(manifest.read_text())
-    spoil(data)
-    manifest.write_text(json.dumps(data))
-    with pytest.raises(RigError, match=message):
-        load_photo_rig(manifest)
-
-
-def test_unreadable_manifests(tmp_path):
-    from render.rigs.manifest import RigError
-    from render.rigs.photo_manifest import load_photo_rig
-
-    with pytest.raises(RigError, match="manifest not found"):
-        load_photo_rig(tmp_path)
-    (tmp_path / "manifest.json").write_text("{nope")
-    with pytest.raises(RigError, match=r"not valid JSON: .* at line 1, column 2"):
-        load_photo_rig(tmp_path)
-
-
-def test_avatar_view_picks_the_renderer_by_rig_type(qt_app, rig):
-    from render.gl.photo_renderer import PhotoRenderer
-    from render.gl.sprite_renderer import SpriteGLRenderer
-    from render.outputs.avatar_view import AvatarView
-    from tests.test_avatar_view import grabbed, run_for
-    from tests.test_gl_renderer import H, W, synthetic_rig
-
-    view = AvatarView(fps=60.0)
-    view.resize(W, H)
-    view.set_idle_motion(blinking=False, breathing=False)
-    view.set_rig(rig)
-    view.show()
-    try:
-        run_for(qt_app, 0.3)
-        assert isinstance(view.renderer, PhotoRenderer)
-        photo = grabbed(view)
-        # The 512² portrait letterboxed into 160×120: her face at (225, 120) of the picture
-        # lands at (73, 28), with transparent bars beside the picture.
-        assert photo[28, 73, 3] == 255 and photo[28, 73, 0] > 150
-        assert photo[60, 5, 3] == 0 and photo[60, 150, 3] == 0
-        view.set_rig(synthetic_rig())
-        run_for(qt_app, 0.3)
-        assert isinstance(view.renderer, SpriteGLRenderer)
-        assert grabbed(view)[60, 40].tolist() == [230, 190, 160, 255]
-        view.set_rig(rig)
-        run_for(qt_app, 0.3)
-        assert isinstance(view.renderer, PhotoRenderer)
-        assert np.array_equal(grabbed(view), photo)
-    finally:
-        view.shutdown()
-        view.close()
-        view.deleteLater()
-        qt_app.processEvents()

@@ -23,9 +23,7 @@ from render.timing.presenter import (
     Presenter,
 )
 from tests.harness.fake_clock import FakeClock
-
-P = 1 / 60
-MEDIA_OFFSET = 100.0   # media time = monotonic - 100 s
+from tests.harness.paced_presenter import P, media, paced, tick
 
 
 class Voice:
@@ -46,31 +44,6 @@ class Voice:
 def expected(t_start: float, period: float) -> MouthPose:
     k = round(t_start / period)
     return MouthPose(k % 15, (k + 1) % 15, 0.25, (k % 7) / 7)
-
-
-def media(t: float) -> float:
-    return t - MEDIA_OFFSET
-
-
-def paced(clock: FakeClock, **kwargs) -> Presenter:
-    """A presenter whose display clock has probed 24 free-running swaps (5 ms apart, as
-    Xvfb's) and chosen deadline pacing; the fake clock stands at its first deadline."""
-    presenter = Presenter(60.0, now=clock, **kwargs)
-    wake = None
-    for _ in range(presenter.clock.probe_swaps + 1):
-        clock.t += 0.005
-        frame, wake = presenter.swapped(clock.t)
-    assert presenter.clock.mode == DEADLINE and not presenter.clock.probing
-    assert frame is None and wake == pytest.approx(P)     # first deadline: a period on
-    clock.t += wake
-    return presenter
-
-
-def tick(presenter: Presenter, clock: FakeClock):
-    """Run the timer the presenter asked for at its deadline; the clock moves to the next."""
-    frame, wake = presenter.timer_fired(clock.t)
-    clock.t += wake
-    return frame
 
 
 def with_voice(cost: float = 0.0, **kwargs):

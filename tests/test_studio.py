@@ -85,7 +85,7 @@ def test_the_voice_switches_live_and_a_broken_one_keeps_the_voice_in_use(qt_app,
     from dataclasses import replace
 
     from app.voices import voices_folder
-    from tests.test_voices import make_voice
+    from tests.harness.voices import make_voice
 
     make_voice(voices_folder(), "de_DE-joe-medium")
     broken = make_voice(tmp_path, "xx_XX-broken-medium")
@@ -117,7 +117,7 @@ def test_the_voice_switches_live_and_a_broken_one_keeps_the_voice_in_use(qt_app,
 
 
 def test_a_broken_voice_at_start_leaves_the_bundled_one_speaking(qt_app, tmp_path):
-    from tests.test_voices import make_voice
+    from tests.harness.voices import make_voice
 
     broken = make_voice(tmp_path, "xx_XX-broken-medium")
     broken.config.write_text("{")
@@ -137,7 +137,7 @@ def test_each_avatar_keeps_its_voice_and_next_avatar_brings_it(qt_app, tmp_path)
 
     from app.voices import voices_folder
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
-    from tests.test_voices import make_voice
+    from tests.harness.voices import make_voice
 
     make_voice(voices_folder(), "de_DE-joe-medium")
     store = SettingsStore(tmp_path / "settings.json")

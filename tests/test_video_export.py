@@ -408,16 +408,6 @@ def test_the_export_checks_its_output_as_the_command_line_does(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.fixture(scope="module")
-def astronaut_png(tmp_path_factory):
-    from PIL import Image
-    from skimage import data
-
-    path = tmp_path_factory.mktemp("photo") / "astronaut.png"
-    Image.fromarray(data.astronaut()).save(path)
-    return path
-
-
 def test_photo_video_jaw_follows_the_speech_as_the_landmarker_sees_it(qt_app, speech,
                                                                       astronaut_png, tmp_path):
     """The astronaut imported on the fly; MediaPipe watches the decoded video, and its

@@ -141,7 +141,7 @@ def test_a_rendered_frame_reaches_pyvirtualcams_backend_as_yuyv_over_the_key(qt_
     from render.gl.sprite_renderer import SpriteGLRenderer
     from render.gl.yuv_pack import yuyv_reference
     from render.rigs.sprite import load_sprite_rig
-    from tests.test_yuv_pack import TOLERANCE, worst
+    from tests.harness.yuyv import YUYV_TOLERANCE, worst_difference
 
     # pyvirtualcam tries its backends in turn: v4l2loopback fails here (no device), then
     # this one opens.
@@ -172,13 +172,13 @@ def test_a_rendered_frame_reaches_pyvirtualcams_backend_as_yuyv_over_the_key(qt_
     sent = backend.frames[0]
     assert sent.dtype == np.uint8 and sent.shape == (w * h * 2,)
     expected = yuyv_reference(drawn, (0, 255, 0))
-    assert worst(sent.reshape(h, w, 2), expected) <= TOLERANCE
+    assert worst_difference(sent.reshape(h, w, 2), expected) <= YUYV_TOLERANCE
     alpha = drawn[..., 3]
     assert 0 < (alpha == 0).sum() and 0 < (alpha == 255).sum()   # both the avatar and around it
     # Pairs where nothing was drawn: green's BT.601 levels, Y 144.55, U 53.80, V 34.21.
     empty = (alpha[:, 0::2] == 0) & (alpha[:, 1::2] == 0)
     pairs = sent.reshape(h, w // 2, 4)[empty].astype(int)
-    assert len(pairs) > 100 and np.abs(pairs - [145, 54, 145, 34]).max() <= TOLERANCE
+    assert len(pairs) > 100 and np.abs(pairs - [145, 54, 145, 34]).max() <= YUYV_TOLERANCE
     assert camera.last_sent_media_time == 1.25
 
 

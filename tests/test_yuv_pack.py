@@ -19,15 +19,11 @@ import numpy as np
 import pytest
 
 from render.gl.yuv_pack import yuyv_reference
+from tests.harness.yuyv import YUYV_TOLERANCE, worst_difference
 
 pytestmark = pytest.mark.display
 
-TOLERANCE = 1
 DARK = (32, 35, 42)   # the app's default solid background
-
-
-def worst(got: np.ndarray, expected: np.ndarray) -> int:
-    return int(np.abs(got.astype(int) - expected.astype(int)).max())
 
 
 @contextmanager
@@ -89,7 +85,7 @@ def test_pixels_of_known_colours_give_bt601_limited_levels(qt_app):
     expected = np.array([[235, 128, 16, 128, 81, 90, 81, 240, 145, 147, 41, 72, 46, 116, 82, 139],
                          [16, 128, 235, 128, 46, 132, 46, 126, 41, 147, 145, 72, 82, 116, 46, 139]],
                         np.uint8)
-    assert worst(got.reshape(2, 16), expected) <= TOLERANCE, got.reshape(2, 16)
+    assert worst_difference(got.reshape(2, 16), expected) <= YUYV_TOLERANCE, got.reshape(2, 16)
 
 
 def test_random_premultiplied_frames_match_the_reference(qt_app):
@@ -99,7 +95,8 @@ def test_random_premultiplied_frames_match_the_reference(qt_app):
         # Premultiplied: every channel at most its alpha, as the renderers draw.
         rgba = np.concatenate([rng.integers(0, 256, (h, w, 3)) * alpha // 255, alpha],
                               axis=2).astype(np.uint8)
-        assert worst(packed(rgba, background), yuyv_reference(rgba, background)) <= TOLERANCE
+        assert (worst_difference(packed(rgba, background), yuyv_reference(rgba, background))
+                <= YUYV_TOLERANCE)
 
 
 def test_odd_widths_are_refused_with_the_reason(qt_app):
@@ -161,14 +158,14 @@ def test_the_avatar_read_back_as_yuyv_matches_the_reference_of_its_rgba(qt_app, 
             if got is not None:
                 frame, tag = got
                 assert frame.shape == (h, w, 2) and frame.dtype == np.uint8
-                assert worst(frame, expected[tag]) <= TOLERANCE, f"frame {tag}"
+                assert worst_difference(frame, expected[tag]) <= YUYV_TOLERANCE, f"frame {tag}"
                 got_tags.append(tag)
                 arrays.append(frame)
         assert got_tags == list(range(5))
         # One array under every frame: nothing allocated per frame.
         assert all(np.shares_memory(arrays[0], a) for a in arrays[1:])
         # The frames differ, so matching is not one frame matched five times.
-        assert worst(expected[0], expected[1]) > 10
+        assert worst_difference(expected[0], expected[1]) > 10
         assert readback.stats()["collected"] == 5
         readback.release()
         readback.release()

@@ -80,7 +80,7 @@ HEAD_BORDER = 2.3
 EXPRESSION_FADE = (0.88, 1.05)
 # Cells squashed or stretched by more than this look drawn rather than photographed
 # (a judgement, not a measurement: at 25 % the cheek of a yawing astronaut is visibly
-# flattened but still reads as a face to MediaPipe, tests/test_photo_motion.py).
+# flattened but still reads as a face to MediaPipe, tests/test_photo_face.py).
 MAX_STRAIN = 0.25
 # Expressions stretch skin as faces do: raised brows lengthen the skin between brow and
 # lid by about half (the brow rises by some 30-50 % of its height above the lid). Below

@@ -14,6 +14,14 @@ from app.settings import Settings, SettingsStore
 # frames are then all alike, for tests that compare them.
 STILL = dict(blinking=False, breathing=False, motion_bounce=0.0, motion_tilt=0.0,
              motion_shake=0.0, motion_sway=0.0, motion_head_turn=0.0)
+# The JACK test server's device, named in every window's settings: the machine's default
+# is its own sound card or sound server wherever it has one (conftest's harness_device
+# checks it is the server's).
+HARNESS_DEVICE = "system"
+# The mic has its own tests; in the app's it would only add load and nothing to look at.
+# At 60 fps on Xvfb's software GL too, so that A/V sync is checked on the finer frame grid.
+QUIET = Settings(audio_output_device=HARNESS_DEVICE, mic_enabled=False, software_gl_fps=60,
+                 **STILL)
 
 
 def pump(seconds: float) -> None:

@@ -11,6 +11,8 @@ import base64
 import contextlib
 from collections.abc import Iterator
 
+import numpy as np
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run")
@@ -43,3 +45,9 @@ def canvas_pixels(page) -> tuple[int, int, bytes]:
             return [c.width, c.height, btoa(s)];
         }""")
     return width, height, base64.b64decode(data)
+
+
+def read_canvas(page) -> np.ndarray:
+    """canvas_pixels as an H×W×4 array."""
+    w, h, data = canvas_pixels(page)
+    return np.frombuffer(data, np.uint8).reshape(h, w, 4)

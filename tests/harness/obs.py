@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import obsws_python
+
 # OBS 29 under Xvfb on llvmpipe answered on its websocket 4-9 s after exec on this 2-core
 # VM (idle to loaded); 45 s leaves room for a machine busy with other test runs.
 START_TIMEOUT_S = 45.0
@@ -202,3 +204,14 @@ class Obs:
     def stop(self) -> None:
         if self.proc is not None:
             _stop_group(self.proc)
+
+
+# The chroma key colour the OBS tests set (tests/test_obs_setup.py's avatar stand-in has it
+# as its right half), and the name of the microphone input they add to OBS.
+KEY = "#12ab34"
+MIC = "Test mic"
+
+
+def connect(obs: Obs) -> obsws_python.ReqClient:
+    """The test's own view of OBS, straight through obsws-python."""
+    return obsws_python.ReqClient(host="127.0.0.1", port=obs.port, password=obs.password, timeout=10)

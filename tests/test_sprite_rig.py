@@ -1,4 +1,5 @@
-"""The default sprite rig and the loader's handling of every way a user rig can be broken."""
+"""render/rigs/sprite.py: the default sprite rig and the loader's handling of every way a
+user rig can be broken."""
 
 from __future__ import annotations
 

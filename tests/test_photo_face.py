@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from pipeline.core.avatar_state import INDEX, AvatarState
 from pipeline.core.frames import MouthPose
@@ -31,44 +30,20 @@ def state(pose: MouthPose = SIL, **fields: float) -> AvatarState:
     return s
 
 
+# The astronaut's rig, GL target and renderer (conftest), by this module's names.
 @pytest.fixture(scope="module")
-def landmarker():
-    from pipeline.face.landmarks import FaceLandmarker
-
-    with FaceLandmarker() as lm:
-        yield lm
+def rig(astronaut_rig):
+    return astronaut_rig
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory, landmarker):
-    from skimage import data
-
-    from render.rigs.photo import import_portrait
-
-    path = tmp_path_factory.mktemp("portrait") / "astronaut.png"
-    Image.fromarray(data.astronaut()).save(path)
-    return import_portrait(path, landmarker=landmarker)
+def target(astronaut_target):
+    return astronaut_target
 
 
 @pytest.fixture(scope="module")
-def target(qt_app):
-    from render.gl.offscreen import OffscreenTarget
-
-    with OffscreenTarget(SIZE, SIZE) as t:
-        yield t
-
-
-@pytest.fixture(scope="module")
-def renderer(target, rig):
-    from render.gl.photo_renderer import PhotoRenderer
-
-    r = PhotoRenderer()
-    r.initialize()
-    r.set_rig(rig)
-    r.resize(SIZE, SIZE)
-    yield r
-    target.make_current()
-    r.release()
+def renderer(astronaut_renderer):
+    return astronaut_renderer
 
 
 def resized(target, renderer, width: int, height: int) -> None:

@@ -1,7 +1,7 @@
-"""The device queue's scheduling, on the CPU: earliest deadline first, runs of one
-engine and key batched, one run at a time, errors to their callers, and no waiting
-thread left behind. The stage it schedules is a stand-in whose runs take a known time
-(the GPU runs themselves are tested on the H200: tests/test_gpu_voice.py)."""
+"""pipeline/infer/engine.py's device queue scheduling, on the CPU: earliest deadline
+first, runs of one engine and key batched, one run at a time, errors to their callers, and
+no waiting thread left behind. The stage it schedules is a stand-in whose runs take a known
+time (the GPU runs themselves are tested on the H200: tests/test_gpu_voice.py)."""
 
 import threading
 import time

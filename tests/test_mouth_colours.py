@@ -54,14 +54,6 @@ def draw_cartoon(size: int = 512) -> np.ndarray:
     return np.asarray(im)
 
 
-@pytest.fixture(scope="module")
-def landmarker():
-    from pipeline.face.landmarks import FaceLandmarker
-
-    with FaceLandmarker() as lm:
-        yield lm
-
-
 def make_rig(landmarker, rgb: np.ndarray, name: str):
     from render.rigs.photo import build_photo_rig
 
@@ -69,13 +61,6 @@ def make_rig(landmarker, rgb: np.ndarray, name: str):
     faces = landmarker.detect(image)
     assert len(faces) == 1
     return build_photo_rig(image, faces[0].points, name)
-
-
-@pytest.fixture(scope="module")
-def astronaut():
-    from skimage import data
-
-    return data.astronaut()
 
 
 @pytest.fixture(scope="module")
