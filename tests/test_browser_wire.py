@@ -89,8 +89,10 @@ def test_what_a_page_says_is_read_and_anything_else_is_not():
     assert decode_page_message('{"painted": 9, "t": 2000, "ready": 1990}') == Painted(9, 2.0, 1.99)
     assert decode_page_message(b'{"painted": 9, "t": 2000}') == Painted(9, 2.0, None)
     assert decode_page_message('{"painted": 9, "t": 2000, "ready": "soon"}').ready_s is None
+    assert decode_page_message('{"painted": 9, "t": 2000, "ready": 1e999}').ready_s is None
     garbage = ["not json", "[1, 2]", "42", '"t"', "{}", '{"t": "soon"}', '{"t": NaN}',
                '{"t": 1, "sync": "x"}', '{"t": 1, "painted": "x"}', '{"t": 1, "what": 1}',
                b"\x00\xff binary", "\udcff".encode("utf-8", "surrogatepass"),
-               '{"sync": 1}', '{"painted": 1, "t": Infinity}']
+               '{"sync": 1}', '{"painted": 1, "t": Infinity}', '{"t": true, "sync": 1}',
+               '{"t": 1e999, "sync": 1}', "[" * 5000, '{"t": 1' + "0" * 5000 + ', "sync": 1}']
     assert [decode_page_message(g) for g in garbage] == [None] * len(garbage)

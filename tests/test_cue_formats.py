@@ -8,7 +8,6 @@ import io
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import wave
@@ -32,10 +31,16 @@ from pipeline.lipsync.cue_formats import (
 from pipeline.voice.cues import concat_tracks
 from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
 from pipeline.voice.viseme_track import MAX_BLEND_HALF_WIDTH
+from tests.harness.cue_readers import (
+    RHUBARB_SHAPES,
+    glb_chunks,
+    moho_switches,
+    motion3_points,
+    vrma_weights,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 TEXT = "Bob made five pies. Hello, world! Its kids sit."
-SHAPES = set("ABCDEFGHX")
 # 10 ms windows of this voice (noise off) measured: inside its pauses RMS ≤ 0.0008, inside
 # vowels ≥ 0.1 (0.10-0.23), stop closures 0.0006-0.004 but never longer than 70 ms. A
 # word's last stop ("world", "sit") closes in silence: a pause begins with its closure,
@@ -141,7 +146,7 @@ def test_tsv_and_xml_read_back_agree_and_cover_the_sound(speech):
     assert cues[0][0] == 0.0 and cues[-1][1] == pytest.approx(duration, abs=0.005)
     for (_, end, shape), (start, _, following) in zip(cues, cues[1:]):
         assert end == start and shape != following  # contiguous, equal neighbours merged
-    assert {shape for *_, shape in cues} <= SHAPES
+    assert {shape for *_, shape in cues} <= RHUBARB_SHAPES
     # TSV: each cue's start and shape, then the end with the mouth closed (Rhubarb's layout).
     assert [(float(t), s) for t, s in rows] == [(a, v) for a, _, v in cues] + [(cues[-1][1], "X")]
     assert all(len(t.split(".")[1]) == 2 for t, _ in rows)  # centiseconds, as Rhubarb writes
@@ -160,15 +165,6 @@ def test_rhubarb_cues_close_the_mouth_in_pauses_and_open_it_on_vowels(speech):
 
 # --- Moho / Papagayo switch data ---------------------------------------------------------
 
-def _switches(text):
-    lines = text.splitlines()
-    assert lines[0] == "MohoSwitch1"
-    pairs = [(int(frame), shape) for frame, shape in (line.split(" ") for line in lines[1:])]
-    frames = [f for f, _ in pairs]
-    assert frames[0] == 1 and frames == sorted(set(frames))
-    assert {s for _, s in pairs} <= SHAPES
-    return pairs
-
 
 def _frame_shapes(pairs, frames):
     """The shape Moho shows on each frame 1 .. `frames` (a switch holds until the next)."""
@@ -181,7 +177,7 @@ def _frame_shapes(pairs, frames):
 @pytest.mark.parametrize("fps", [24.0, 30.0, 60.0])
 def test_dat_shows_each_whole_frame_of_a_cue_as_that_cue_at_the_frame_rate(speech, fps):
     _, _, cues, duration = speech
-    pairs = _switches(_text("dat", speech, fps))
+    pairs = moho_switches(_text("dat", speech, fps))
     frames = math.ceil(duration * fps)  # as many as the video has
     assert pairs[-1][1] == "X" and pairs[-1][0] <= frames + 1  # the mouth closed at the end
     assert all(a[1] != b[1] for a, b in zip(pairs, pairs[1:]))  # a switch per change
@@ -203,25 +199,11 @@ def test_dat_shows_a_closure_shorter_than_a_frame():
     # A 10 ms "p" between vowels: at 24 fps (42 ms frames) no frame is mostly "p", and
     # frame_pose still gives it the frame nearest its start (MUST_SHOW).
     cues = [VisemeCue(0.0, 0.2, "aa"), VisemeCue(0.2, 0.21, "PP"), VisemeCue(0.21, 0.5, "aa")]
-    shapes = [s for _, s in _switches(cue_file(FORMATS["dat"], cues, 0.5).decode())]
+    shapes = [s for _, s in moho_switches(cue_file(FORMATS["dat"], cues, 0.5).decode())]
     assert shapes == ["D", "A", "D", "X"]
 
 
 # --- Live2D motion3.json -----------------------------------------------------------------
-
-def _walk(segments):
-    """The spec's reading of a flat Segments array: (points, segment count); each
-    identifier is followed by 1 point (linear, stepped, inverse stepped) or 3 (bézier)."""
-    points, i, count = [(segments[0], segments[1])], 2, 0
-    while i < len(segments):
-        kind = segments[i]
-        assert kind in (0, 1, 2, 3)
-        n = 3 if kind == 1 else 1
-        points += [(segments[i + 1 + 2 * k], segments[i + 2 + 2 * k]) for k in range(n)]
-        i += 1 + 2 * n
-        count += 1
-    assert i == len(segments)
-    return points, count
 
 
 def test_motion3_counts_are_exact_and_the_mouth_follows_the_speech(speech):
@@ -235,7 +217,7 @@ def test_motion3_counts_are_exact_and_the_mouth_follows_the_speech(speech):
     assert set(curves) == {"ParamMouthOpenY", "ParamMouthForm"}
     assert all(c["Target"] == "Parameter" and set(c) == {"Target", "Id", "Segments"}
                for c in motion["Curves"])
-    walked = {name: _walk(c["Segments"]) for name, c in curves.items()}
+    walked = {name: motion3_points(c["Segments"]) for name, c in curves.items()}
     assert meta["CurveCount"] == len(curves)
     assert meta["TotalSegmentCount"] == sum(n for _, n in walked.values())
     assert meta["TotalPointCount"] == sum(len(p) for p, _ in walked.values())
@@ -264,59 +246,11 @@ def test_motion3_counts_are_exact_and_the_mouth_follows_the_speech(speech):
 
 # --- VRM Animation -----------------------------------------------------------------------
 
-def _glb(data: bytes):
-    """glTF 2.0's binary container read as its spec lays it out: (JSON, BIN chunk)."""
-    magic, version, length = struct.unpack_from("<III", data)
-    assert (magic, version, length) == (0x46546C67, 2, len(data))
-    json_length, json_type = struct.unpack_from("<II", data, 12)
-    assert json_type == 0x4E4F534A and json_length % 4 == 0
-    document = json.loads(data[20:20 + json_length])
-    bin_length, bin_type = struct.unpack_from("<II", data, 20 + json_length)
-    assert bin_type == 0x004E4942 and bin_length % 4 == 0
-    blob = data[28 + json_length:]
-    assert len(blob) == bin_length and document["buffers"][0]["byteLength"] <= bin_length
-    return document, blob
-
-
-def _accessor(document, blob, index):
-    accessor = document["accessors"][index]
-    view = document["bufferViews"][accessor["bufferView"]]
-    assert accessor["componentType"] == 5126  # float32
-    width = {"SCALAR": 1, "VEC3": 3}[accessor["type"]]
-    assert view["byteLength"] == 4 * width * accessor["count"]
-    values = np.frombuffer(blob, np.float32, width * accessor["count"], view["byteOffset"])
-    values = values.reshape(accessor["count"], width)
-    assert accessor["min"] == values.min(axis=0).tolist()
-    assert accessor["max"] == values.max(axis=0).tolist()
-    return values
-
-
-def _weights(document, blob):
-    """Each preset expression's weight over time, as a VRM player reads the file: the X
-    of its node's animated translation, interpolated linearly."""
-    extension = document["extensions"]["VRMC_vrm_animation"]
-    assert "VRMC_vrm_animation" in document["extensionsUsed"]
-    assert extension["specVersion"] == "1.0" and "humanBones" in extension["humanoid"]
-    nodes = {name: e["node"] for name, e in extension["expressions"]["preset"].items()}
-    assert list(nodes) == list(VRM1_VOWELS)
-    animation = document["animations"][0]
-    curves = {}
-    for channel in animation["channels"]:
-        assert channel["target"]["path"] == "translation"
-        sampler = animation["samplers"][channel["sampler"]]
-        assert sampler["interpolation"] == "LINEAR"
-        times = _accessor(document, blob, sampler["input"])[:, 0]
-        xyz = _accessor(document, blob, sampler["output"])
-        assert np.all(np.diff(times) > 0) and times[0] == 0.0
-        assert np.all(xyz[:, 1:] == 0) and np.all((0 <= xyz[:, 0]) & (xyz[:, 0] <= 1))
-        curves[channel["target"]["node"]] = (times, xyz[:, 0])
-    return {name: curves[node] for name, node in nodes.items()}
-
 
 def test_vrma_expressions_follow_the_speech(speech):
     audio, rate, cues, duration = speech
     data = cue_file(FORMATS["vrma"], cues, duration, fps=30.0)
-    weights = _weights(*_glb(data))
+    weights = vrma_weights(*glb_chunks(data))
     # The clip lasts as long as the sound: a player ends it at its last key.
     assert {float(times[-1]) for times, _ in weights.values()} == {float(np.float32(duration))}
 
@@ -343,7 +277,7 @@ def test_vrma_reads_back_with_pygltflib(speech, tmp_path):
     path = tmp_path / "talk.vrma"
     path.write_bytes(cue_file(FORMATS["vrma"], cues, duration))
     gltf = pygltflib.GLTF2().load_binary(path)
-    document, blob = _glb(path.read_bytes())
+    document, blob = glb_chunks(path.read_bytes())
     assert gltf.asset.version == "2.0"
     assert gltf.extensions["VRMC_vrm_animation"] == document["extensions"]["VRMC_vrm_animation"]
     assert [n.name for n in gltf.nodes] == list(VRM1_VOWELS)
@@ -362,7 +296,7 @@ def test_say_and_lipsync_write_the_format_the_suffix_names(tmp_path):
     wav, dat, motion = tmp_path / "s.wav", tmp_path / "s.dat", tmp_path / "l.motion3.json"
     said = _run(["say", TEXT, "--wav", str(wav), "--cues", str(dat), "--fps", "30"])
     assert said.returncode == 0, said.stderr
-    assert _switches(dat.read_text())[-1][1] == "X"
+    assert moho_switches(dat.read_text())[-1][1] == "X"
     synced = _run(["lipsync", str(wav), "--out", str(motion)])
     assert synced.returncode == 0, synced.stderr
     assert json.loads(motion.read_text())["Meta"]["Fps"] == DEFAULT_FPS
@@ -374,7 +308,7 @@ def test_render_writes_cues_on_the_videos_frames(tmp_path):
                    "--fps", "10", "--cues", str(dat)])
     assert result.returncode == 0, result.stderr
     frames = int(result.stdout.split(" frames at ")[0].rsplit(" ", 1)[1])
-    pairs = _switches(dat.read_text())
+    pairs = moho_switches(dat.read_text())
     assert pairs[-1][1] == "X" and pairs[-1][0] <= frames + 1
     assert len(_frame_shapes(pairs, frames)) == frames and len(pairs) >= 5
     # A recording's cues are the model's, as its video's mouth follows them.

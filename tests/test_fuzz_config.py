@@ -19,7 +19,7 @@ from app.settings import Settings, SettingsStore, validate
 from pipeline.core.resources import ASSETS_DIR
 from render.rigs.loader import load_avatar_rig
 from render.rigs.manifest import RigError
-from render.rigs.photo import save_photo_rig
+from render.rigs.photo_manifest import save_photo_rig
 from tests.fuzzing import (
     EDGE_NUMBERS,
     EDGE_STRINGS,

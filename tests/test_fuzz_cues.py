@@ -34,12 +34,14 @@ from pipeline.lipsync.cue_formats import (
 )
 from pipeline.voice.captions import CaptionWord, caption_blocks, caption_document
 from tests.fuzzing import ANY_CHAR, EDGE_STRINGS, examples
-from tests.test_cue_formats import _glb, _switches, _walk, _weights
+from tests.harness.cue_readers import (
+    RHUBARB_SHAPES,
+    glb_chunks,
+    moho_switches,
+    motion3_points,
+    vrma_weights,
+)
 
-# Example counts: 10-30 ms an example for the text formats, 30-70 ms for the frame-rate
-# ones (2-core EPYC VM, shared), chosen to keep this file near 15 s of the suite's ~90 s
-# for fuzzing.
-SHAPES = set("ABCDEFGHX")
 durations = st.floats(0.0, 20.0, allow_nan=False)
 
 
@@ -118,7 +120,7 @@ def test_rhubarb_tsv_and_xml_read_back_alike(cues_and_duration, sound_file):
     assert [(float(t), s) for t, s in rows] == [(a, v) for a, _, v in spans] + [(end, "X")]
     if spans:
         _check_cover(spans, cues, duration, 100, lambda v: RHUBARB_SHAPE[v])
-    assert {v for *_, v in spans} <= SHAPES
+    assert {v for *_, v in spans} <= RHUBARB_SHAPES
 
 
 fps_values = st.one_of(st.sampled_from([24.0, 25.0, 30.0, 60.0]), st.floats(0.5, MAX_FPS))
@@ -130,7 +132,7 @@ fps_values = st.one_of(st.sampled_from([24.0, 25.0, 30.0, 60.0]), st.floats(0.5,
 @example(([VisemeCue(1.0, 1.0, "sil")], 1.0), 24.0)
 def test_moho_switches_count_every_frame(cues_and_duration, fps):
     cues, duration = cues_and_duration
-    pairs = _switches(cue_file(FORMATS["dat"], cues, duration, fps=fps).decode())
+    pairs = moho_switches(cue_file(FORMATS["dat"], cues, duration, fps=fps).decode())
     frames = max(1, math.ceil(duration * fps - 1e-9))
     assert pairs[-1][1] == "X" and pairs[-1][0] <= frames + 1
     assert all(a[1] != b[1] for a, b in zip(pairs, pairs[1:]))
@@ -147,7 +149,7 @@ def test_live2d_motion_counts_and_curves_hold(cues_and_duration, fps):
     cues, duration = cues_and_duration
     motion = json.loads(cue_file(FORMATS["motion3"], cues, duration, fps=fps))
     meta = motion["Meta"]
-    walked = [_walk(c["Segments"]) for c in motion["Curves"]]
+    walked = [motion3_points(c["Segments"]) for c in motion["Curves"]]
     assert meta["CurveCount"] == len(walked) == 2
     assert meta["TotalSegmentCount"] == sum(n for _, n in walked)
     assert meta["TotalPointCount"] == sum(len(p) for p, _ in walked)
@@ -168,7 +170,7 @@ def test_vrm_animation_reads_back_with_pygltflib(cues_and_duration, fps):
     data = cue_file(FORMATS["vrma"], cues, duration, fps=fps)
     gltf = pygltflib.GLTF2.load_from_bytes(data)
     assert gltf.asset.version == "2.0" and len(gltf.animations[0].channels) == len(gltf.nodes)
-    for times, weights in _weights(*_glb(data)).values():
+    for times, weights in vrma_weights(*glb_chunks(data)).values():
         assert np.all((weights >= 0) & (weights <= 1))
 
 

@@ -22,6 +22,14 @@ def parse_size(text: str) -> tuple[int, int]:
     if preset is not None:
         return preset
     match = _WIDTH_X_HEIGHT.fullmatch(text)
-    if match is None:
-        raise SizeError(f"{text!r} is not WIDTHxHEIGHT in pixels (e.g. 1280x720), 720p or 1080p")
-    return int(match[1]), int(match[2])
+    try:
+        if match is not None:
+            return int(match[1]), int(match[2])
+    except ValueError:  # more digits than int() converts (4,300)
+        pass
+    raise SizeError(f"{_shown(text)} is not WIDTHxHEIGHT in pixels (e.g. 1280x720), 720p or 1080p")
+
+
+def _shown(text: str, most: int = 40) -> str:
+    """`text` quoted for a message, cut short where it is long."""
+    return repr(text if len(text) <= most else text[:most] + "…")
