@@ -87,7 +87,7 @@ def main() -> int:
         onset_times, onset_visemes, first_audio, fell_behind = [], [], [], []
         leads, slacks = [], []
         for i, text in enumerate((SENTENCES * 2)[: args.sentences]):
-            leads.append(engine.speaker.start_lead_s * 1000)
+            leads.append(engine.speaker.start_lead.lead_s * 1000)
             say(window, text)
             first_audio.append(window.first_audio.heard_ms)
             wait_until_quiet(window, margin=0.25)

@@ -35,7 +35,7 @@ from piper import PiperVoice  # noqa: E402
 
 from bench.machine import describe, publish  # noqa: E402
 from pipeline.infer.providers import PROVIDERS  # noqa: E402
-from pipeline.voice.speaker import START_LEAD_INITIAL_S  # noqa: E402
+from pipeline.voice.start_lead import START_LEAD_INITIAL_S  # noqa: E402
 from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
 
 TEXTS = {

@@ -68,7 +68,7 @@ def test_sentences_play_back_to_back_with_visemes_on_the_same_clock(tts, output)
         timeline = SpeechTimeline()
         speaker = Speaker(tts, timeline, output, output.clock, events)
         if lead is not None:
-            speaker.start_lead_s = lead
+            speaker.start_lead.lead_s = lead
         try:
             requested = time.monotonic()
             speaker.say("Papa made a map. Five big boxes move slowly.")
@@ -76,7 +76,7 @@ def test_sentences_play_back_to_back_with_visemes_on_the_same_clock(tts, output)
             finished = events.next(SpeechFinished)
             times, visemes = timeline.onsets()
             scheduled_end = output.scheduled_end / output.sample_rate
-            lead = speaker.start_lead_s
+            lead = speaker.start_lead.lead_s
         finally:
             speaker.close()
         heard_at = output.clock.monotonic_at(times[0])
@@ -285,47 +285,19 @@ def test_mode_switch_storm_while_speaking(tts, output):
         speaker.close()
 
 
-def test_start_lead_doubles_after_underruns_and_gives_back_half_the_unused_slack(tts):
-    from pipeline.voice.speaker import (
-        SLACK_MARGIN_S,
-        START_LEAD_INITIAL_S,
-        START_LEAD_MAX_S,
-        START_LEAD_MIN_S,
-    )
-
-    speaker = Speaker(tts, SpeechTimeline(), None, MediaClock(22050), Events())
-    try:
-        assert START_LEAD_MIN_S < speaker.start_lead_s == START_LEAD_INITIAL_S < START_LEAD_MAX_S
-        speaker._adapt_start_lead(1, 0.05)  # late: slack measured or not, it doubles
-        assert speaker.start_lead_s == 2 * START_LEAD_INITIAL_S
-        for _ in range(10):
-            speaker._adapt_start_lead(2, None)
-        assert speaker.start_lead_s == START_LEAD_MAX_S
-        speaker._adapt_start_lead(0, None)  # nothing measured (one chunk): kept
-        speaker._adapt_start_lead(0, SLACK_MARGIN_S)  # all used: kept
-        assert speaker.start_lead_s == START_LEAD_MAX_S
-        speaker._adapt_start_lead(0, SLACK_MARGIN_S + 0.1)
-        assert speaker.start_lead_s == pytest.approx(START_LEAD_MAX_S - 0.05)
-        for _ in range(20):
-            speaker._adapt_start_lead(0, START_LEAD_MAX_S)
-        assert speaker.start_lead_s == START_LEAD_MIN_S
-    finally:
-        speaker.close()
-
-
 @pytest.mark.audio
 def test_the_slack_of_a_speech_is_measured_on_the_output_and_steers_the_lead(tts, output):
-    from pipeline.voice.speaker import SLACK_MARGIN_S, START_LEAD_MIN_S
+    from pipeline.voice.start_lead import SLACK_MARGIN_S, START_LEAD_MIN_S
 
     events = Events()
     speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events)
     try:
-        leads = [speaker.start_lead_s]
+        leads = [speaker.start_lead.lead_s]
         finished = []
         for _ in range(3):
             speaker.say("Papa made a map. Five big boxes move slowly.")
             finished.append(events.next(SpeechFinished))
-            leads.append(speaker.start_lead_s)
+            leads.append(speaker.start_lead.lead_s)
     finally:
         speaker.close()
     for f, before, after in zip(finished, leads, leads[1:]):
@@ -356,7 +328,7 @@ def _recorded_speech(tts, output, speak) -> tuple[np.ndarray, list[SpeechFinishe
         # window, whose durations differ slightly by design (test_streaming_tts bounds it).
         speaker = Speaker(tts, SpeechTimeline(), output, output.clock, events,
                           mode=LATENCY_MODES["premium"])
-        speaker.start_lead_s = 0.1  # a first chunk in time even on a loaded machine
+        speaker.start_lead.lead_s = 0.1  # a first chunk in time even on a loaded machine
         try:
             ids = speak(speaker)
             finished = []

@@ -43,6 +43,7 @@ from pipeline.core.modes import DEFAULT_MODE
 from pipeline.text.incremental import SentencePieces
 from pipeline.text.input import TextInputError
 from pipeline.voice.speech_timeline import SpeechTimeline
+from pipeline.voice.start_lead import StartLead, floor_for
 from pipeline.voice.streaming_tts import (
     LATENCY_MODES,
     LatencyMode,
@@ -58,29 +59,6 @@ log = logging.getLogger(__name__)
 MAX_AHEAD_S = 8.0
 # Without an audio device, speech starts this long after the request is scheduled.
 SILENT_LEAD_S = 0.05
-# A jitter buffer for the start of speech: playback begins this far behind the first
-# chunk, so the next chunks have time to arrive. It doubles after a request that had
-# underruns and, after a clean one, gives back half of what went unused: the least
-# slack of the chunks after the first (how long before its place could no longer be
-# written each was written) beyond SLACK_MARGIN_S. The first chunk's own slack is the
-# lead itself, so it says nothing.
-# A fresh app starts cautious: its first speeches pay first-use costs (caches, numpy and
-# onnxruntime code paths, a UI just started), and on 2 cores a 45 ms lead still let a
-# first speech underrun in 1 of ~20 test runs.
-START_LEAD_INITIAL_S = 0.06
-START_LEAD_MAX_S = 0.2
-# The least lead. Steered by slack alone (a 5 ms floor), the lead came down to 8-30 ms in
-# bench/av_sync.py on 2 cores, and 3 of 20 speeches then fell behind at both 30 and 60
-# fps (chunks up to 64 ms later against the first than in the speech before), for no
-# gain in heard first audio (P50 113 ms against 114 with this floor): the rest of it is
-# synthesis, the output's safety blocks and the device. Measured in the app on 2 cores
-# with software GL: with a 30 ms lead the third chunk arrived 13-24 ms before it was due,
-# and 1 in ~8 first speeches had a late chunk; 45 ms gives it a margin of ~30 ms.
-START_LEAD_MIN_S = 0.045
-# Slack kept beyond what speeches used: one JACK period (10.7 ms), the granularity at
-# which the output callback takes audio, so a chunk a period later than any measured
-# still plays.
-SLACK_MARGIN_S = 0.011
 
 
 @dataclass(slots=True)
@@ -136,7 +114,8 @@ class Speaker:
         # sentence can never be scheduled after the Stop that should have dropped it.
         self._schedule_lock = threading.Lock()
         self._silent_end = 0.0
-        self.start_lead_s = START_LEAD_INITIAL_S
+        # The jitter buffer before each speech's first sound (pipeline/voice/start_lead.py).
+        self.start_lead = StartLead(floor_for(tts.on_device))
         self._finished_id = 0  # the last request the worker is done with
         self._heard_until = 0.0  # media time at which the last speech's sound ends
         self._worker = threading.Thread(target=self._run, name="speaker", daemon=True)
@@ -255,7 +234,7 @@ class Speaker:
                     # A plan's mouth shapes go on the media clock with its first audio:
                     # right after the previous plan, or as soon as possible if synthesis
                     # fell behind (a pause, not a glitch).
-                    plan_start = self._start_of_plan(end_pos, lead=0.0 if started else self.start_lead_s)
+                    plan_start = self._start_of_plan(end_pos, lead=0.0 if started else self.start_lead.lead_s)
                     if end_pos is not None and plan_start > end_pos:
                         gaps += 1
                     track = VisemeTrack(plan.phonemes)
@@ -281,7 +260,7 @@ class Speaker:
                     request.id, heard_at - request.requested_at, self._now() - request.requested_at,
                 ))
         least_slack_s = None if least_slack is None else least_slack / rate
-        self._adapt_start_lead(underruns + gaps, least_slack_s)
+        self.start_lead.adapt(underruns + gaps, least_slack_s)
         if end_pos is not None and not request.cancel.is_set():
             self._heard_until = end_pos / rate
         self._tail = None if end_pos is None or request.cancel.is_set() else (end_pos, request.stops)
@@ -303,16 +282,6 @@ class Speaker:
         for cue in track.cues():
             self._emit(VisemeTimed(request, cue.value, start + cue.start, start + cue.end))
         return words
-
-    def _adapt_start_lead(self, late_events: int, least_slack_s: float | None) -> None:
-        if late_events:
-            self.start_lead_s = min(START_LEAD_MAX_S, 2 * self.start_lead_s)
-            log.info("speech fell behind playback %d time(s): starting %.0f ms later from now on",
-                     late_events, self.start_lead_s * 1000)
-            return
-        if least_slack_s is not None and least_slack_s > SLACK_MARGIN_S:
-            unused = least_slack_s - SLACK_MARGIN_S
-            self.start_lead_s = max(START_LEAD_MIN_S, self.start_lead_s - unused / 2)
 
     def _start_of_plan(self, previous_end: int | None, lead: float) -> int:
         rate = self.rate

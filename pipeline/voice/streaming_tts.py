@@ -416,6 +416,11 @@ class StreamingTTS:
         }
 
     @property
+    def on_device(self) -> bool:
+        """Whether every engine of the voice runs on a GPU."""
+        return all(stage.on_device for stage in self.engines.values())
+
+    @property
     def shapes_seen(self) -> dict[str, set[tuple[int, ...]]]:
         """Input shapes each engine has been run with (acoustic: ids; others: latents)."""
         return {stage: set(shapes) for stage, shapes in self._shapes.items()}
