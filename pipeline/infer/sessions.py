@@ -191,12 +191,23 @@ def static_session(model: bytes, used: str, threads: int, graph: bool
     return session, copies
 
 
+# How onnxruntime's CUDA provider picks each convolution's cuDNN algorithm when a session
+# is built. Its default, EXHAUSTIVE, times every candidate there and keeps the fastest:
+# two processes can then keep different algorithms, which sum in different orders, so the
+# same voice's audio differs from run to run (the one unreproduced GPU-test failure:
+# ultra mode with voice noise, more than 4e-4 from the CPU's audio once in 8 runs).
+# HEURISTIC takes cuDNN's choice for the shape, the same in every process.
+# bench/gpu.py times first audio with both in one run ("cudnn_algo_search").
+CUDNN_CONV_ALGO_SEARCH = "HEURISTIC"
+
+
 def _device_providers(used: str, graph: bool) -> list:
     # TF32 rounds convolution inputs to 10-bit mantissas: the voice's durations (a
     # Ceil of a sum) would then drift from the CPU's. Its convolutions are small and
     # bound by launches, not arithmetic, so full FP32 costs next to nothing.
     cuda = ("CUDAExecutionProvider", {"enable_cuda_graph": "1" if graph else "0",
-                                      "use_tf32": "0"})
+                                      "use_tf32": "0",
+                                      "cudnn_conv_algo_search": CUDNN_CONV_ALGO_SEARCH})
     # Without the CPU provider listed: with `graph` the session must refuse a CPU node.
     cpu = [] if graph else ["CPUExecutionProvider"]
     if used == "cuda":
