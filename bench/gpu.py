@@ -31,6 +31,7 @@ Usage: python bench/gpu.py [--runs 20] [--streams 50] [--out bench/results/gpu.j
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -45,12 +46,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.machine import describe, publish  # noqa: E402
 from bench.tts_latency import TEXTS, _first_audio_ms, _underruns  # noqa: E402
 from pipeline.core.modes import DEFAULT_MODE  # noqa: E402
+from pipeline.infer import sessions  # noqa: E402
 from pipeline.infer.sessions import COUNT_COPIES_ENV  # noqa: E402
-from pipeline.voice.speaker import START_LEAD_INITIAL_S  # noqa: E402
+from pipeline.core.clock import MediaClock  # noqa: E402
+from pipeline.voice.start_lead import START_LEAD_INITIAL_S, StartLead, floor_for  # noqa: E402
 from pipeline.voice.streaming_tts import LATENCY_MODES, AudioChunk, StreamingTTS  # noqa: E402
 from render.gl.gl_platform import use_egl  # noqa: E402
 
 LENGTHS = ("short5", "medium20", "long60")
+# The simulated device of the heard-first-audio figure: 10.7 ms from a block's callback
+# to its sound (two 256-sample periods at 48 kHz, JACK's default of two periods).
+DEVICE_S = 512 / 48000
 # Batch sizes the 50 streams may be run at: one graph each per shape (78 in all; ~0.6 s
 # each to build and capture on the H200).
 STREAM_BATCHES = (1, 8, 64)
@@ -103,6 +109,142 @@ def _streams(tts_of, text: str, mode, count: int) -> dict:
     return {"streams": count, "ttfa_p50_ms": round(float(np.percentile(first, 50)), 2),
             "ttfa_p99_ms": round(float(np.percentile(first, 99)), 2),
             "ttfa_max_ms": round(max(first), 2), "underruns": int(underruns)}
+
+
+class SimulatedOutput:
+    """An audio output played on the wall clock, for the app's real Speaker: a device at
+    `rate` whose callback takes `block` samples every block period from `start` (its
+    read head), heard `device_s` after the block it is in was taken; the app's AudioOutput
+    writes no nearer its read head than SAFETY_BLOCKS blocks (earliest_pos), and drops
+    what comes later than that (write_at), as the real one does."""
+
+    SAFETY_BLOCKS = 2  # pipeline/audio/output.py AudioOutput.SAFETY_BLOCKS
+
+    def __init__(self, rate: int, block: int, device_s: float, start: float) -> None:
+        self.sample_rate, self.block, self._start = rate, block, start
+        self.scheduled_end = 0
+        self.dropped = 0
+        # Sample p is taken by the callback at start + (p // block + 1) blocks and heard
+        # device_s after that callback: media time 0 is heard at start + block + device_s.
+        self.clock = MediaClock(rate)
+        self.clock.on_output_block(0, start + block / rate + device_s)
+
+    @property
+    def read_pos(self) -> int:
+        taken = int((time.monotonic() - self._start) * self.sample_rate) // self.block
+        return max(0, taken) * self.block
+
+    def earliest_pos(self) -> int:
+        return self.read_pos + self.SAFETY_BLOCKS * self.block
+
+    def write_at(self, pos: int, samples: np.ndarray) -> int:
+        late = min(len(samples), max(0, self.earliest_pos() - pos))
+        self.scheduled_end = max(self.scheduled_end, pos + len(samples))
+        self.dropped += late
+        return late
+
+    def stop_speech(self) -> float:
+        return self.clock.media_time_now()
+
+
+def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float,
+                       block: int, speeches: int, rng: np.random.Generator) -> dict:
+    """`speeches` speeches through the app's Speaker (its start lead adapting from the
+    app's initial lead, never below `floor_s`), each on a SimulatedOutput at 48 kHz with
+    `block`-sample blocks and a 10.7 ms device, its callbacks at a random phase to the
+    request: heard first audio (request to first sound at the listener) and underruns."""
+    from pipeline.core.events import SpeechFinished, SpeechStarted
+    from pipeline.voice.speaker import Speaker
+    from pipeline.voice.speech_timeline import SpeechTimeline
+
+    lead = StartLead(floor_s)
+    heard, synthesis, leads, underruns, dropped = [], [], [], 0, 0
+    for k in range(speeches):
+        events: list = []
+        done = threading.Event()
+
+        def on_event(event, events=events, done=done) -> None:
+            events.append(event)
+            if isinstance(event, SpeechFinished):
+                done.set()
+
+        output = SimulatedOutput(48000, block, DEVICE_S, time.monotonic() - rng.uniform(0, block / 48000))
+        speaker = Speaker(tts, SpeechTimeline(), output, output.clock, on_event, mode=mode)
+        speaker.start_lead = lead
+        leads.append(lead.lead_s * 1000)
+        speaker.say(texts[k % len(texts)])
+        done.wait(30)
+        speaker.close()
+        started = next(e for e in events if isinstance(e, SpeechStarted))
+        finished = next(e for e in events if isinstance(e, SpeechFinished))
+        heard.append(started.first_audio_s * 1000)
+        synthesis.append(started.synthesis_s * 1000)
+        underruns += finished.underruns + finished.gaps
+        dropped += output.dropped
+    return {"floor_ms": floor_s * 1000, "block": block, "speeches": speeches,
+            "heard_p50_ms": round(float(np.percentile(heard, 50)), 2),
+            "heard_p99_ms": round(float(np.percentile(heard, 99)), 2),
+            "synthesis_p50_ms": round(float(np.percentile(synthesis, 50)), 2),
+            "underruns": int(underruns), "dropped_samples": int(dropped),
+            "leads_ms": [round(v, 1) for v in leads]}
+
+
+def _knee(tts_of, text: str, mode, counts: tuple[int, ...], deadline: float) -> dict:
+    """_streams at each of `counts` in turn, until one has underruns or `deadline`
+    (perf_counter) has passed: the most voices that played in real time (0 if the
+    smallest did not), whether the search ended on underruns, and every count's figures."""
+    runs, most = [], 0
+    for count in counts:
+        if time.perf_counter() > deadline:
+            return {"realtime_voices_max": most, "ended_on_underruns": False, "runs": runs}
+        result = _streams(tts_of, text, mode, count)
+        runs.append(result)
+        print("knee", mode.name, result, flush=True)
+        if result["underruns"]:
+            return {"realtime_voices_max": most, "ended_on_underruns": True, "runs": runs}
+        most = count
+    return {"realtime_voices_max": most, "ended_on_underruns": False, "runs": runs}
+
+
+def _python_ms(tts: StreamingTTS, texts: list[str], mode) -> dict:
+    """The stream's own work outside its engines' runs: the CPU time of the thread that
+    pulls it (time.thread_time: waits for the device or another thread are not in it)
+    less that spent in Engine.run on that thread, per stream to its first chunk and per
+    chunk after, over `texts` one at a time: what streams started together pay one after
+    another under the GIL."""
+    from pipeline.infer import engine as engine_module
+
+    spent = [0.0]
+    pulling = threading.get_ident()
+    original = engine_module.Engine.run
+
+    def timed(self, feed, deadline=None):
+        if threading.get_ident() != pulling:
+            return original(self, feed, deadline)
+        start = time.thread_time()
+        try:
+            return original(self, feed, deadline)
+        finally:
+            spent[0] += time.thread_time() - start
+
+    engine_module.Engine.run = timed
+    first, later = [], []
+    try:
+        for text in texts:
+            spent[0] = 0.0
+            start = time.thread_time()
+            chunks = 0
+            for item in tts.stream(text, mode):
+                if isinstance(item, AudioChunk) and len(item.samples):
+                    chunks += 1
+                    if chunks == 1:
+                        first.append((time.thread_time() - start - spent[0]) * 1000)
+                        spent[0], start = 0.0, time.thread_time()
+            if chunks > 1:
+                later.append((time.thread_time() - start - spent[0]) * 1000 / (chunks - 1))
+    finally:
+        engine_module.Engine.run = original
+    return {"to_first_chunk": _p50_p99(first), "per_later_chunk": _p50_p99(later)}
 
 
 def _p50_p99(milliseconds: list[float]) -> dict:
@@ -291,6 +433,15 @@ def _lip_shape(runs: int) -> dict:
     return report
 
 
+SECTIONS = ("voice", "heard", "python", "lip", "mouth", "photo", "streams", "knee", "cudnn")
+# Candidate start-lead floors on the GPU path and output block sizes (48 kHz) of the
+# heard-first-audio sweep: a JACK/PipeWire low-latency period of 128 or 256 samples.
+FLOORS_S = (0.0, 0.003, 0.006, 0.012)
+BLOCKS = (128, 256)
+# Voices started together in the knee search, in turn, until underruns appear.
+KNEE_COUNTS = (25, 50, 75, 100, 150, 200, 300)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
@@ -298,7 +449,11 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=2000)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--frames", type=int, default=500)
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--knee-budget-s", type=float, default=240.0,
+                        help="the knee search stops starting counts after this long")
     args = parser.parse_args()
+    sections = set(args.sections)
     mode = LATENCY_MODES[DEFAULT_MODE]
     use_egl()
 
@@ -308,16 +463,78 @@ def main() -> None:
     gpu_load_s = time.perf_counter() - loaded
     cpu = StreamingTTS(provider="cpu")
     cpu.warm_up()
-    on_gpu = all(stage.on_device for stage in gpu.engines.values())
+    report: dict = {"machine": describe(os.environ.get("BENCH_DEVICE", "")), "mode": mode.name,
+                    "runs": args.runs, "on_gpu": gpu.on_device,
+                    "gpu_load_and_warm_up_s": round(gpu_load_s, 1),
+                    "cudnn_conv_algo_search": sessions.CUDNN_CONV_ALGO_SEARCH,
+                    "providers": {name: asdict(c) for name, c in gpu.providers.items()}}
 
+    def checkpoint() -> None:
+        # Each section's figures are kept as soon as it ends: a run cut short by its
+        # time limit still brings back what it measured.
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+    if "voice" in sections:
+        _voice(report, gpu, cpu, mode, args.runs, args.words)
+        checkpoint()
+    texts = [TEXTS[name] for name in ("short5", "medium20", "long60", "para4")]
+    if "heard" in sections:
+        sweep = [_heard_first_audio(gpu, texts, mode, floor, block, 20, np.random.default_rng(0))
+                 for block in BLOCKS for floor in FLOORS_S]
+        shipped = _heard_first_audio(gpu, texts, mode, floor_for(gpu.on_device), 256, 20,
+                                     np.random.default_rng(1))
+        report["heard_first_audio"] = {"device_ms": round(DEVICE_S * 1000, 2), "sweep": sweep,
+                                       "shipped_floor": shipped}
+        report["heard_first_audio_p50_ms"] = shipped["heard_p50_ms"]
+        report["heard_first_audio_underruns"] = shipped["underruns"]
+        print("heard", report["heard_first_audio"], flush=True)
+        checkpoint()
+    if "python" in sections:
+        report["python_ms_per_stream"] = {path: _python_ms(tts, texts * 5, mode)
+                                          for path, tts in (("gpu", gpu), ("cpu", cpu))}
+        print("python", report["python_ms_per_stream"], flush=True)
+        checkpoint()
+    if "lip" in sections:
+        report["lip_shape_model"] = _lip_shape(args.frames)
+        print("lip shape", report["lip_shape_model"], flush=True)
+        checkpoint()
+    if "mouth" in sections:
+        mouth = _mouth_frames(args.frames)
+        report["mouth_frames"] = mouth
+        print("mouth", mouth, flush=True)
+        if "skipped" not in mouth:
+            report["mouth_frame_p99_ms"] = {f"{s}": mouth[f"cuda_{s}"]["p99_ms"] for s in (512, 1024)}
+            report["gl_mouth_frame_p99_ms"] = {f"{s}": mouth[f"gl_{s}"]["p99_ms"] for s in (512, 1024)}
+            report["host_copies_per_frame"] = max(mouth[f"host_copies_per_frame_{s}"] for s in (512, 1024))
+        checkpoint()
+    if "photo" in sections:
+        photo = _photo_frames(args.frames)
+        report["photo_mouth_frames"] = photo
+        print("photo", photo, flush=True)
+        report["photo_mouth_frame_p99_ms"] = {f"{s}": photo[f"cuda_mouth_{s}"]["p99_ms"] for s in (1024, 2048)}
+        report["gl_photo_mouth_frame_p99_ms"] = {f"{s}": photo[f"gl_mouth_{s}"]["p99_ms"] for s in (1024, 2048)}
+        report["host_copies_per_frame"] = max(report.get("host_copies_per_frame", 0.0),
+                                              *(photo[f"host_copies_per_frame_{s}"] for s in (1024, 2048)))
+        checkpoint()
+    if sections & {"streams", "knee"}:
+        _streams_section(report, sections, args.streams, mode, args.knee_budget_s)
+        checkpoint()
+    if "cudnn" in sections:
+        report["cudnn_algo_search"] = _cudnn_search(gpu, mode, args.runs)
+        print("cudnn", report["cudnn_algo_search"], flush=True)
+    publish(report, args.out)
+
+
+def _voice(report: dict, gpu: StreamingTTS, cpu: StreamingTTS, mode, runs: int, words: int) -> None:
+    """First audio on each path, CPU time per second of speech, copies per chunk, and the
+    real-time factor of a long text on the GPU."""
     times = {(path, name): [] for path in ("gpu", "cpu") for name in LENGTHS}
-    for _ in range(args.runs):
+    for _ in range(runs):
         for name in LENGTHS:
             times["gpu", name].append(_first_audio_ms(gpu, TEXTS[name], mode))
             times["cpu", name].append(_first_audio_ms(cpu, TEXTS[name], mode))
-    report: dict = {"machine": describe(os.environ.get("BENCH_DEVICE", "")), "mode": mode.name,
-                    "runs": args.runs, "on_gpu": on_gpu, "gpu_load_and_warm_up_s": round(gpu_load_s, 1),
-                    "providers": {name: asdict(c) for name, c in gpu.providers.items()}}
     for name in LENGTHS:
         g, c = np.percentile(times["gpu", name], 50), np.percentile(times["cpu", name], 50)
         report[name] = {"ttfa_p50_ms": round(float(g), 2),
@@ -331,41 +548,25 @@ def main() -> None:
     for path, tts in (("gpu", gpu), ("cpu", cpu)):
         copies_before, runs_before = _transfers(tts)
         ready, samples, cpu_s = _speak(tts, text, mode)
-        copies, runs = _transfers(tts)
+        copies, runs_after = _transfers(tts)
         speech_s = sum(samples) / tts.sample_rate
         report[f"cpu_s_per_speech_s_{path}"] = round(cpu_s / speech_s, 4)
         if path == "gpu":
             report["host_copies_per_chunk"] = round((copies - copies_before) / len(samples), 2)
-            report["engine_runs_per_chunk"] = round((runs - runs_before) / len(samples), 2)
+            report["engine_runs_per_chunk"] = round((runs_after - runs_before) / len(samples), 2)
 
-    long_text = _long_text(args.words)
+    long_text = _long_text(words)
     start = time.perf_counter()
     _, samples, _ = _speak(gpu, long_text, mode)
-    report[f"rtf_{args.words}_words_gpu"] = round(
+    report[f"rtf_{words}_words_gpu"] = round(
         (time.perf_counter() - start) / (sum(samples) / gpu.sample_rate), 4)
 
-    report["lip_shape_model"] = _lip_shape(args.frames)
-    print("lip shape", report["lip_shape_model"], flush=True)
 
-    mouth = _mouth_frames(args.frames)
-    report["mouth_frames"] = mouth
-    print("mouth", mouth, flush=True)
-    if "skipped" not in mouth:
-        report["mouth_frame_p99_ms"] = {f"{s}": mouth[f"cuda_{s}"]["p99_ms"] for s in (512, 1024)}
-        report["gl_mouth_frame_p99_ms"] = {f"{s}": mouth[f"gl_{s}"]["p99_ms"] for s in (512, 1024)}
-        report["host_copies_per_frame"] = max(mouth[f"host_copies_per_frame_{s}"] for s in (512, 1024))
-
-    if "skipped" not in mouth:
-        photo = _photo_frames(args.frames)
-        report["photo_mouth_frames"] = photo
-        print("photo", photo, flush=True)
-        report["photo_mouth_frame_p99_ms"] = {f"{s}": photo[f"cuda_mouth_{s}"]["p99_ms"] for s in (1024, 2048)}
-        report["gl_photo_mouth_frame_p99_ms"] = {f"{s}": photo[f"gl_mouth_{s}"]["p99_ms"] for s in (1024, 2048)}
-        report["host_copies_per_frame"] = max(report["host_copies_per_frame"],
-                                              *(photo[f"host_copies_per_frame_{s}"] for s in (1024, 2048)))
-
+def _streams_section(report: dict, sections: set[str], count: int, mode, knee_budget_s: float) -> None:
+    """Many voices at once on the engines' batch sizes: the copy nodes and CUDA graphs of
+    those engines, `count` streams started together, and the knee per latency mode."""
     # The streams' engines (three batch sizes) are built with their copy nodes counted,
-    # which the app's warm-up above does not pay for.
+    # which the app's warm-up does not pay for.
     os.environ[COUNT_COPIES_ENV] = "1"
     loaded = time.perf_counter()
     counted = StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES)
@@ -377,16 +578,55 @@ def main() -> None:
     report["cuda_graphs"] = {name: f"{stage.graphs}/{len(stage.device_copies)}"
                              for name, stage in counted.engines.items()}
     report["engine_notes"] = [note for stage in counted.engines.values() for note in stage.notes]
-    report["streams50"] = _streams(
-        lambda: StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES), TEXTS["medium20"],
-        mode, args.streams)
-    stages = StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES).engines.values()
-    report["streams50"]["requests_per_run"] = round(
-        sum(s.transfers.batched for s in stages) / max(1, sum(s.transfers.runs for s in stages)), 2)
-    report["streams50_ttfa_p99_ms"] = report["streams50"]["ttfa_p99_ms"]
-    report["streams50_underruns"] = report["streams50"]["underruns"]
-    print("streams", report["streams50"], flush=True)
-    publish(report, args.out)
+
+    def tts_of() -> StreamingTTS:
+        return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES)
+
+    if "streams" in sections:
+        stages = counted.engines.values()
+        batched, runs = (sum(s.transfers.batched for s in stages), sum(s.transfers.runs for s in stages))
+        report["streams50"] = _streams(tts_of, TEXTS["medium20"], mode, count)
+        report["streams50"]["requests_per_run"] = round(
+            (sum(s.transfers.batched for s in stages) - batched)
+            / max(1, sum(s.transfers.runs for s in stages) - runs), 2)
+        report["streams50_ttfa_p99_ms"] = report["streams50"]["ttfa_p99_ms"]
+        report["streams50_underruns"] = report["streams50"]["underruns"]
+        print("streams", report["streams50"], flush=True)
+    if "knee" in sections:
+        deadline = time.perf_counter() + knee_budget_s
+        knees = {}
+        for name, each in LATENCY_MODES.items():
+            counts = KNEE_COUNTS if time.perf_counter() < deadline else ()
+            knees[name] = _knee(tts_of, TEXTS["medium20"], each, counts, deadline)
+        report["knee"] = knees
+        report["realtime_voices_max"] = {name: k["realtime_voices_max"] for name, k in knees.items()}
+
+
+def _cudnn_search(gpu: StreamingTTS, mode, runs: int) -> dict:
+    """First audio with cuDNN's convolution algorithms chosen by timing (EXHAUSTIVE,
+    onnxruntime's default) against the shipped choice (sessions.CUDNN_CONV_ALGO_SEARCH),
+    interleaved run by run; the other engines are built last, as the process's engines
+    are cached by voice and provider."""
+    from pipeline.voice import streaming_tts
+
+    shipped = sessions.CUDNN_CONV_ALGO_SEARCH
+    other = "EXHAUSTIVE" if shipped != "EXHAUSTIVE" else "HEURISTIC"
+    kept = dict(streaming_tts._ENGINES)
+    streaming_tts._ENGINES.clear()
+    sessions.CUDNN_CONV_ALGO_SEARCH = other
+    try:
+        alternative = StreamingTTS(provider="auto")
+        alternative.warm_up()
+    finally:
+        sessions.CUDNN_CONV_ALGO_SEARCH = shipped
+        streaming_tts._ENGINES.update(kept)
+    times: dict = {(which, name): [] for which in (shipped, other) for name in LENGTHS}
+    for _ in range(runs):
+        for name in LENGTHS:
+            times[shipped, name].append(_first_audio_ms(gpu, TEXTS[name], mode))
+            times[other, name].append(_first_audio_ms(alternative, TEXTS[name], mode))
+    return {which: {name: _p50_p99(times[which, name]) for name in LENGTHS}
+            for which in (shipped, other)}
 
 
 if __name__ == "__main__":
