@@ -247,6 +247,31 @@ def _python_ms(tts: StreamingTTS, texts: list[str], mode) -> dict:
     return {"to_first_chunk": _p50_p99(first), "per_later_chunk": _p50_p99(later)}
 
 
+def _trace_summary(trace: list, started: float, until: float) -> dict:
+    """Where the device lane's time went while streams ran (engine._DeviceQueue.trace):
+    per engine its runs, requests, batch sizes and busy time, in all and before `until`
+    (the P99 stream's first audio), and the lane's busy share of that first stretch."""
+    summary: dict = {}
+    for _, _, name, _, _, _ in trace:
+        summary.setdefault(name, {"runs": 0, "requests": 0, "busy_ms": 0.0, "runs_before_p99": 0,
+                                  "busy_ms_before_p99": 0.0, "batch_sizes": {}})
+    for start, end, name, size, requests, _ in trace:
+        row = summary[name]
+        row["runs"] += 1
+        row["requests"] += requests
+        row["busy_ms"] += (end - start) * 1000
+        row["batch_sizes"][str(size)] = row["batch_sizes"].get(str(size), 0) + 1
+        if start < until:
+            row["runs_before_p99"] += 1
+            row["busy_ms_before_p99"] += (min(end, until) - start) * 1000
+    for row in summary.values():
+        row["busy_ms"] = round(row["busy_ms"], 2)
+        row["busy_ms_before_p99"] = round(row["busy_ms_before_p99"], 2)
+    busy = sum(row["busy_ms_before_p99"] for row in summary.values())
+    return {"engines": summary, "lane_busy_share_before_p99": round(busy / max(1e-9, (until - started) * 1000), 3),
+            "first_run_after_ms": round((trace[0][0] - started) * 1000, 2) if trace else None}
+
+
 def _p50_p99(milliseconds: list[float]) -> dict:
     return {"p50_ms": round(float(np.percentile(milliseconds, 50)), 3),
             "p99_ms": round(float(np.percentile(milliseconds, 99)), 3)}
@@ -583,9 +608,18 @@ def _streams_section(report: dict, sections: set[str], count: int, mode, knee_bu
         return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES)
 
     if "streams" in sections:
+        from pipeline.infer import engine as engine_module
+
         stages = counted.engines.values()
         batched, runs = (sum(s.transfers.batched for s in stages), sum(s.transfers.runs for s in stages))
-        report["streams50"] = _streams(tts_of, TEXTS["medium20"], mode, count)
+        engine_module._QUEUE.trace = trace = []
+        started = time.perf_counter()
+        try:
+            report["streams50"] = _streams(tts_of, TEXTS["medium20"], mode, count)
+        finally:
+            engine_module._QUEUE.trace = None
+        report["streams50"]["device_runs"] = _trace_summary(
+            trace, started, started + report["streams50"]["ttfa_p99_ms"] / 1000)
         report["streams50"]["requests_per_run"] = round(
             (sum(s.transfers.batched for s in stages) - batched)
             / max(1, sum(s.transfers.runs for s in stages) - runs), 2)

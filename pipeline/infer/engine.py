@@ -116,6 +116,10 @@ class _DeviceQueue:
 
     def __init__(self, lanes: int = 1) -> None:
         self.lanes = lanes
+        # Set to a list to record every batch run: (start, end perf_counter seconds,
+        # engine, batch size, requests, first input's shape), for bench/gpu.py to see
+        # where many streams' time goes. None (the app): nothing recorded.
+        self.trace: list[tuple[float, float, str, int, int, tuple[int, ...]]] | None = None
         self._heap: list[_Request] = []
         self._lock = threading.Lock()
         self._leaders = 0
@@ -174,13 +178,18 @@ class _DeviceQueue:
                 self._leaders = 1
             self._hand_over()
 
-    @staticmethod
-    def _execute(batch: list[_Request]) -> None:
+    def _execute(self, batch: list[_Request]) -> None:
+        engine = batch[0].engine
+        start = time.perf_counter()
         try:
-            batch[0].engine._execute(batch)
+            engine._execute(batch)
         except BaseException as exc:  # noqa: BLE001 - handed to each waiting caller
             for waiting in batch:
                 waiting.error = exc
+        if self.trace is not None:
+            first = batch[0].feed[engine.input_names[0]].shape
+            size = next((s for s in engine.batch_sizes if s >= len(batch)), len(batch))
+            self.trace.append((start, time.perf_counter(), engine.name, size, len(batch), first))
         for waiting in batch:
             waiting.done = True
 
