@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-from pipeline.audio.audio_file import read_blocks
 from pipeline.core.frames import MouthPose, VisemeCue
 from pipeline.core.modes import DEFAULT_MODE, MODES_MS, OFFLINE_MODE
 from pipeline.core.resources import ASSETS_DIR
@@ -277,6 +276,8 @@ def infer_file(path: Path | str, lookahead_ms: float = MODES_MS[OFFLINE_MODE],
     same model and smoother as the live path; AudioFileError for a file it cannot read.
 
     Offline there is no latency to save, so the default is the premium head."""
+    from pipeline.audio.audio_file import read_blocks  # PyAV: not needed to train or step
+
     rate, blocks = read_blocks(path)
     model = LipShapeModel(model_path, lookahead_ms)
     smoother = VisemeSmoother()
