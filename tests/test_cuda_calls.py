@@ -12,6 +12,7 @@ tests/test_gpu_frames.py's, on an NVIDIA GPU."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import numpy as np
@@ -253,3 +254,48 @@ def test_a_cuda_renderer_that_fails_leaves_opengl_drawing_and_says_why(qt_app, m
     [warning] = picker.warnings()
     assert warning.startswith("OpenGL: CUDA-GL interop failed here: no CUDA device")
     assert picker.summary() == f"mouth frames by {warning}"
+
+
+def test_an_avatar_window_times_the_paths_in_its_own_context_and_again_when_resized(calls, qt_app):
+    """The window's surface (as the main window's view) makes its renderer through the
+    picker: timed in its own context before it draws, again when resized to 4× the
+    pixels (resizeGL, where Qt makes no context current), and the CUDA renderer when
+    CUDA is asked for."""
+    from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer
+    from render.gpu.mouth_path import choose
+    from render.gpu.path_picker import MouthPathPicker
+    from render.outputs.avatar_window import AvatarWindow
+    from render.rigs.loader import renderer_type
+    from tests.harness.avatar_window import show_drawn
+    from tests.harness.drawn_rig import drawn_rig
+
+    picker = MouthPathPicker("auto")
+    window = AvatarWindow((160, 120), mouth_paths=picker)
+    rig = drawn_rig(128)
+    try:
+        window.set_rig(rig)
+        show_drawn(qt_app, window)
+        [times] = picker.measured(rig)
+        assert times.size == window.renderer.viewport
+        assert type(window.renderer) is renderer_type(rig, choose("auto", None, times).path)
+        window.resize(2 * window.width(), 2 * window.height())
+        end = time.monotonic() + 10  # the X server's resize comes back as an event
+        while window.renderer.viewport == times.size and time.monotonic() < end:
+            qt_app.processEvents()
+            time.sleep(0.002)
+        assert [t.size for t in picker.measured(rig)] == [times.size, window.renderer.viewport]
+        picker.set_setting("cuda")
+        window.set_rig(rig)  # as the studio does when the setting changes
+        assert type(window.renderer) is CudaSpriteRenderer
+        drawn, launched = window.draws, calls["cuLaunchKernel"]
+        window.update()
+        end = time.monotonic() + 10
+        while window.draws == drawn and time.monotonic() < end:
+            qt_app.processEvents()
+            time.sleep(0.002)
+        assert window.draws > drawn and calls["cuLaunchKernel"] > launched
+    finally:
+        window.shutdown()
+        window.close()
+        window.deleteLater()
+        qt_app.processEvents()

@@ -173,10 +173,15 @@ class AvatarSurface(QOpenGLWindow):
             self._upload_rig()
 
     def resizeGL(self, width: int, height: int) -> None:
+        # Qt calls this from the resize event with no context made current for it (its
+        # documentation says so): the renderer's GL work, and timing the mouth paths at
+        # the new size, need this window's.
         size = self._pixels(width, height)
+        self.makeCurrent()
         self.renderer.resize(*size)
         if self._rig is not None and not self._rig_pending:
             self.renderer = self._paths.resized(self.renderer, self._rig, size, self)
+        self.doneCurrent()
 
     def _pixels(self, width: int, height: int) -> tuple[int, int]:
         """A size in the window's units in device pixels."""
