@@ -316,6 +316,7 @@ def _export(args: argparse.Namespace) -> int:
     from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
     from pipeline.voice.voice_files import VoiceError
     from render.gl.offscreen import OffscreenError, offscreen_target
+    from render.gpu.path_picker import MouthPathPicker
     from render.outputs.background import ColourError, parse_colour
     from render.outputs.video_export import (
         ExportError,
@@ -383,6 +384,10 @@ def _export(args: argparse.Namespace) -> int:
         if args.expression is not None:
             motion.fader.fade_seconds = 0.0  # the whole video in it, from its first frame
             motion.set_expression(args.expression)
+        # The mouth frames' path as the settings ask, said once chosen (with the video's
+        # GL current, before its first frame).
+        paths = MouthPathPicker(settings.mouth_frames)
+        paths.on_change = lambda: _say_mouth_paths(paths)
         # The GL target before the speech: a machine that cannot draw is told so at once.
         with offscreen_target(*size) as target:
             print(f"rendering on {target.description}", file=sys.stderr)
@@ -399,7 +404,7 @@ def _export(args: argparse.Namespace) -> int:
                 soundtrack = speech_soundtrack(segments)
             video = VideoSettings(args.fps, size, (r * a, g * a, b * a))
             result = export_video(args.out, rig, soundtrack, video, target,
-                                  ProgressLine(sys.stderr), motion=motion)
+                                  ProgressLine(sys.stderr), motion=motion, mouth_paths=paths)
     except SeveralFacesError as exc:  # its message lists the faces, numbered as --face takes them
         return fail(f"{exc.message}\nChoose one with --face N.")
     except (ExportError, RigError, PortraitError, OffscreenError, TextInputError,
@@ -415,6 +420,14 @@ def _export(args: argparse.Namespace) -> int:
           f"{result.fps:g} fps, {w}x{h}" + (f", wrote {args.captions}" if args.captions else "")
           + (f", wrote {args.cues}" if args.cues else ""))
     return 0
+
+
+def _say_mouth_paths(paths) -> None:
+    """The video's mouth-frame path on stderr when chosen: a warning where it is not what
+    the settings ask, or CUDA failed."""
+    summary = paths.summary()
+    if summary is not None:
+        print(("warning: " if paths.warnings() else "") + summary, file=sys.stderr)
 
 
 def _voices(args: argparse.Namespace) -> int:

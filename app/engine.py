@@ -211,10 +211,12 @@ class Engine:
         return tts
 
     @staticmethod
-    def inference_text(tts: StreamingTTS) -> tuple[str, bool]:
+    def inference_text(tts: StreamingTTS, mouth_frames: str | None = None) -> tuple[str, bool]:
         """One line saying where the voice's inference runs and, when that is not what
-        was asked for, why; and whether a provider asked for by name was not had (worth
-        a warning; "auto" settling for the CPU is not)."""
+        was asked for, why, then where the mouth frames are made and why (`mouth_frames`:
+        MouthPathPicker.summary(), None before any output draws); and whether a provider
+        asked for by name was not had (worth a warning; "auto" settling for the CPU is
+        not)."""
         choices = list(tts.providers.values())
         used = sorted({choice.used for choice in choices})
         labels = {"cpu": "CPU", "cuda": "CUDA", "tensorrt": "TensorRT"}
@@ -223,13 +225,13 @@ class Engine:
             engines = tts.engines.values()
             graphs = sum(engine.graphs for engine in engines)
             shapes = sum(len(engine.device_copies) for engine in engines)
-            text += (f" on {device_name() or 'the GPU'}, {graphs} of {shapes} shapes as CUDA "
-                     "graphs; mouth frames by OpenGL on the same GPU (CUDA-GL interop is "
-                     "there, and measured slower: docs/gpu.md)")
+            text += f" on {device_name() or 'the GPU'}, {graphs} of {shapes} shapes as CUDA graphs"
         reasons = sorted({choice.reason for choice in choices if choice.reason})
         requested = choices[0].requested if choices else "auto"
         if reasons:
             text += f" (asked for: {requested}; " + "; ".join(reasons) + ")"
+        if mouth_frames is not None:
+            text += f"; {mouth_frames}"
         return text + ".", bool(reasons) and requested != "auto"
 
     @staticmethod

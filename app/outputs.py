@@ -34,6 +34,7 @@ from app.messages import Severity
 from app.settings import Settings, config_dir
 from pipeline.core.events import CaptionShown, SentenceTimed, SpeechFinished, WordTimed
 from pipeline.voice.captions import CaptionTrack
+from render.gpu.path_picker import MouthPathPicker
 from render.outputs.avatar_window import AvatarWindow
 from render.outputs.background import CHROMA, SOLID, TRANSPARENT, Background, parse_colour
 from render.outputs.contract import Output, OutputError, OutputStatus
@@ -95,7 +96,7 @@ def _open_window(outputs: Outputs, settings: Settings, wants: Wants) -> Output:
     size = parse_size(settings.output_size)
     window = AvatarWindow(size, fps=outputs.frame_rate, background=output_background(settings),
                           borderless=settings.output_borderless, on_top=settings.output_on_top,
-                          now=outputs.now)
+                          now=outputs.now, mouth_paths=outputs.mouth_paths)
     window.closed = outputs.window_closed_by_user
     _adjust_window(window, settings)
     window.show()
@@ -127,7 +128,7 @@ def _open_browser_source(outputs: Outputs, settings: Settings, wants: Wants) -> 
     except BrowserSourceError as exc:
         raise OutputError(str(exc)) from None
     output = PixelOutput("browser_source", source, *parse_size(settings.output_size),
-                         outputs.frame_rate, now=outputs.now,
+                         outputs.frame_rate, now=outputs.now, mouth_paths=outputs.mouth_paths,
                          describe=lambda s: f"{s.url}, {s.clients} page(s) connected")
     return output
 
@@ -158,7 +159,7 @@ def _open_camera(outputs: Outputs, settings: Settings, wants: Wants) -> Output:
     except VirtualCameraError as exc:
         raise OutputError(str(exc)) from None
     return PixelOutput("virtual_camera", camera, *size, settings.virtual_camera_fps,
-                       now=outputs.now,
+                       now=outputs.now, mouth_paths=outputs.mouth_paths,
                        describe=lambda c: f"{c.device}, {c.width}x{c.height} at {c.fps:g} fps")
 
 
@@ -234,15 +235,18 @@ OUTPUT_KINDS: tuple[OutputKind, ...] = (
 class Outputs:
     """Owns the outputs that are on. `frame_rate` is the rate the window's own view runs
     at (software GL caps it), used by every output here but the camera (its own rate).
-    `attach` adds an output opened elsewhere (the main window's view) to what is fed."""
+    `attach` adds an output opened elsewhere (the main window's view) to what is fed.
+    `mouth_paths` chooses each drawing output's mouth-frame path (render/gpu/)."""
 
     def __init__(self, engine: Engine, settings: Settings, tell: Tell, *,
-                 frame_rate: float, now: Callable[[], float] = time.monotonic) -> None:
+                 frame_rate: float, now: Callable[[], float] = time.monotonic,
+                 mouth_paths: MouthPathPicker | None = None) -> None:
         self.engine = engine
         self.settings = settings
         self.wants = Wants()
         self.frame_rate = frame_rate
         self.now = now
+        self.mouth_paths = mouth_paths or MouthPathPicker()
         self._tell = tell
         self._rig: AvatarRig | None = None
         self.opened: dict[str, Output] = {}

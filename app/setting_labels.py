@@ -8,6 +8,7 @@ LABELS: dict[str, str] = {
     "volume": "Volume",
     "audio_output_device": "Audio output",
     "inference_provider": "Voice inference",
+    "mouth_frames": "Mouth frames",
     "mic_enabled": "Microphone",
     "mic_device": "Microphone device",
     "mic_gain_db": "Input gain",

@@ -17,6 +17,7 @@ from app.config_files import write_json
 from pipeline.core.json_text import json_float, parse_json
 from pipeline.core.modes import DEFAULT_MODE, MODE_NAMES
 from pipeline.infer.providers import PROVIDERS
+from render.gpu.mouth_path import MOUTH_FRAMES
 from render.outputs.background import (
     BACKGROUND_MODES,
     COLOUR_FORMS,
@@ -66,6 +67,11 @@ class Settings:
     # Where the voice's inference runs: "auto" takes the fastest the machine has
     # (TensorRT → CUDA → CPU, pipeline/infer/sessions.py); "cpu" forces the CPU. At start.
     inference_provider: str = "auto"
+    # Who makes the avatar's mouth frames on an NVIDIA GPU: "auto" times OpenGL's shaders
+    # and CUDA's kernels (handed to GL through CUDA-GL interop) on the avatar at start and
+    # takes the one with the lower P99 (render/gpu/mouth_path.py); "opengl" or "cuda"
+    # force one. Without CUDA-GL interop, OpenGL, and the status says why.
+    mouth_frames: str = "auto"
     # -- outputs for OBS (issue 13) --
     # The avatar-only window ("Lipsync Studio — Avatar"), opened at start when on.
     output_window: bool = False
@@ -216,6 +222,7 @@ RULES: dict[str, FieldRule] = {
     "breathing": FieldRule(bool),
     "background": FieldRule(str),
     "inference_provider": FieldRule(str, choices=PROVIDERS),
+    "mouth_frames": FieldRule(str, choices=MOUTH_FRAMES),
     "output_window": FieldRule(bool),
     "output_size": FieldRule(str),
     "output_borderless": FieldRule(bool),

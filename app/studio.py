@@ -53,6 +53,7 @@ from pipeline.face.landmarks import PortraitError
 from pipeline.text.input import TextInputError
 from pipeline.voice.voice_files import VoiceError
 from render.gl.offscreen import OffscreenError, gl_renderer, renders_on_cpu
+from render.gpu.path_picker import MouthPathPicker
 from render.outputs.avatar_view import PRESENTED
 from render.rigs.loader import AvatarRig, is_picture, load_avatar_rig
 from render.rigs.manifest import RigError
@@ -74,6 +75,7 @@ HOTKEYS = "hotkeys"
 HIDDEN = "avatar hidden"
 OBS = "obs"
 INFERENCE = "inference"
+MOUTH_FRAMES = "mouth frames"
 API = "api"
 SETTINGS_FILE = "settings file"
 # Microphone statuses that are good news: shown for a while, not until the next status.
@@ -137,13 +139,18 @@ class Studio(QObject):
         self.first_audio: FirstAudio | None = None
         self.finished: SpeechFinished | None = None
         self.mode_first_audio_ms: dict[str, float] = {}
-        # Where the voice's inference runs, once it is loaded (Engine.inference_text).
+        # Where the voice's inference runs, once it is loaded, and the mouth frames
+        # (Engine.inference_text).
         self.inference: str | None = None
+        # Which path each output makes its mouth frames on, and why (MouthPathPicker).
+        self.mouth_paths = MouthPathPicker(settings.mouth_frames, on_change=self._show_mouth_paths)
+        self.mouth_frames: str | None = None
         # The latency mode of each request said and not started yet.
         self._request_modes: dict[int, str | None] = {}
         self.frame_rate = self._choose_frame_rate(settings)
         self.queue = SpeechQueue(self._say_now, self.engine.stop)
-        self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=self.frame_rate)
+        self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=self.frame_rate,
+                               mouth_paths=self.mouth_paths)
         self.outputs.window_closed = self._on_avatar_window_closed
         self.obs = ObsLive(self.engine, settings, lambda text: self._text.emit(text, OBS))
         self.outputs.on_caption = self.obs.offer_caption
@@ -302,13 +309,27 @@ class Studio(QObject):
         self.mode_first_audio_ms = measured
         self.engine.attach_voice(tts)
         self.outputs.attach_voice(tts)
-        text, fell_back = Engine.inference_text(tts)
+        text, fell_back = Engine.inference_text(tts, self.mouth_frames)
         self.inference = text
         if fell_back:
             self.tell(text, key=INFERENCE)
         if before is not None:
             before.close()
         self.voice_ready.emit()
+
+    def _show_mouth_paths(self) -> None:
+        """The outputs' mouth-frame paths into the status; one that is not what the
+        settings ask, or CUDA's failure, also as a warning."""
+        if self.closed.is_set():
+            return
+        self.mouth_frames = self.mouth_paths.summary()
+        if self.tts is not None:
+            self.inference, _ = Engine.inference_text(self.tts, self.mouth_frames)
+        warnings = self.mouth_paths.warnings()
+        if warnings:
+            self.tell("Mouth frames by " + "; by ".join(warnings) + ".", key=MOUTH_FRAMES)
+        else:
+            self.forget(MOUTH_FRAMES)
 
     def _on_voice_failed(self, message: str) -> None:
         self.tell(message, Severity.ERROR, key=VOICE)
@@ -687,6 +708,10 @@ class Studio(QObject):
             self.tell("The new frame rate takes effect when the app restarts.", Severity.INFO)
         if settings.inference_provider != old.inference_provider:
             self.tell("The new inference choice takes effect when the app restarts.", Severity.INFO)
+        if settings.mouth_frames != old.mouth_frames:
+            self.mouth_paths.set_setting(settings.mouth_frames)
+            if self.rig is not None:
+                self.outputs.set_rig(self.rig)  # each output chooses its path again
         if settings.output_window != old.output_window:
             self.wants = replace(self.wants, window=None)  # the user chose: the command line's word is over
         if (settings.browser_source, settings.browser_source_port) != (

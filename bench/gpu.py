@@ -277,13 +277,13 @@ def _p50_p99(milliseconds: list[float]) -> dict:
             "p99_ms": round(float(np.percentile(milliseconds, 99)), 3)}
 
 
-def _ready(renderers: dict, rig, side: int) -> dict:
-    """The renderers (GL's and CUDA's) set up on `rig` at side², in the current context."""
-    for renderer in renderers.values():
-        renderer.initialize()
-        renderer.set_rig(rig)
-        renderer.resize(side, side)
-    return renderers
+def _ready(rig, side: int) -> dict:
+    """GL's and CUDA's renderers set up on `rig` at side², in the current context."""
+    from render.gpu.mouth_path import CUDA, OPENGL
+    from render.rigs.loader import renderer_made
+
+    return {name: renderer_made(rig, (0.0, 0.0, 0.0, 0.0), (side, side), path)
+            for name, path in (("gl", OPENGL), ("cuda", CUDA))}
 
 
 def _close(result: dict, side: int, worst: int, renderers: dict, copies_before: int, runs: int) -> None:
@@ -321,13 +321,11 @@ def _gpu_ms(draw, runs: int) -> dict:
 
 
 def _mouth_frames(runs: int) -> dict:
-    """CUDA and GL sprite frames at each size, interleaved frame by frame."""
-    from OpenGL import GL
-
-    from pipeline.core.frames import MouthPose
+    """CUDA and GL sprite frames at each size, interleaved frame by frame
+    (render/gpu/path_timing.py, the loop the app times its choice with)."""
     from render.gl.egl_target import EglTarget
-    from render.gl.sprite_renderer import SpriteGLRenderer
-    from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer, cuda_unavailable
+    from render.gpu.interop import cuda_unavailable
+    from render.gpu.path_timing import interleaved_ms, sprite_frame
     from tests.harness.drawn_rig import drawn_rig
 
     result: dict = {}
@@ -339,44 +337,36 @@ def _mouth_frames(runs: int) -> dict:
             target.resize(side, side)
             target.make_current()
             rig = drawn_rig(side)
-            renderers = _ready({"gl": SpriteGLRenderer(), "cuda": CudaSpriteRenderer()}, rig, side)
+            renderers = _ready(rig, side)
             copies_before = renderers["cuda"].host_copies
-            times = {name: [] for name in renderers}
-            worst = 0
-            for i in range(runs):
-                pose = MouthPose(i % 15, (i + 4) % 15, (i % 10) / 10, 0.5)
-                frames = {}
-                for name, renderer in renderers.items():
-                    start = time.perf_counter()
-                    renderer.draw(pose, (i % 7) / 7, (i % 5) / 5)
-                    GL.glFinish()
-                    times[name].append((time.perf_counter() - start) * 1000)
-                    if i % 50 == 0:
-                        frames[name] = renderer.read_pixels().astype(np.int16)
-                if frames:
-                    worst = max(worst, int(np.abs(frames["gl"] - frames["cuda"]).max()))
-            for name, values in times.items():
-                result[f"{name}_{side}"] = _p50_p99(values)
-            result[f"gl_gpu_time_{side}"] = _gpu_ms(
-                lambda i: renderers["gl"].draw(MouthPose(i % 15, (i + 4) % 15, (i % 10) / 10, 0.5),
-                                               (i % 7) / 7, (i % 5) / 5), runs)
-            _close(result, side, worst, renderers, copies_before, runs)
+            frames: dict = {}
+            worst = [0]
+
+            def compare(name, step, renderer, i, frames=frames, worst=worst) -> None:
+                if i % 50 == 0:
+                    frames[name] = renderer.read_pixels().astype(np.int16)
+                    if name == "cuda":
+                        worst[0] = max(worst[0], int(np.abs(frames["gl"] - frames["cuda"]).max()))
+
+            times = interleaved_ms(renderers, runs, {"frame": sprite_frame}, after=compare)
+            for name in renderers:
+                result[f"{name}_{side}"] = _p50_p99(times[name, "frame"])
+            result[f"gl_gpu_time_{side}"] = _gpu_ms(lambda i: sprite_frame(renderers["gl"], i), runs)
+            _close(result, side, worst[0], renderers, copies_before, runs)
     return result
 
 
 def _photo_frames(runs: int) -> dict:
     """CUDA and GL photo-rig mouth frames, portraits of 1024 and 2048 pixels shown 1:1,
-    interleaved frame by frame: the mouth frame alone (from the call to the frame
-    complete: glFinish for GL, the kernels' stream synchronised and glFinish for CUDA)
-    and the whole avatar frame (glFinish)."""
-    from cuda.bindings import runtime
-    from OpenGL import GL
-
-    from pipeline.core.frames import MouthPose
+    interleaved frame by frame (render/gpu/path_timing.py): the mouth frame alone (from
+    the call to the frame complete: glFinish for GL, the kernels' stream synchronised and
+    glFinish for CUDA) and the whole avatar frame (glFinish)."""
     from render.gl.egl_target import EglTarget
-    from render.gl.photo_renderer import PhotoRenderer
-    from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
+    from render.gpu.path_timing import interleaved_ms, photo_mouth_frame, photo_pose
     from tests.harness.drawn_portrait import compare_mouth_frames, drawn_portrait
+
+    def whole_frame(renderer, i: int) -> None:
+        renderer.draw(photo_pose(i), 0.0, (i % 5) / 5)
 
     result: dict = {}
     with EglTarget(64, 64) as target:
@@ -384,39 +374,31 @@ def _photo_frames(runs: int) -> dict:
             target.resize(side, side)
             target.make_current()
             rig = drawn_portrait(size=side)
-            renderers = _ready({"gl": PhotoRenderer(), "cuda": CudaPhotoRenderer()}, rig, side)
+            renderers = _ready(rig, side)
             copies_before = renderers["cuda"].host_copies
-            times = {(name, part): [] for name in renderers for part in ("mouth", "draw")}
-            worst, ties = 0, 0
-            for i in range(runs):
-                pose = MouthPose(i % 15, (i + 4) % 15, (i % 10) / 10, 0.2 + 0.8 * (i % 7) / 7)
-                frames = {}
-                for name, renderer in renderers.items():
-                    start = time.perf_counter()
-                    renderer.update(pose, 0.0)  # GL's vertex upload is part of its frame
-                    renderer.render_mouth_frame()
+            frames: dict = {}
+            found = [0, 0]  # the worst difference, tie pixels
+
+            def compare(name, step, renderer, i, rig=rig, frames=frames, found=found) -> None:
+                if step != "mouth":
+                    return
+                if i % 50 == 0:
+                    frames[name] = renderer.read_mouth_frame().astype(np.int16)
                     if name == "cuda":
-                        runtime.cudaStreamSynchronize(renderer._kernels.stream)
-                    GL.glFinish()
-                    times[name, "mouth"].append((time.perf_counter() - start) * 1000)
-                    if i % 50 == 0:
-                        frames[name] = renderer.read_mouth_frame().astype(np.int16)
-                    renderer._frame_pose = None  # the whole frame makes its mouth anew
-                    start = time.perf_counter()
-                    renderer.draw(pose, 0.0, (i % 5) / 5)
-                    GL.glFinish()
-                    times[name, "draw"].append((time.perf_counter() - start) * 1000)
-                if frames:
-                    # Apart from pixel centres on the opening's edges, which either
-                    # rasteriser's rounding may own (tests/test_gpu_frames.py).
-                    apart, tied = compare_mouth_frames(rig, [pose], [frames["gl"]], [frames["cuda"]],
-                                                       renderers["cuda"].mouth_size, 2)
-                    worst, ties = max(worst, apart), ties + tied
+                        # Apart from pixel centres on the opening's edges, which either
+                        # rasteriser's rounding may own (tests/test_gpu_frames.py).
+                        apart, tied = compare_mouth_frames(rig, [photo_pose(i)], [frames["gl"]],
+                                                           [frames["cuda"]], renderer.mouth_size, 2)
+                        found[0], found[1] = max(found[0], apart), found[1] + tied
+                renderer._frame_pose = None  # the whole frame makes its mouth anew
+
+            times = interleaved_ms(renderers, runs, {"mouth": photo_mouth_frame, "draw": whole_frame},
+                                   after=compare)
             for (name, part), values in times.items():
                 result[f"{name}_{part}_{side}"] = _p50_p99(values)
             result[f"mouth_frame_size_{side}"] = list(renderers["cuda"].mouth_size)
-            result[f"tie_pixels_over_2_{side}"] = ties
-            _close(result, side, worst, renderers, copies_before, runs)
+            result[f"tie_pixels_over_2_{side}"] = found[1]
+            _close(result, side, found[0], renderers, copies_before, runs)
     return result
 
 

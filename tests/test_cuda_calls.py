@@ -12,6 +12,7 @@ tests/test_gpu_frames.py's, on an NVIDIA GPU."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import numpy as np
@@ -36,7 +37,7 @@ STAND_INS = {
     "cudaGetMipmappedArrayLevel": runtime.cudaArray_t(),
     "cudaGraphicsResourceGetMappedMipmappedArray": runtime.cudaMipmappedArray_t(),
     "cudaMemcpy2DArrayToArray": None, "cudaCreateTextureObject": runtime.cudaTextureObject_t(),
-    "cuLaunchKernel": None, "cudaFree": None, "cudaMemsetAsync": None,
+    "cuLaunchKernel": None, "cudaFree": None, "cudaMemsetAsync": None, "cudaStreamSynchronize": None,
 }
 # Called without interop.check (their results are not needed): counted here.
 UNCHECKED = ("cudaGraphicsUnregisterResource", "cudaDestroySurfaceObject", "cudaDestroyTextureObject",
@@ -46,8 +47,8 @@ DRIVER = ("cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuModule
 
 @pytest.fixture()
 def calls(monkeypatch, qt_app):
-    """A current GL context (llvmpipe), the renderers told CUDA is there, and a Counter of
-    the calls made."""
+    """A current GL context (llvmpipe), the renderers and the mouth paths' picker told
+    CUDA is there, and a Counter of the calls made."""
     from render.gl.offscreen import OffscreenTarget
     from render.gpu import cuda_photo_renderer, cuda_sprite_renderer, interop
 
@@ -83,7 +84,7 @@ def calls(monkeypatch, qt_app):
         monkeypatch.setattr(runtime, name, counted(name, getattr(runtime, name)))
     for name in DRIVER:
         monkeypatch.setattr(driver, name, without_driver(getattr(driver, name)))
-    for module in (cuda_photo_renderer, cuda_sprite_renderer):
+    for module in (cuda_photo_renderer, cuda_sprite_renderer, interop):
         monkeypatch.setattr(module, "cuda_unavailable", lambda: None)
     free = runtime.cudaFree
 
@@ -162,3 +163,139 @@ def test_the_sprite_renderer_uploads_once_and_makes_each_frame_with_one_launch(c
     renderer.release()
     assert calls["cudaGraphicsGLRegisterImage"] == calls["cudaGraphicsUnregisterResource"] == 2
     assert calls["buffers freed"] == images and calls["cudaStreamDestroy"] == 1
+
+
+def test_an_output_asked_for_cuda_draws_with_the_cuda_renderer_of_each_kind(calls):
+    """The frame feed (as every output) makes its renderer through the mouth paths'
+    picker: on CUDA, each kind of rig gets its CUDA renderer, drawing with its launches."""
+    from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
+    from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer
+    from render.gpu.path_picker import MouthPathPicker
+    from render.outputs.frame_feed import FrameFeed
+    from tests.harness.drawn_portrait import drawn_portrait
+    from tests.harness.drawn_rig import drawn_rig
+
+    picker = MouthPathPicker("cuda")
+    feed = FrameFeed(160, 120, 30.0, mouth_paths=picker)
+    try:
+        feed.set_rig(drawn_rig(128))
+        assert type(feed.renderer) is CudaSpriteRenderer and feed.renderer.viewport == (160, 120)
+        launched = calls["cuLaunchKernel"]
+        feed.renderer.draw(MouthPose(3, 4, 0.5, 0.5), 0.0, 0.0)
+        assert calls["cuLaunchKernel"] == launched + 1
+        feed.set_rig(drawn_portrait())
+        assert type(feed.renderer) is CudaPhotoRenderer
+        assert picker.summary() == "mouth frames by CUDA, as the settings ask"
+        assert picker.warnings() == []
+    finally:
+        feed.stop()
+    assert picker.summary() is None  # the feed draws no more
+    assert calls["cudaStreamDestroy"] == 2  # both CUDA renderers let go
+
+
+def test_auto_times_both_paths_once_per_rig_and_size_and_takes_the_lower_p99(calls):
+    """The picker's own flow on llvmpipe, CUDA's calls going nowhere: what it times, when
+    it times again, and that the renderer follows the choice. (Which path wins here says
+    nothing: tests/test_gpu_frames.py times them on a GPU.)"""
+    from render.gpu.mouth_path import choose
+    from render.gpu.path_picker import MouthPathPicker
+    from render.gpu.path_timing import MEASURED_FRAMES, WARM_UP_FRAMES
+    from render.rigs.loader import renderer_type
+    from tests.harness.drawn_portrait import drawn_portrait
+    from tests.harness.drawn_rig import drawn_rig
+
+    picker = MouthPathPicker("auto")
+    window, feed = object(), object()  # two outputs
+    rig = drawn_rig(128)
+    renderer = picker.made(rig, (0.0, 0.0, 0.0, 0.0), (128, 128), window)
+    [times] = picker.measured(rig)
+    assert (times.size, times.frames) == ((128, 128), MEASURED_FRAMES)
+    # One launch per CUDA frame: warm-up and timed.
+    assert calls["cuLaunchKernel"] == WARM_UP_FRAMES + MEASURED_FRAMES
+    chosen = choose("auto", None, times)
+    assert type(renderer) is renderer_type(rig, chosen.path)
+    assert picker.summary() == f"mouth frames by {chosen.reason}"
+    # Another output near that size, or this one a little larger: no new timing.
+    other = picker.made(rig, (0.0, 0.0, 0.0, 0.0), (150, 150), feed)
+    renderer.resize(170, 170)
+    assert picker.resized(renderer, rig, (170, 170), window) is renderer
+    assert len(picker.measured(rig)) == 1 and calls["cuLaunchKernel"] == WARM_UP_FRAMES + MEASURED_FRAMES
+    # Four times the pixels: timed again there.
+    renderer.resize(256, 256)
+    renderer = picker.resized(renderer, rig, (256, 256), window)
+    assert [t.size for t in picker.measured(rig)] == [(128, 128), (256, 256)]
+    assert type(renderer) is renderer_type(rig, choose("auto", None, picker.measured(rig)[1]).path)
+    # A photo rig: its mouth frame timed, its kept times alone.
+    portrait = drawn_portrait(size=256)
+    photo = picker.show(renderer, portrait, (256, 256), window)
+    [times] = picker.measured(portrait)
+    assert type(photo) is renderer_type(portrait, choose("auto", None, times).path)
+    assert calls["cudaStreamSynchronize"] == WARM_UP_FRAMES + MEASURED_FRAMES  # CUDA's waited for
+    for made in (photo, other):
+        made.release()
+
+
+def test_a_cuda_renderer_that_fails_leaves_opengl_drawing_and_says_why(qt_app, monkeypatch):
+    """The probe says CUDA is there, and the CUDA renderer then fails (here: the real
+    bindings find no driver): OpenGL draws, and the warning names the failure."""
+    from render.gl.offscreen import OffscreenTarget
+    from render.gl.sprite_renderer import SpriteGLRenderer
+    from render.gpu import interop
+    from render.gpu.path_picker import MouthPathPicker
+    from tests.harness.drawn_rig import drawn_rig
+
+    monkeypatch.setattr(interop, "cuda_unavailable", lambda: None)
+    picker = MouthPathPicker("cuda")
+    with OffscreenTarget(64, 64):
+        renderer = picker.made(drawn_rig(64), (0.0, 0.0, 0.0, 0.0), (64, 64), picker)
+        assert type(renderer) is SpriteGLRenderer
+        renderer.draw(MouthPose(1, 2, 0.5, 0.5), 0.0, 0.0)  # it draws
+        renderer.release()
+    [warning] = picker.warnings()
+    assert warning.startswith("OpenGL: CUDA-GL interop failed here: no CUDA device")
+    assert picker.summary() == f"mouth frames by {warning}"
+
+
+def test_an_avatar_window_times_the_paths_in_its_own_context_and_again_when_resized(calls, qt_app):
+    """The window's surface (as the main window's view) makes its renderer through the
+    picker: timed in its own context before it draws, again when resized to 4× the
+    pixels (resizeGL, where Qt makes no context current), and the CUDA renderer when
+    CUDA is asked for."""
+    from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer
+    from render.gpu.mouth_path import choose
+    from render.gpu.path_picker import MouthPathPicker
+    from render.outputs.avatar_window import AvatarWindow
+    from render.rigs.loader import renderer_type
+    from tests.harness.avatar_window import show_drawn
+    from tests.harness.drawn_rig import drawn_rig
+
+    picker = MouthPathPicker("auto")
+    window = AvatarWindow((160, 120), mouth_paths=picker)
+    rig = drawn_rig(128)
+    try:
+        window.set_rig(rig)
+        show_drawn(qt_app, window)
+        [times] = picker.measured(rig)
+        assert times.size == window.renderer.viewport
+        assert type(window.renderer) is renderer_type(rig, choose("auto", None, times).path)
+        window.resize(2 * window.width(), 2 * window.height())
+        end = time.monotonic() + 10  # the X server's resize comes back as an event
+        while window.renderer.viewport == times.size and time.monotonic() < end:
+            qt_app.processEvents()
+            time.sleep(0.002)
+        assert [t.size for t in picker.measured(rig)] == [times.size, window.renderer.viewport]
+        picker.set_setting("cuda")
+        window.set_rig(rig)  # as the studio does when the setting changes
+        assert type(window.renderer) is CudaSpriteRenderer
+        drawn, launched = window.draws, calls["cuLaunchKernel"]
+        window.update()
+        end = time.monotonic() + 10
+        while window.draws == drawn and time.monotonic() < end:
+            qt_app.processEvents()
+            time.sleep(0.002)
+        assert window.draws > drawn and calls["cuLaunchKernel"] > launched
+    finally:
+        window.shutdown()
+        window.close()
+        window.deleteLater()
+        qt_app.processEvents()

@@ -177,5 +177,8 @@ def test_the_voice_says_where_its_inference_runs_and_why_not_elsewhere():
     assert "no CUDA provider" in text
     text, warn = Engine.inference_text(StreamingTTS(provider="auto"))
     assert not warn and text.startswith("The voice runs on CPU (asked for: auto;")
-    text, warn = Engine.inference_text(StreamingTTS(provider="cpu"))
-    assert (text, warn) == ("The voice runs on CPU.", False)
+    tts = StreamingTTS(provider="cpu")
+    assert Engine.inference_text(tts) == ("The voice runs on CPU.", False)
+    # Where the mouth frames are made follows (render/gpu/path_picker.py's summary).
+    mouth = "mouth frames by OpenGL, as the settings ask"
+    assert Engine.inference_text(tts, mouth) == (f"The voice runs on CPU; {mouth}.", False)

@@ -2,11 +2,13 @@
 other, with no host copy per frame: the sprite rig's (render/gpu/cuda_sprite_renderer.py;
 every viseme pair, blinks, breathing, fades) and the photo rig's mouth frame
 (render/gpu/cuda_photo_renderer.py; every viseme, open and shut, mixed, with the
-photo's teeth and drawn ones, shown at full size and smaller). Needs an NVIDIA GPU
+photo's teeth and drawn ones, shown at full size and smaller); and the app's choice
+between the two paths, timed at start (render/gpu/path_picker.py). Needs an NVIDIA GPU
 with CUDA-GL interop (the H200 test machine, through EGL); CI has none and skips,
 saying so."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -23,6 +25,10 @@ from render.gl.photo_renderer import PhotoRenderer  # noqa: E402
 from render.gl.sprite_renderer import SpriteGLRenderer  # noqa: E402
 from render.gpu.cuda_photo_renderer import CudaPhotoRenderer  # noqa: E402
 from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer, cuda_unavailable  # noqa: E402
+from render.gpu.mouth_path import CUDA, NAMES, OPENGL, choose  # noqa: E402
+from render.gpu.path_picker import MouthPathPicker  # noqa: E402
+from render.gpu.path_timing import MEASURED_FRAMES  # noqa: E402
+from render.rigs.loader import renderer_type  # noqa: E402
 from tests.harness.drawn_portrait import (  # noqa: E402
     COMPARED_POSES,
     MIPMAP_SHARE_OVER_BOUND,
@@ -144,3 +150,43 @@ def test_the_renderer_names_why_it_cannot_run():
     assert cuda_unavailable() is None
     assert os.environ["PYOPENGL_PLATFORM"] == "egl"
     assert b"NVIDIA" in GL.glGetString(GL.GL_RENDERER)
+
+
+@pytest.mark.parametrize("kind", ["sprite", "photo"])
+def test_the_start_up_timing_picks_a_path_and_the_status_names_it(kind, record_property):
+    """The app's start on this GPU with the settings' "auto": both paths timed on the rig
+    in the output's own context, the one with the lower P99 made the output's renderer,
+    and the status's words name it with both times. At 4× the pixels, timed again; asked
+    for CUDA by name, CUDA with no timing."""
+    side = 1024
+    TARGET.resize(side, side)
+    TARGET.make_current()
+    rig = drawn_rig(512) if kind == "sprite" else drawn_portrait(size=side)
+    picker = MouthPathPicker("auto")
+    renderer = picker.made(rig, (0.0, 0.0, 0.0, 0.0), (side, side), TARGET)
+    [times] = picker.measured(rig)
+    chosen = choose("auto", None, times)
+    print(f"\n{kind} at {side} px: OpenGL {times.opengl}, CUDA {times.cuda}; {picker.summary()}")
+    for path in (OPENGL, CUDA):
+        record_property(f"{path}_p50_ms", getattr(times, path).p50_ms)
+        record_property(f"{path}_p99_ms", getattr(times, path).p99_ms)
+    assert times.frames == MEASURED_FRAMES and times.size == (side, side)
+    assert all(0 < t.p50_ms <= t.p99_ms for t in (times.opengl, times.cuda))
+    assert not chosen.warning and picker.warnings() == []
+    assert type(renderer) is renderer_type(rig, chosen.path)
+    other = CUDA if chosen.path == OPENGL else OPENGL
+    assert re.fullmatch(rf"mouth frames by {NAMES[chosen.path]}: \d+\.\d\d ms P99 against "
+                        rf"{NAMES[other]}'s \d+\.\d\d ms for this rig at {side} px", picker.summary())
+    # The chosen renderer draws the avatar.
+    TARGET.bind()
+    renderer.draw(MouthPose(5, 9, 0.5, 1.0), 0.0, 0.0)
+    assert (renderer.read_pixels()[..., 3] > 0).sum() > 1000
+    renderer.resize(side // 2, side // 2)
+    renderer = picker.resized(renderer, rig, (side // 2, side // 2), TARGET)
+    assert [t.size for t in picker.measured(rig)] == [(side, side), (side // 2, side // 2)]
+    renderer.release()
+    forced = MouthPathPicker("cuda")
+    renderer = forced.made(rig, (0.0, 0.0, 0.0, 0.0), (side, side), TARGET)
+    assert type(renderer) is renderer_type(rig, CUDA) and forced.measured(rig) == []
+    assert forced.summary() == "mouth frames by CUDA, as the settings ask"
+    renderer.release()

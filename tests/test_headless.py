@@ -74,7 +74,12 @@ def test_headless_serves_the_avatar_speaks_stdin_and_stops_on_ctrl_c(jack_server
         # lies outside the visible rectangle is transparent by the wire format).
         assert 0 < w * h < width * height and (x, y) != (0, 0)
         assert (visible[..., 3] == 255).sum() > 1000
-        output.until("Voice ready", 90)
+        # Where the voice runs and the frames are made, before it is ready: the browser
+        # source's feed draws them (on this machine OpenGL, CUDA-GL interop said missing).
+        line = output.until("The voice runs on", 90)
+        print(f"\n{line.strip()}")
+        assert "; mouth frames by OpenGL" in line or "; mouth frames by CUDA" in line, line
+        output.until("Voice ready", 30)
         recorder = JackRecorder(max_seconds=12)
         recorder.start()
         try:

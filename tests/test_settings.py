@@ -87,3 +87,15 @@ def test_a_bad_entry_in_a_mapping_loses_only_itself():
     ]
     _, problems = validate({"hotkeys": ["stop"]})
     assert problems[0].startswith("hotkeys = ['stop'] must be a mapping of names to values")
+
+
+def test_mouth_frames_are_kept_checked_and_default_to_auto_for_older_files(tmp_path):
+    store = SettingsStore(tmp_path / "settings.json")
+    store.save(Settings(mouth_frames="cuda"))
+    assert store.load().mouth_frames == "cuda" and store.problems == []
+    settings, problems = validate({"mouth_frames": "vulkan"})
+    assert settings.mouth_frames == "auto"
+    assert problems == ["mouth_frames = 'vulkan' must be one of auto, opengl, cuda; using 'auto'"]
+    # A file saved before the setting existed: the same version, the default, nothing said.
+    store.path.write_text(json.dumps({"version": SETTINGS_VERSION, "volume": 0.5}))
+    assert store.load() == Settings(volume=0.5) and store.problems == []

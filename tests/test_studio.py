@@ -220,3 +220,46 @@ def test_show_hide_hides_the_avatar_in_every_output_and_says_so(studio):
     studio.do_action("toggle_avatar")
     assert not studio.outputs.avatar_motion.hidden
     assert not any(m.text.startswith("The avatar is hidden") for m in studio.messages.shown())
+
+
+def test_the_mouth_frames_path_is_said_and_a_cuda_that_cannot_run_falls_back_with_a_warning(
+        qt_app, tmp_path):
+    """On this machine (no GPU): "auto" draws with OpenGL and the status says why, with no
+    warning; "cuda" asked for falls back to OpenGL with a warning saying why; "opengl"
+    as the settings ask. Through the browser source's frame feed, as the app draws it."""
+    from dataclasses import replace
+
+    from app.studio import MOUTH_FRAMES
+    from render.gl.offscreen import OffscreenTarget
+    from render.gl.sprite_renderer import SpriteGLRenderer
+    from render.gpu.interop import cuda_unavailable
+    from tests.harness.app_process import free_port
+
+    with OffscreenTarget(16, 16):
+        reason = cuda_unavailable()
+    if reason is None:
+        pytest.skip("CUDA-GL interop works here: tests/test_gpu_frames.py covers this machine")
+    s = Studio(SettingsStore(tmp_path / "settings.json"),
+               Settings(mic_enabled=False, browser_source=True, browser_source_port=free_port()),
+               measure_modes=False)
+
+    def warned():
+        return [(m.text, m.severity) for m in s.messages.shown() if m.key == MOUTH_FRAMES]
+
+    try:
+        s.outputs.apply(s.settings)
+        assert s.mouth_frames is None  # nothing drawn yet
+        s.load_avatar(None)
+        assert s.mouth_frames == f"mouth frames by OpenGL: CUDA-GL interop is not available here: {reason}"
+        assert warned() == []
+        feed = s.outputs.opened["browser_source"].feed
+        s.apply(replace(s.settings, mouth_frames="cuda"))
+        text = ("OpenGL: the settings ask for CUDA, but CUDA-GL interop is not available here: "
+                f"{reason}")
+        assert s.mouth_frames == f"mouth frames by {text}"
+        assert warned() == [(f"Mouth frames by {text}.", Severity.WARNING)]
+        assert type(feed.renderer) is SpriteGLRenderer
+        s.apply(replace(s.settings, mouth_frames="opengl"))
+        assert s.mouth_frames == "mouth frames by OpenGL, as the settings ask" and warned() == []
+    finally:
+        s.close()

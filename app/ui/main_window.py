@@ -95,7 +95,8 @@ class MainWindow(QMainWindow):
         self.history_button.setToolTip("Every message since the app started, with its time")
         self.history_button.clicked.connect(self.open_history)
 
-        self.view = AvatarView(fps=self.studio.frame_rate, clear_color=_colour(settings.background))
+        self.view = AvatarView(fps=self.studio.frame_rate, clear_color=_colour(settings.background),
+                               mouth_paths=self.studio.mouth_paths)
         self.view.setMinimumSize(*VIEW_MINIMUM)
         self.text = TextEntry()
         self.text.setPlaceholderText("Type what the avatar should say, then press Enter "

@@ -211,6 +211,16 @@ class SettingsPanel(QDialog):
                                   "and says why.")
         self._add(form, "inference_provider", self.inference)
         form.addRow(_note(f"Where the voice runs. {frame_rate_hints.RESTART}"))
+        self.mouth_frames = QComboBox()
+        for name, label in (("auto", "Faster on this avatar (timed at start)"), ("opengl", "OpenGL"),
+                            ("cuda", "CUDA through CUDA-GL interop (NVIDIA GPU)")):
+            self.mouth_frames.addItem(label, name)
+        self.mouth_frames.setToolTip("Without CUDA-GL interop the mouth frames are made by "
+                                     "OpenGL, and the status says why.")
+        self._add(form, "mouth_frames", self.mouth_frames)
+        form.addRow(_note("How the avatar's frames are made on an NVIDIA GPU: OpenGL's shaders or "
+                          "CUDA's kernels. The faster is the one whose slowest frames (P99) are "
+                          "quicker, what a display's deadline sees. Applies at once."))
 
     def _build_mic(self, form: QFormLayout) -> None:
         self.mic_enabled = QCheckBox("Mouth follows the microphone")

@@ -101,6 +101,29 @@ class FramebufferTarget:
         self.close()
 
 
+class ScratchTarget(FramebufferTarget):
+    """A width×height framebuffer of our own in whatever context is current (a window's,
+    a feed's), for frames nobody sees: they leave the context's own framebuffer as it
+    was. close() deletes it and binds again the framebuffer and viewport bound before."""
+
+    platform = "the current context"
+
+    def __init__(self, width: int, height: int) -> None:
+        self._bound = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        self._viewport = [int(v) for v in GL.glGetIntegerv(GL.GL_VIEWPORT)]
+        self._make_framebuffer(width, height)
+
+    def make_current(self) -> None:
+        self.bind()
+
+    def close(self) -> None:
+        if self.fbo:
+            self._delete_framebuffer()
+            self.fbo = 0
+            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self._bound)
+            GL.glViewport(*self._viewport)
+
+
 def offscreen_target(width: int, height: int) -> FramebufferTarget:
     """The offscreen target of this process's window system: EglTarget where PyOpenGL
     was bound to EGL (gl_platform.use_egl()), else Qt's OffscreenTarget."""

@@ -42,6 +42,7 @@ from render.gpu.interop import (
     RegisteredTexture,
     cuda_unavailable,
     free,
+    synchronize,
     upload,
     zeroed,
 )
@@ -202,6 +203,11 @@ class CudaPhotoRenderer(PhotoRenderer):
         self._frame_pose = self._pose
         self.frames += 1
         return self.mouth_texture
+
+    def wait(self) -> None:
+        """Return once the mouth frame's launches are done: for timing them (glFinish does
+        not wait for the kernels' stream; the render thread never waits)."""
+        synchronize(self._kernels.stream)
 
     def _delete_mouth_frame(self) -> None:
         # CUDA lets go of the texture before GL deletes it.

@@ -226,6 +226,14 @@ def zeroed(nbytes: int, stream) -> int:
     return int(pointer)
 
 
+def synchronize(stream) -> None:
+    """Return once the work queued on `stream` is done: for timing it (the render thread
+    never waits for the device)."""
+    from cuda.bindings import runtime
+
+    check(runtime.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+
+
 def free(pointer: int) -> None:
     from cuda.bindings import runtime
 

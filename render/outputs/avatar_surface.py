@@ -22,8 +22,9 @@ from PySide6.QtOpenGL import QOpenGLWindow
 
 from render.gl.compositor import ChromaCompositor
 from render.gl.sprite_renderer import SpriteGLRenderer, read_framebuffer
+from render.gpu.path_picker import MouthPathPicker
 from render.outputs.background import CHROMA, SOLID, Background
-from render.rigs.loader import AvatarRig, renderer_showing
+from render.rigs.loader import AvatarRig
 from render.timing.frame_producer import MediaClock, PoseSource
 from render.timing.presenter import REST, AvatarFrame, Pacing, Presenter
 
@@ -34,12 +35,16 @@ class AvatarSurface(QOpenGLWindow):
     `after_draw(painter_device)` runs after each frame is drawn, with the window current
     (the main window paints its overlays there). `frame_drawn(frame)` runs after each
     frame, with the GL context still current and the frame's pixels in the bound
-    framebuffer (readback for the virtual camera and browser source hooks in there)."""
+    framebuffer (readback for the virtual camera and browser source hooks in there).
+
+    `mouth_paths` (the app's one picker) chooses the renderer's mouth-frame path for the
+    rig at the window's size, timing the paths in this window's context before it
+    presents the rig where the choice needs it; OpenGL's without one."""
 
     def __init__(self, *, fps: float = 60.0, background: Background = Background(),
                  slot_count: int = 30, lookahead: float = 0.2, seed: int = 0,
                  log_rows: int = 36_000, now: Callable[[], float] = time.monotonic,
-                 parent=None) -> None:
+                 mouth_paths: MouthPathPicker | None = None, parent=None) -> None:
         super().__init__(QOpenGLWindow.UpdateBehavior.NoPartialUpdate, parent)
         fmt = QSurfaceFormat()
         fmt.setVersion(3, 3)
@@ -57,6 +62,7 @@ class AvatarSurface(QOpenGLWindow):
         self._now = now
         self._background = background
         self.renderer = SpriteGLRenderer(_clear_colour(background))
+        self._paths = mouth_paths or MouthPathPicker()
         self._compositor = ChromaCompositor()
         self._rig: AvatarRig | None = None
         self._rig_pending = False
@@ -167,8 +173,20 @@ class AvatarSurface(QOpenGLWindow):
             self._upload_rig()
 
     def resizeGL(self, width: int, height: int) -> None:
+        # Qt calls this from the resize event with no context made current for it (its
+        # documentation says so): the renderer's GL work, and timing the mouth paths at
+        # the new size, need this window's.
+        size = self._pixels(width, height)
+        self.makeCurrent()
+        self.renderer.resize(*size)
+        if self._rig is not None and not self._rig_pending:
+            self.renderer = self._paths.resized(self.renderer, self._rig, size, self)
+        self.doneCurrent()
+
+    def _pixels(self, width: int, height: int) -> tuple[int, int]:
+        """A size in the window's units in device pixels."""
         ratio = self.devicePixelRatio()
-        self.renderer.resize(round(width * ratio), round(height * ratio))
+        return max(1, round(width * ratio)), max(1, round(height * ratio))
 
     def paintGL(self) -> None:
         started = time.perf_counter()
@@ -194,10 +212,12 @@ class AvatarSurface(QOpenGLWindow):
             self._compositor.finish(target_fbo, self._background.colour)
 
     def _upload_rig(self) -> None:
-        self.renderer = renderer_showing(self.renderer, self._rig)
+        size = self._pixels(self.width(), self.height())
+        self.renderer = self._paths.show(self.renderer, self._rig, size, self)
         self._rig_pending = False
 
     def _release_gl(self) -> None:
+        self._paths.forget(self)
         if shiboken6.isValid(self):
             self.makeCurrent()
             self.renderer.release()

@@ -18,6 +18,7 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QImage, QPainter, QRegion, QWindow
 from PySide6.QtWidgets import QWidget
 
+from render.gpu.path_picker import MouthPathPicker
 from render.outputs.avatar_surface import AvatarSurface
 from render.outputs.background import SOLID, TRANSPARENT, Background
 from render.rigs.loader import AvatarRig
@@ -37,7 +38,8 @@ class AvatarView(QWidget):
     def __init__(self, parent=None, *, fps: float = 60.0,
                  clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
                  slot_count: int = 30, lookahead: float = 0.2, seed: int = 0,
-                 log_rows: int = 36_000, now: Callable[[], float] = time.monotonic) -> None:
+                 log_rows: int = 36_000, now: Callable[[], float] = time.monotonic,
+                 mouth_paths: MouthPathPicker | None = None) -> None:
         super().__init__(parent)
         # The container takes the window and deletes it with itself, but PySide (6.11)
         # leaves a window made in Python owned by Python too, and the second delete
@@ -46,7 +48,8 @@ class AvatarView(QWidget):
         stand_in = QWindow()
         self._surface = AvatarSurface(fps=fps, background=_background(clear_color),
                                       slot_count=slot_count, lookahead=lookahead, seed=seed,
-                                      log_rows=log_rows, now=now, parent=stand_in)
+                                      log_rows=log_rows, now=now, mouth_paths=mouth_paths,
+                                      parent=stand_in)
         # Clicks, drops and focus belong to the widgets around it, as with a widget: the
         # text field keeps the keyboard when the avatar is clicked.
         self._surface.setFlag(Qt.WindowType.WindowDoesNotAcceptFocus)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
 
+from render.gpu.path_picker import MouthPathPicker
 from render.outputs.avatar_surface import AvatarSurface
 from render.outputs.background import Background
 from render.outputs.contract import OutputStatus
@@ -32,8 +33,9 @@ class AvatarWindow(AvatarSurface):
 
     def __init__(self, size: tuple[int, int], *, fps: float = 60.0,
                  background: Background = Background(), borderless: bool = False,
-                 on_top: bool = False, now: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(fps=fps, background=background, now=now)
+                 on_top: bool = False, now: Callable[[], float] = time.monotonic,
+                 mouth_paths: MouthPathPicker | None = None) -> None:
+        super().__init__(fps=fps, background=background, now=now, mouth_paths=mouth_paths)
         self.setTitle(TITLE)
         self.resize(*size)
         self.set_window_flags(borderless, on_top)

@@ -27,7 +27,8 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from render.gl.offscreen import offscreen_target, renders_on_cpu
 from render.gl.readback import AsyncReadback
 from render.gl.sprite_renderer import SpriteGLRenderer
-from render.rigs.loader import AvatarRig, renderer_showing
+from render.gpu.path_picker import MouthPathPicker
+from render.rigs.loader import AvatarRig
 from render.timing.frame_producer import MediaClock, PoseSource
 from render.timing.pose_ticker import PoseTicker
 from render.timing.presenter import AvatarFrame, Presenter
@@ -43,12 +44,15 @@ class FrameFeed(QObject):
     the GL objects. A sink that raises is logged and dropped (the feed goes on).
     `readback` makes the feed's readback (AsyncReadback's calls); RGBA by default.
     `request_with_draw` says when a frame's readback is queued (_tick says why): right
-    after its drawing, or at the next tick; None picks by the GL, the first on a GPU."""
+    after its drawing, or at the next tick; None picks by the GL, the first on a GPU.
+    `mouth_paths` (the app's one picker) chooses the renderer's mouth-frame path for each
+    rig at the feed's size (AvatarSurface's); OpenGL's without one."""
 
     def __init__(self, width: int, height: int, fps: float, *,
                  now: Callable[[], float] = time.monotonic,
                  readback: Callable[[], object] | None = None,
-                 request_with_draw: bool | None = None) -> None:
+                 request_with_draw: bool | None = None,
+                 mouth_paths: MouthPathPicker | None = None) -> None:
         super().__init__()
         self.width, self.height = width, height
         self.ticker = PoseTicker(fps, now=now)
@@ -57,6 +61,7 @@ class FrameFeed(QObject):
         self.renderer = SpriteGLRenderer((0.0, 0.0, 0.0, 0.0))
         self.renderer.initialize()
         self.renderer.resize(width, height)
+        self._paths = mouth_paths or MouthPathPicker()
         # The sinks' own readback where they want another format (the virtual camera's
         # YUYV, packed on the GPU), made here with the feed's context current.
         self._readback = readback() if readback is not None else AsyncReadback(width, height)
@@ -90,7 +95,7 @@ class FrameFeed(QObject):
 
     def set_rig(self, rig: AvatarRig) -> None:
         self._target.make_current()
-        self.renderer = renderer_showing(self.renderer, rig)
+        self.renderer = self._paths.show(self.renderer, rig, (self.width, self.height), self)
 
     def set_sources(self, pose_source: PoseSource | None, media_time_at: MediaClock | None,
                     source_version: Callable[[], int] | None = None) -> None:
@@ -110,6 +115,7 @@ class FrameFeed(QObject):
     def stop(self) -> None:
         self._timer.stop()
         self.ticker.stop()
+        self._paths.forget(self)
         self._target.make_current()
         self._readback.release()
         self.renderer.release()

@@ -22,6 +22,7 @@ from dataclasses import asdict, is_dataclass
 
 from PySide6.QtCore import QTimer
 
+from render.gpu.path_picker import MouthPathPicker
 from render.outputs.contract import OutputStatus
 from render.outputs.frame_feed import FrameFeed
 from render.timing.frame_producer import MediaClock, PoseSource
@@ -33,17 +34,19 @@ VIEWER_DELAY_REVIEW_MS = 1000
 
 class PixelOutput:
     """`sink` started already; `describe(sink)` gives the status line's detail. The feed
-    draws at width×height, `fps` times a second, from start on; close() stops the feed,
-    then the sink."""
+    draws at width×height, `fps` times a second, from start on, its mouth frames on the
+    path `mouth_paths` chooses (FrameFeed); close() stops the feed, then the sink."""
 
     def __init__(self, name: str, sink, width: int, height: int, fps: float, *,
                  describe: Callable[[object], str],
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic,
+                 mouth_paths: MouthPathPicker | None = None) -> None:
         self.name = name
         self.sink = sink
         self._describe = describe
         readback = getattr(sink, "readback", None)
-        self.feed = FrameFeed(width, height, fps, now=now, readback=readback)
+        self.feed = FrameFeed(width, height, fps, now=now, readback=readback,
+                              mouth_paths=mouth_paths)
         self.feed.sinks.append(sink.send)
         # Whether its viewers see captions (the page does, a camera not).
         self.shows_captions = hasattr(sink, "set_caption")

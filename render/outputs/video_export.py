@@ -53,8 +53,9 @@ from pipeline.voice.viseme_track import VisemeTrack
 from render.gl.offscreen import FramebufferTarget, renders_on_cpu
 from render.gl.readback import read_sync
 from render.gl.yuv_pack import YuyvPass
+from render.gpu.path_picker import MouthPathPicker
 from render.outputs.frame_size import SizeError, parse_size
-from render.rigs.loader import AvatarRig, renderer_for
+from render.rigs.loader import AvatarRig
 from render.timing import idle_motion
 from render.timing.avatar_motion import AvatarMotion
 from render.timing.frame_producer import PoseSource
@@ -202,7 +203,8 @@ def check_output(path: Path) -> None:
 def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: VideoSettings,
                  target: FramebufferTarget,
                  progress: Callable[[int, int], None] | None = None,
-                 readback: str | None = None, motion: AvatarMotion | None = None) -> ExportResult:
+                 readback: str | None = None, motion: AvatarMotion | None = None,
+                 mouth_paths: MouthPathPicker | None = None) -> ExportResult:
     """Render the avatar `rig` speaking `soundtrack` into the MP4 `out`, drawn on
     `target` (render/gl/offscreen.py offscreen_target(), made by the caller so that a
     machine with no GL is told so before the speech is synthesised; resized here to the
@@ -210,7 +212,9 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
 
     `readback`: "yuyv" or "rgba" (the module's docstring), or None for the one that suits
     the target's GL (frame_readback). `motion` moves the avatar and sets its expression
-    at each frame's time, as the live outputs do (None: still and neutral)."""
+    at each frame's time, as the live outputs do (None: still and neutral). `mouth_paths`
+    chooses the renderer's mouth-frame path for the rig at the video's size (the live
+    outputs' picker; None: OpenGL's)."""
     check_output(out)
     check_fps(settings.fps)
     # Even sides (checked here): H.264's 4:2:0 needs them, and YUYV packs pixel pairs.
@@ -225,11 +229,9 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
         target.resize(w, h)
         frames_from = frame_readback(target, settings.background, readback)
         renderer = None
+        paths = mouth_paths or MouthPathPicker()
         try:
-            renderer = renderer_for(rig, frames_from.clear_color)
-            renderer.initialize()
-            renderer.set_rig(rig)
-            renderer.resize(w, h)
+            renderer = paths.made(rig, frames_from.clear_color, (w, h), target)
             with av.open(str(partial), "w", format="mp4",
                          options={"movflags": "+faststart"}) as container:
                 _encode(container, target, renderer, frames_from, soundtrack, fps, period,
@@ -238,6 +240,7 @@ def export_video(out: Path, rig: AvatarRig, soundtrack: Soundtrack, settings: Vi
             target.make_current()
             if renderer is not None:
                 renderer.release()
+            paths.forget(target)
             frames_from.release()
         os.replace(partial, out)
     except OSError as exc:

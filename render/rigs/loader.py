@@ -1,7 +1,9 @@
 """Any avatar from a path: a sprite rig or a saved photo rig (manifest.json or its
 folder), or a face picture imported on the spot. RIG_KINDS is the one table of the kinds
-(manifest format → loader, renderer, expressions offered), so the window, the settings,
-the library and the video export treat every avatar alike."""
+(manifest format → loader, renderers, expressions offered), so the window, the settings,
+the library and the video export treat every avatar alike. Each kind has a renderer on
+each mouth-frame path (render/gpu/mouth_path.py): OpenGL's, and CUDA's through CUDA-GL
+interop."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.json_text import parse_json
 from render.gl.photo_renderer import PhotoRenderer
 from render.gl.sprite_renderer import SpriteGLRenderer
+from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
+from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer
+from render.gpu.mouth_path import CUDA, OPENGL
 from render.rigs.manifest import RigError
 from render.rigs.photo import PhotoRig, import_portrait
 from render.rigs.photo_manifest import FORMAT as PHOTO_FORMAT
@@ -21,7 +26,7 @@ from render.rigs.sprite import FORMAT as SPRITE_FORMAT
 from render.rigs.sprite import SpriteRig, load_sprite_rig
 
 AvatarRig = SpriteRig | PhotoRig
-AvatarRenderer = SpriteGLRenderer | PhotoRenderer
+AvatarRenderer = SpriteGLRenderer | PhotoRenderer | CudaSpriteRenderer | CudaPhotoRenderer
 PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
@@ -32,14 +37,16 @@ class RigKind:
     rig: type
     load: Callable[[Path], AvatarRig]  # a manifest.json → its rig, or RigError
     renderer: type  # SpriteGLRenderer's interface
+    cuda_renderer: type  # the same, its mouth frames made by CUDA (render/gpu/)
     # The expressions the avatar draws besides neutral, for AvatarMotion.set_offered.
     expressions: Callable[[AvatarRig], tuple[str, ...]]
 
 
 SPRITE = RigKind("sprite", SPRITE_FORMAT, SpriteRig, load_sprite_rig, SpriteGLRenderer,
-                 lambda rig: tuple(rig.expressions))  # the rig's own
+                 CudaSpriteRenderer, lambda rig: tuple(rig.expressions))  # the rig's own
 # A photo rig warps the face by every one of the state's weights.
-PHOTO = RigKind("photo", PHOTO_FORMAT, PhotoRig, load_photo_rig, PhotoRenderer, lambda rig: EXPRESSIONS)
+PHOTO = RigKind("photo", PHOTO_FORMAT, PhotoRig, load_photo_rig, PhotoRenderer, CudaPhotoRenderer,
+                lambda rig: EXPRESSIONS)
 RIG_KINDS = (SPRITE, PHOTO)
 
 
@@ -85,23 +92,47 @@ def rig_expressions(rig: AvatarRig) -> tuple[str, ...]:
     return kind_of(rig).expressions(rig)
 
 
-def renderer_for(rig: AvatarRig, clear_color: tuple[float, float, float, float]) -> AvatarRenderer:
-    """A renderer (SpriteGLRenderer's interface) that draws this kind of rig."""
-    return kind_of(rig).renderer(clear_color=clear_color)
+def renderer_type(rig: AvatarRig, path: str = OPENGL) -> type:
+    """The renderer class that draws this kind of rig on mouth-frame `path` (OPENGL or
+    CUDA)."""
+    kind = kind_of(rig)
+    return {OPENGL: kind.renderer, CUDA: kind.cuda_renderer}[path]
 
 
-def renderer_showing(renderer: AvatarRenderer, rig: AvatarRig) -> AvatarRenderer:
-    """`renderer` showing `rig` now, or, where the rig is of the other kind, a renderer
-    of that kind at the same viewport and clear colour, `renderer` released. The GL
-    context both belong to must be current."""
-    if type(renderer) is not kind_of(rig).renderer:
-        fresh = renderer_for(rig, renderer.clear_color)
+def renderer_for(rig: AvatarRig, clear_color: tuple[float, float, float, float],
+                 path: str = OPENGL) -> AvatarRenderer:
+    """A renderer (SpriteGLRenderer's interface) that draws this kind of rig on `path`,
+    not initialised yet."""
+    return renderer_type(rig, path)(clear_color=clear_color)
+
+
+def renderer_made(rig: AvatarRig, clear_color: tuple[float, float, float, float],
+                  size: tuple[int, int], path: str = OPENGL) -> AvatarRenderer:
+    """A renderer of the rig's kind on `path`, initialised, at `size` and showing `rig`,
+    in the current GL context. Where it cannot be made (CudaError, for one), what it made
+    is released and the error raised."""
+    renderer = renderer_for(rig, clear_color, path)
+    try:
+        renderer.initialize()
+        renderer.resize(*size)
+        renderer.set_rig(rig)
+    except BaseException:
         renderer.release()
-        fresh.initialize()
-        fresh.resize(*renderer.viewport)
-        renderer = fresh
-    renderer.set_rig(rig)
+        raise
     return renderer
+
+
+def renderer_showing(renderer: AvatarRenderer, rig: AvatarRig, path: str = OPENGL) -> AvatarRenderer:
+    """`renderer` showing `rig` now, or, where it is not the renderer of the rig's kind on
+    `path`, a new one at the same viewport and clear colour (renderer_made), and then
+    `renderer` released; where the new one cannot be made, `renderer` stays as it was.
+    The GL context both belong to must be current."""
+    if type(renderer) is renderer_type(rig, path):
+        renderer.set_rig(rig)
+        return renderer
+    fresh = renderer_made(rig, renderer.clear_color, renderer.viewport, path)
+    renderer.release()
+    return fresh
 
 
 def _read_manifest(path: Path) -> object:

@@ -7,7 +7,9 @@ because rigs are hand-made and a traceback tells an artist nothing.
 Loading needs no QGuiApplication: QSvgRenderer, QImage and QPainter on a QImage are
 pure raster code. The one exception is SVG text, which goes through QFontDatabase and
 aborts the process without a QGuiApplication; such files are refused with a RigError
-unless an application object exists.
+unless an application object exists. Qt is imported where an image is read, not with
+the module: the rig's record, and render/rigs/loader.py's table of kinds with it, load
+where PySide6 is not installed (the GPU test machine).
 """
 
 from __future__ import annotations
@@ -18,9 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QByteArray, QCoreApplication, QRectF, Qt
-from PySide6.QtGui import QGuiApplication, QImage, QPainter
-from PySide6.QtSvg import QSvgRenderer
 
 from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.json_text import parse_json
@@ -268,6 +267,10 @@ def _load_image(what: str, file: Path, canvas: tuple[int, int], out_size: tuple[
 
 
 def _rasterise_svg(what: str, data: bytes, canvas: tuple[int, int], out_size: tuple[int, int]) -> QImage:
+    from PySide6.QtCore import QByteArray, QCoreApplication, QRectF, Qt
+    from PySide6.QtGui import QGuiApplication, QImage, QPainter
+    from PySide6.QtSvg import QSvgRenderer
+
     # Parsed here as well as by Qt because QSvgRenderer only says "invalid", while
     # expat names the line and column.
     try:
@@ -300,6 +303,9 @@ def _rasterise_svg(what: str, data: bytes, canvas: tuple[int, int], out_size: tu
 
 
 def _decode_png(what: str, data: bytes, canvas: tuple[int, int], out_size: tuple[int, int]) -> QImage:
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QImage
+
     image = QImage()
     if not image.loadFromData(data, "PNG"):
         raise RigError(f"{what}: not a readable PNG image.")
@@ -313,6 +319,8 @@ def _decode_png(what: str, data: bytes, canvas: tuple[int, int], out_size: tuple
 
 
 def _to_array(image: QImage) -> np.ndarray:
+    from PySide6.QtGui import QImage
+
     image = image.convertToFormat(QImage.Format.Format_RGBA8888)
     w, h = image.width(), image.height()
     rows = np.frombuffer(image.constBits(), np.uint8, count=image.sizeInBytes()).reshape(h, image.bytesPerLine())
