@@ -215,10 +215,13 @@ class Studio(QObject):
 
     def tell(self, message: str, severity: Severity = Severity.WARNING, *,
              key: Hashable | None = None, seconds: float | None = None) -> None:
-        """Tell the user `message` (MessageBoard.post says what `key` and `seconds` do)."""
+        """Tell the user `message` (MessageBoard.post says what `key` and `seconds` do). A
+        condition told again in the same words while it is shown is not news: a front end
+        hears of it only when the board changed (headless printed such a line twice)."""
         log.debug("message (%s): %s", severity.value, message)
+        before = self.messages.version
         posted = self.messages.post(message, severity, key=key, seconds=seconds)
-        if self.on_message is not None:
+        if self.on_message is not None and self.messages.version != before:
             self.on_message(posted)
 
     def forget(self, key: Hashable) -> None:

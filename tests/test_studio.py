@@ -220,3 +220,18 @@ def test_show_hide_hides_the_avatar_in_every_output_and_says_so(studio):
     studio.do_action("toggle_avatar")
     assert not studio.outputs.avatar_motion.hidden
     assert not any(m.text.startswith("The avatar is hidden") for m in studio.messages.shown())
+
+
+def test_a_condition_told_again_in_the_same_words_reaches_the_front_end_once(studio_with_mic):
+    """Headless prints each message a front end hears of: the microphone's "is on" was
+    printed twice, once from its status and once from the check after start_mic."""
+    studio = studio_with_mic
+    studio.forget("microphone")  # told already as the fixture started the mic
+    heard = []
+    studio.on_message = heard.append
+    status = studio.engine.mic.status
+    studio._on_event(status)  # as the engine publishes it
+    studio._show_mic_state()  # as start() then checks it
+    assert [m.text for m in heard] == ["Microphone 'system' is on"]
+    studio.tell("Microphone 'system' is on", Severity.WARNING, key="microphone")
+    assert len(heard) == 2 and heard[-1].severity is Severity.WARNING  # news: it changed
