@@ -150,6 +150,7 @@ class Studio(QObject):
         self.api = None
         self._follow = QTimer(self)
         self._follow.timeout.connect(self._follow_returned_mic)
+        self._follow.timeout.connect(self._follow_sound_server)
         self._follow.timeout.connect(self._follow_outputs)
         self._follow.timeout.connect(self._expire_messages)
         self._follow.timeout.connect(self._follow_frame_rate)
@@ -512,6 +513,20 @@ class Studio(QObject):
             self.outputs.connect_sources()
             self._show_audio_state()
             self._show_mic_state()
+
+    def _follow_sound_server(self) -> None:
+        """The sound server going and coming back, each said once (under AUDIO: the news
+        that it is back replaces the message that sound is off)."""
+        news = self.engine.follow_sound_server()
+        if news is None:
+            return
+        self._apply_mic_mute()
+        self.outputs.connect_sources()
+        if self.engine.audio_problem is not None:
+            self._show_audio_state()
+        else:
+            self.tell(news, Severity.INFO, key=AUDIO, seconds=EVENT_SECONDS)
+        self._show_mic_state()
 
     def _follow_outputs(self) -> None:
         """An open output waiting for its peer or in trouble (VTube Studio not running,
