@@ -21,7 +21,7 @@ from tests.harness.api_client import http_json
 from tests.harness.app_process import HeadlessApp, cli, free_port
 from tests.harness.jack_recorder import RecorderProcess
 from tests.harness.services import JackServer
-from tests.harness.small_disk import DiskUnavailable, small_disk
+from tests.harness.small_disk import DiskUnavailable, fill, small_disk
 
 pytestmark = pytest.mark.audio
 
@@ -189,6 +189,39 @@ def _flood_http(base: str, token: str, stop: threading.Event, statuses: list[int
             statuses.append(response.status)
     finally:
         connection.close()
+
+
+def _ask(ws, message: dict) -> dict:
+    ws.send(json.dumps(message))
+    while (reply := json.loads(ws.recv(timeout=20)))["type"] == "event":
+        pass
+    return reply
+
+
+def test_a_full_disk_keeps_the_saved_settings_and_says_why_once(app):
+    if app.disk is None:
+        pytest.skip(app.why_no_disk)
+    settings = app.config_dir / "settings.json"
+    saved = settings.read_text()
+    cannot = (f"The settings could not be saved to {settings} (No space left on device): they "
+              "apply now, and the file keeps the ones saved before.")
+    url = f"{app.base.replace('http', 'ws')}/control"
+    with connect(url, additional_headers={"Authorization": f"Bearer {app.token}"}) as ws:
+        filler = fill(app.disk)
+        try:
+            for mode in ("ultra", "premium"):  # two changes, one message
+                assert _ask(ws, {"type": "set_latency_mode", "mode": mode})["mode"] == mode
+            app.output.until(cannot, 5)
+            assert settings.read_text() == saved
+            # Nothing half-written left behind, by this save or any other write of the app.
+            assert sorted(p.name for p in app.config_dir.iterdir() if "tmp" in p.name) == []
+            status, reply = http_json(app.base, "/status", None, app.token)
+            assert reply["latency_mode"] == "premium"  # applied all the same
+        finally:
+            filler.unlink()
+        assert _ask(ws, {"type": "set_latency_mode", "mode": "balanced"})["mode"] == "balanced"
+    assert json.loads(settings.read_text())["latency_mode"] == "balanced"
+    assert told(app, cannot) == 1
 
 
 def test_the_sound_server_restarting_is_said_once_and_sound_comes_back(app):
