@@ -12,6 +12,7 @@ import http.client
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -222,6 +223,42 @@ def test_a_full_disk_keeps_the_saved_settings_and_says_why_once(app):
         assert _ask(ws, {"type": "set_latency_mode", "mode": "balanced"})["mode"] == "balanced"
     assert json.loads(settings.read_text())["latency_mode"] == "balanced"
     assert told(app, cannot) == 1
+
+
+def test_a_full_disk_fails_an_avatar_import_and_an_export_cleanly(app, tmp_path):
+    """A new avatar (a photo rig saved in the library) and a video export, each into a
+    full disk: one line saying so, and nothing of either left there."""
+    if app.disk is None:
+        pytest.skip(app.why_no_disk)
+    from PIL import Image
+    from skimage.data import astronaut
+
+    picture = tmp_path / "astronaut.png"
+    Image.fromarray(astronaut()).save(picture)
+    library = app.config_dir / "avatars" / "library.json"
+    listed = library.read_bytes()
+    before = sorted(p.name for p in (app.config_dir / "avatars").iterdir())
+    filler = fill(app.disk)
+    try:
+        with ThreadPoolExecutor(2) as both:  # side by side: each mostly starts up
+            importing = both.submit(cli, app.config_dir, "avatars", "import", str(picture),
+                                    timeout=120)
+            exporting = both.submit(cli, app.config_dir, "render", "Hi.", "--out",
+                                    str(app.disk / "clip.mp4"), "--size", "320x240", timeout=120)
+            imported, exported = importing.result(), exporting.result()
+        left = sorted(p.name for p in (app.config_dir / "avatars").iterdir())
+        disk_left = sorted(p.name for p in app.disk.iterdir())
+    finally:
+        filler.unlink()
+    assert imported.returncode == 1 and "Traceback" not in imported.stderr, imported.stderr
+    assert [line for line in imported.stderr.splitlines() if line.startswith("lipsync-studio:")] == [
+        f"lipsync-studio: {app.config_dir / 'avatars' / 'astronaut'} could not be written: "
+        "No space left on device"]
+    assert library.read_bytes() == listed and left == before
+    assert exported.returncode == 1 and "Traceback" not in exported.stderr, exported.stderr
+    assert exported.stderr.splitlines()[-1] == (
+        f"lipsync-studio: cannot write {app.disk / 'clip.mp4'}: No space left on device")
+    assert "clip.mp4" not in disk_left and ".clip.mp4.part" not in disk_left
 
 
 def test_the_sound_server_restarting_is_said_once_and_sound_comes_back(app):
