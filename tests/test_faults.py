@@ -105,6 +105,18 @@ def speak_and_record(app, line: str) -> float:
     return peak
 
 
+def test_a_gpu_asked_for_and_not_there_is_told_once_and_the_cpu_speaks(app):
+    # The app was started asking for TensorRT, which this machine (no GPU, onnxruntime
+    # without its providers) cannot give: the fallback down TensorRT → CUDA → CPU.
+    fell_back = ("The voice runs on CPU (asked for: tensorrt; this onnxruntime has no TensorRT "
+                 "or CUDA provider (it has ")
+    lines = [line for line in app.output.seen if line.startswith(f"lipsync-studio: {fell_back}")]
+    assert len(lines) == 1
+    status, reply = http_json(app.base, "/status", None, app.token)
+    assert reply["inference"] == lines[0].removeprefix("lipsync-studio: ").rstrip("\n")
+    assert speak_and_record(app, "Hello from the CPU.") > HEARD
+
+
 def _ping_times(ws, count: int, pause: float) -> list[float]:
     """Round-trip seconds of `count` pings on `ws`, `pause` apart."""
     times = []
