@@ -29,7 +29,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.avatar_library import Avatar, AvatarLibrary, voice_of
 from app.engine import Engine
 from app.first_audio import FirstAudio
-from app.frame_rate_watch import FrameRateWatch
+from app.frame_rate_watch import DegradedWatch, FrameRateWatch
 from app.hotkeys import Hotkeys, Problem
 from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
 from app.obs.live import ObsLive
@@ -67,6 +67,7 @@ VOICE = "voice"
 AVATAR = "avatar"
 FELL_BEHIND = "fell behind"
 FRAME_RATE = "frame rate"
+DEGRADED = "degraded frames"
 MIC_MUTE = "microphone mute"
 LIBRARY = "avatar library"
 EXPRESSION = "expression"
@@ -155,6 +156,7 @@ class Studio(QObject):
         self._follow.timeout.connect(self._expire_messages)
         self._follow.timeout.connect(self._follow_frame_rate)
         self._frame_rate_watch = FrameRateWatch(self.frame_rate)
+        self._degraded_watch = DegradedWatch()
         # The mic's mute (a hotkey) and push to talk, kept across the mic's reopening.
         self.mic_muted = False
         self.push_to_talk = False
@@ -558,6 +560,14 @@ class Studio(QObject):
             self.tell(said, key=FRAME_RATE)
         elif said == "":
             self.forget(FRAME_RATE)
+        producers = [getattr(output, "presenter", None) for output in self.outputs.pullers()]
+        overruns = sum(p.producer.overruns for p in producers
+                       if p is not None and p.producer is not None)
+        said = self._degraded_watch.update(time.monotonic(), overruns)
+        if said:
+            self.tell(said, key=DEGRADED)
+        elif said == "":
+            self.forget(DEGRADED)
 
     def _show_audio_state(self) -> None:
         """'Audio is off' while it is, and gone once audio is back."""
