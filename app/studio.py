@@ -146,7 +146,9 @@ class Studio(QObject):
         self.queue = SpeechQueue(self._say_now, self.engine.stop)
         self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=self.frame_rate)
         self.outputs.window_closed = self._on_avatar_window_closed
-        self.obs = ObsLive(self.engine, settings, lambda text: self._text.emit(text, OBS))
+        self.obs = ObsLive(self.engine, settings, lambda text: self._text.emit(text, OBS),
+                           lambda text: self.call_soon(lambda: self.tell(
+                               text, Severity.INFO, key=OBS, seconds=EVENT_SECONDS)))
         self.outputs.on_caption = self.obs.offer_caption
         self.api = None
         self._follow = QTimer(self)
