@@ -155,14 +155,14 @@ def test_obs_quitting_and_coming_back_is_said_once_each_and_captions_reach_it_ag
     back = (f"OBS: connected again at 127.0.0.1:{obs.port}; the captions and the mic's sync "
             "offset reach it again.")
 
-    def caption_in_obs() -> str:
-        client = connect(obs)
+    def caption_in_obs() -> str:  # through a connection of its own: OBS restarts
+        view = connect(obs)
         try:
-            names = [i["inputName"] for i in client.send("GetInputList", raw=True)["inputs"]]
-            return (client.send("GetInputSettings", {"inputName": source}, raw=True)
+            names = [i["inputName"] for i in view.send("GetInputList", raw=True)["inputs"]]
+            return (view.send("GetInputSettings", {"inputName": source}, raw=True)
                     ["inputSettings"].get("text", "") if source in names else "")
         finally:
-            client.disconnect()
+            view.disconnect()
 
     def obs_said() -> list[str]:
         return [m.text for m in studio.messages.history() if m.key == OBS]

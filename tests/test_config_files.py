@@ -83,10 +83,11 @@ def kill_savers() -> None:
     from pathlib import Path
 
     from app.api.tokens import TokenStore
-    from app.settings import Settings, SettingsStore
+    from app.settings import SettingsStore
 
     folder = Path(tempfile.mkdtemp())
-    settings, tokens = SettingsStore(folder / "settings.json"), TokenStore(folder / "api_tokens.json")
+    settings = SettingsStore(folder / "settings.json")
+    tokens = TokenStore(folder / "api_tokens.json")
     started = time.perf_counter()
     for mode in ("premium", "ultra"):  # an old file of each to keep or replace, timed
         _save_both(settings, tokens, mode)

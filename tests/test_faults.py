@@ -141,8 +141,9 @@ def test_an_api_client_flooding_is_held_to_its_rate_told_once_and_others_go_on(a
         stop = threading.Event()
         replies: list[dict] = []
         statuses: list[int] = []
-        flooders = [threading.Thread(target=_flood_socket, args=(url, app.token, stop, replies)),
-                    threading.Thread(target=_flood_http, args=(app.base, app.token, stop, statuses))]
+        flooders = [
+            threading.Thread(target=_flood_socket, args=(url, app.token, stop, replies)),
+            threading.Thread(target=_flood_http, args=(app.base, app.token, stop, statuses))]
         for flooder in flooders:
             flooder.start()
         started = time.monotonic()
@@ -263,9 +264,9 @@ def test_a_full_disk_fails_an_avatar_import_and_an_export_cleanly(app, tmp_path)
     finally:
         filler.unlink()
     assert imported.returncode == 1 and "Traceback" not in imported.stderr, imported.stderr
-    assert [line for line in imported.stderr.splitlines() if line.startswith("lipsync-studio:")] == [
-        f"lipsync-studio: {app.config_dir / 'avatars' / 'astronaut'} could not be written: "
-        "No space left on device"]
+    said = [line for line in imported.stderr.splitlines() if line.startswith("lipsync-studio:")]
+    assert said == [f"lipsync-studio: {app.config_dir / 'avatars' / 'astronaut'} could not be "
+                    "written: No space left on device"]
     assert library.read_bytes() == listed and left == before
     assert exported.returncode == 1 and "Traceback" not in exported.stderr, exported.stderr
     assert exported.stderr.splitlines()[-1] == (

@@ -336,7 +336,8 @@ class RecorderProcess:
         line = self.proc.stdout.readline()
         if line.strip() != "recording":
             self.proc.kill()
-            raise RuntimeError(f"the recorder did not start: {line}{self.proc.stderr.read()[-2000:]}")
+            raise RuntimeError(f"the recorder did not start: {line}"
+                               f"{self.proc.stderr.read()[-2000:]}")
 
     def peak(self) -> float:
         """Stop; the loudest sample heard (full scale 1.0)."""
