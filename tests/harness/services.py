@@ -137,6 +137,22 @@ def _start_jackd(name: str, rate: int = JACK_RATE, period: int = JACK_PERIOD) ->
             time.sleep(0.1)
 
 
+def _start_jackd_apart(name: str, rate: int, period: int) -> subprocess.Popen:
+    """As _start_jackd, but told ready by a JACK client of another process (jack_wait):
+    libjack keeps one server's state per process, and a client of this process on a second
+    server (beside the PortAudio of the tests' own) crashed this process."""
+    proc = _run_jackd(name, rate, period)
+    waited = subprocess.run(["jack_wait", "--server", name, "--wait", "--timeout", "15"],
+                            capture_output=True, text=True,
+                            env=dict(os.environ, JACK_NO_START_SERVER="1"))
+    if proc.poll() is not None:
+        raise _exited(proc)
+    if waited.returncode != 0:
+        stop_jackd(proc)
+        raise RuntimeError(f"jackd did not accept clients within 15 s: {waited.stdout}")
+    return proc
+
+
 def registered_jackd(name: str) -> subprocess.Popen:
     """A jackd under server name ``name``, once jack2 has registered it. Without opening a
     client: libjack keeps one server's state per process, and a client of this process on
@@ -199,13 +215,14 @@ class JackServer:
 
     def start(self) -> None:
         """(Again, after stop or kill: its clients find it under the same name.)"""
+        start = _start_jackd if self.default else _start_jackd_apart
         try:
-            self.proc = _start_jackd(self.name, self.rate, self.period)
+            self.proc = start(self.name, self.rate, self.period)
         except RuntimeError as exc:
             if "Too many servers" not in str(exc):
                 raise
             free_stale_test_servers()
-            self.proc = _start_jackd(self.name, self.rate, self.period)
+            self.proc = start(self.name, self.rate, self.period)
 
     def kill(self) -> None:
         """As a sound server crashing: SIGKILL, its clients told nothing."""
