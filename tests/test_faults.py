@@ -281,7 +281,7 @@ def test_the_sound_server_restarting_is_said_once_and_sound_comes_back(app):
     time.sleep(1.0)  # the app looks for it meanwhile, quietly
     app.server.start()
     app.output.until(SOUND_BACK, 15)
-    assert speak_and_record(app, "Hello again, everyone.") > HEARD
+    assert speak_and_record(app, "Hello again, everyone.") > HEARD, messages(app, since)
     said_once(app, since)
 
 
@@ -306,5 +306,5 @@ def test_the_sound_devices_going_mid_speech_and_coming_back_is_said_once(app):
     time.sleep(2.0)
     app.server.start()
     app.output.until(SOUND_BACK, 15)
-    assert speak_and_record(app, "Can you hear me now?") > HEARD
+    assert speak_and_record(app, "Can you hear me now?") > HEARD, messages(app, since)
     said_once(app, since)
