@@ -314,10 +314,12 @@ import numpy as np
 from tests.harness.jack_recorder import JackRecorder
 recorder = JackRecorder(sys.argv[1], max_seconds=float(sys.argv[2]))
 recorder.start()
+sources = [port.name for port in recorder.client.get_ports(sys.argv[1], is_output=True)]
 print("recording", flush=True)
 sys.stdin.readline()
 recorder.stop()
-print(json.dumps(float(np.abs(recorder.audio).max()) if len(recorder.audio) else 0.0))
+print(json.dumps({"peak": float(np.abs(recorder.audio).max()) if len(recorder.audio) else 0.0,
+                  "samples": len(recorder.audio), "sources": sources}))
 """
 
 
@@ -340,8 +342,10 @@ class RecorderProcess:
                                f"{self.proc.stderr.read()[-2000:]}")
 
     def peak(self) -> float:
-        """Stop; the loudest sample heard (full scale 1.0)."""
+        """Stop; the loudest sample heard (full scale 1.0). `heard` says more: how many
+        samples, from which ports."""
         out, err = self.proc.communicate("stop\n", timeout=30)
         if self.proc.returncode != 0:
             raise RuntimeError(f"the recorder failed: {err[-2000:]}")
-        return json.loads(out.strip().splitlines()[-1])
+        self.heard = json.loads(out.strip().splitlines()[-1])
+        return self.heard["peak"]
