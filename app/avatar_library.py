@@ -304,7 +304,14 @@ class AvatarLibrary:
                                                                       given=name is not None)
         rig = build_photo_rig(image, face.points, label, source=picture)
         on_rig(rig, False)
-        manifest = save_photo_rig(rig, _free_folder(self.folder, picture.stem))
+        folder = _free_folder(self.folder, picture.stem)
+        try:
+            manifest = save_photo_rig(rig, folder)
+        except OSError as exc:
+            # Half a rig (a full disk) is no avatar, and would take the picture's folder
+            # name from the next import: none of it stays, and the error names it.
+            shutil.rmtree(folder, ignore_errors=True)
+            raise OSError(exc.errno, exc.strerror, str(folder)) from exc
         with self._lock:
             self._read_if_changed()
             if before is not None:

@@ -18,11 +18,14 @@ from collections.abc import Callable
 from app.settings import Settings
 from app.voices import choose_voice, speech_rate
 from pipeline.audio.devices import (
+    SERVER_GONE_MESSAGE,
     STUCK_MESSAGE,
     AudioUnavailable,
     Kind,
     list_devices,
+    list_devices_now,
     reinitialize_portaudio,
+    sound_server_gone,
     streams_stuck,
 )
 from pipeline.audio.input import AudioInput
@@ -43,6 +46,10 @@ log = logging.getLogger(__name__)
 MEASURE_TEXT = "Thanks for watching the stream today, everyone."
 # Media clock rate when there is no audio device: any rate works, the voice's is natural.
 SILENT_RATE = 22050
+# How often a sound server that went is looked for while it is away: after a second, then
+# at twice the wait each time up to five (the mic's backoff), since each look is a child
+# process listing the devices (list_devices_now: ~0.13 s of CPU, at the lowest priority).
+SERVER_PROBE_S, SERVER_PROBE_MAX_S = 1.0, 5.0
 
 
 class Engine:
@@ -60,6 +67,13 @@ class Engine:
         self.speaker: Speaker | None = None
         # Set from the mic's watchdog thread, acted on by the owner's thread.
         self._chosen_mic_back = threading.Event()
+        # The sound server went (follow_sound_server): looked for by a probe thread, which
+        # sets _server_back once it lists the output again.
+        self._sound_lost = False
+        self._server_back = threading.Event()
+        self._server_probe: threading.Thread | None = None
+        self._next_server_probe = 0.0
+        self._server_probe_wait = SERVER_PROBE_S
 
     def start_audio(self) -> str | None:
         """Open the configured output. Returns a message for the user when audio is off."""
@@ -146,6 +160,51 @@ class Engine:
         for problem in self._restart_portaudio():
             self._mic_notice(problem)
         return True
+
+    def follow_sound_server(self) -> str | None:
+        """Called on the owner's thread, as switch_to_returned_mic is. When the sound server
+        went (a stream of ours lost it: stopped, crashed or restarted), the output and the
+        mic go off, and speech goes on silently on a free-running clock; a child process
+        looks for the server (SERVER_PROBE_S, backing off), and once it lists the output again,
+        PortAudio starts afresh and both are reopened. Returns what to tell the user when
+        either happens (the output, its clock and the mic are new then), else None."""
+        if not self._sound_lost:
+            if not sound_server_gone():
+                return None
+            log.warning("%s", SERVER_GONE_MESSAGE)
+            self._sound_lost = True
+            self._server_back.clear()
+            self._next_server_probe = time.monotonic() + SERVER_PROBE_S
+            self._server_probe_wait = SERVER_PROBE_S
+            self._close_mic()
+            self._close_output()
+            self._audio_off(SERVER_GONE_MESSAGE)
+            self._make_speaker()
+            return self.audio_problem
+        if not self._server_back.is_set():
+            probing = self._server_probe is not None and self._server_probe.is_alive()
+            if not probing and time.monotonic() >= self._next_server_probe:
+                self._server_probe_wait = min(2 * self._server_probe_wait, SERVER_PROBE_MAX_S)
+                self._next_server_probe = time.monotonic() + self._server_probe_wait
+                self._server_probe = threading.Thread(target=self._look_for_server,
+                                                      name="sound-server-probe", daemon=True)
+                self._server_probe.start()
+            return None
+        self._sound_lost = False
+        for problem in self._restart_portaudio():
+            self._mic_notice(problem)
+        if self.output is None:
+            return self.audio_problem
+        mic = f", the microphone '{self.mic.device_name}' on" if self.mic is not None else ""
+        return (f"Sound is back: the sound server runs again (playing on "
+                f"'{self.output.device_name}'{mic}).")
+
+    def _look_for_server(self) -> None:
+        names = list_devices_now("output")
+        chosen = self.settings.audio_output_device
+        # sounddevice matches a name by substring too; so does this.
+        if names and (chosen is None or any(chosen.lower() in name.lower() for name in names)):
+            self._server_back.set()
 
     def _restart_portaudio(self) -> list[str]:
         """Close every stream, re-initialise PortAudio so that it lists the devices

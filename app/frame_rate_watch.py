@@ -1,8 +1,12 @@
-"""Tells when the avatar is drawn slower than the frame rate asked for, and when it is back.
+"""Tells when the avatar's frames fall short of what was asked, and when they are back:
+drawn slower than the frame rate asked for (FrameRateWatch), or made on the frame
+producer's cheaper path because a frame took longer than two ticks to make
+(DegradedWatch: render/timing/frame_producer.py's degraded mode).
 
 A frame rate that sinks under load (30-48 fps for 60 measured on the 2-core VM while
 the voice synthesised and OBS captured) made the mouth step visibly with no word said.
-Pure: fed (time, measured fps) by its owner's timer, so it is tested without a window.
+Pure: fed (time, measured fps or overruns) by its owner's timer, so it is tested without
+a window.
 """
 
 from __future__ import annotations
@@ -44,5 +48,38 @@ class FrameRateWatch:
         self.back_since = (self.back_since if self.back_since is not None else now) if back else None
         if self.back_since is not None and now - self.back_since >= HOLD_S:
             self.dropped, self.low_since = False, None
+            return ""
+        return None
+
+
+DEGRADED_MESSAGE = ("The avatar's frames take too long to make (one took over two frames' "
+                    "time): the mouth is shown without its cross-fades until they keep up "
+                    "again. Close other programs, or lower the frame rate in Settings.")
+
+
+@dataclass
+class DegradedWatch:
+    """`update(now, overruns)`, with the producers' count of frames that took over two
+    ticks, answers DEGRADED_MESSAGE at the first, "" once HOLD_S have passed without
+    another, or None for no change. A producer tries its full path again a second after
+    each overrun (degraded_hold), and a stage still slow overruns again then: while it
+    stays slow the message stays, said once. A count that goes down (the outputs were
+    reopened, with new producers) is a new start."""
+
+    overruns: int = 0
+    last_overrun: float = 0.0
+    degraded: bool = False
+
+    def update(self, now: float, overruns: int) -> str | None:
+        more = overruns > self.overruns
+        self.overruns = overruns
+        if more:
+            self.last_overrun = now
+            if not self.degraded:
+                self.degraded = True
+                return DEGRADED_MESSAGE
+            return None
+        if self.degraded and now - self.last_overrun >= HOLD_S:
+            self.degraded = False
             return ""
         return None

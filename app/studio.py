@@ -29,7 +29,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.avatar_library import Avatar, AvatarLibrary, voice_of
 from app.engine import Engine
 from app.first_audio import FirstAudio
-from app.frame_rate_watch import FrameRateWatch
+from app.frame_rate_watch import DegradedWatch, FrameRateWatch
 from app.hotkeys import Hotkeys, Problem
 from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
 from app.obs.live import ObsLive
@@ -68,6 +68,7 @@ VOICE = "voice"
 AVATAR = "avatar"
 FELL_BEHIND = "fell behind"
 FRAME_RATE = "frame rate"
+DEGRADED = "degraded frames"
 MIC_MUTE = "microphone mute"
 LIBRARY = "avatar library"
 EXPRESSION = "expression"
@@ -152,15 +153,19 @@ class Studio(QObject):
         self.outputs = Outputs(self.engine, settings, self.tell, frame_rate=self.frame_rate,
                                mouth_paths=self.mouth_paths)
         self.outputs.window_closed = self._on_avatar_window_closed
-        self.obs = ObsLive(self.engine, settings, lambda text: self._text.emit(text, OBS))
+        self.obs = ObsLive(self.engine, settings, lambda text: self._text.emit(text, OBS),
+                           lambda text: self.call_soon(lambda: self.tell(
+                               text, Severity.INFO, key=OBS, seconds=EVENT_SECONDS)))
         self.outputs.on_caption = self.obs.offer_caption
         self.api = None
         self._follow = QTimer(self)
         self._follow.timeout.connect(self._follow_returned_mic)
+        self._follow.timeout.connect(self._follow_sound_server)
         self._follow.timeout.connect(self._follow_outputs)
         self._follow.timeout.connect(self._expire_messages)
         self._follow.timeout.connect(self._follow_frame_rate)
         self._frame_rate_watch = FrameRateWatch(self.frame_rate)
+        self._degraded_watch = DegradedWatch()
         # The mic's mute (a hotkey) and push to talk, kept across the mic's reopening.
         self.mic_muted = False
         self.push_to_talk = False
@@ -222,10 +227,13 @@ class Studio(QObject):
 
     def tell(self, message: str, severity: Severity = Severity.WARNING, *,
              key: Hashable | None = None, seconds: float | None = None) -> None:
-        """Tell the user `message` (MessageBoard.post says what `key` and `seconds` do)."""
+        """Tell the user `message` (MessageBoard.post says what `key` and `seconds` do). A
+        condition told again in the same words while it is shown is not news: a front end
+        hears of it only when the board changed (headless printed such a line twice)."""
         log.debug("message (%s): %s", severity.value, message)
+        before = self.messages.version
         posted = self.messages.post(message, severity, key=key, seconds=seconds)
-        if self.on_message is not None:
+        if self.on_message is not None and self.messages.version != before:
             self.on_message(posted)
 
     def forget(self, key: Hashable) -> None:
@@ -531,6 +539,20 @@ class Studio(QObject):
             self._show_audio_state()
             self._show_mic_state()
 
+    def _follow_sound_server(self) -> None:
+        """The sound server going and coming back, each said once (under AUDIO: the news
+        that it is back replaces the message that sound is off)."""
+        news = self.engine.follow_sound_server()
+        if news is None:
+            return
+        self._apply_mic_mute()
+        self.outputs.connect_sources()
+        if self.engine.audio_problem is not None:
+            self._show_audio_state()
+        else:
+            self.tell(news, Severity.INFO, key=AUDIO, seconds=EVENT_SECONDS)
+        self._show_mic_state()
+
     def _follow_outputs(self) -> None:
         """An open output waiting for its peer or in trouble (VTube Studio not running,
         a refused send) is said, once per change, and the message goes once it is on.
@@ -561,6 +583,14 @@ class Studio(QObject):
             self.tell(said, key=FRAME_RATE)
         elif said == "":
             self.forget(FRAME_RATE)
+        producers = [getattr(output, "presenter", None) for output in self.outputs.pullers()]
+        overruns = sum(p.producer.overruns for p in producers
+                       if p is not None and p.producer is not None)
+        said = self._degraded_watch.update(time.monotonic(), overruns)
+        if said:
+            self.tell(said, key=DEGRADED)
+        elif said == "":
+            self.forget(DEGRADED)
 
     def _show_audio_state(self) -> None:
         """'Audio is off' while it is, and gone once audio is back."""

@@ -136,3 +136,47 @@ def test_captions_reach_an_obs_text_source_as_they_are_heard(qt_app, jack_server
     # OBS's text source was made by the app and showed the sentence as it was heard.
     words = " ".join(seen).split()
     assert "Papa" in words and "boats." in words, seen
+
+
+def test_obs_quitting_and_coming_back_is_said_once_each_and_captions_reach_it_again(
+        qt_app, obs, obs_config):
+    from app.obs.credentials import save_password
+    from app.settings import Settings, SettingsStore
+    from app.studio import OBS, Studio
+    from tests.harness.obs import connect
+
+    source = "Test captions across a restart"
+    save_password(obs.password)  # as Add to OBS leaves it
+    studio = Studio(SettingsStore(obs_config / "settings.json"),
+                    Settings(captions_to_obs=True, obs_captions_source=source, obs_port=obs.port,
+                             mic_enabled=False), measure_modes=False)
+    lost = (f"OBS: the connection to OBS at 127.0.0.1:{obs.port} was lost (did it quit?); "
+            "reconnecting, the captions and the mic's sync offset wait until it is back.")
+    back = (f"OBS: connected again at 127.0.0.1:{obs.port}; the captions and the mic's sync "
+            "offset reach it again.")
+
+    def caption_in_obs() -> str:  # through a connection of its own: OBS restarts
+        view = connect(obs)
+        try:
+            names = [i["inputName"] for i in view.send("GetInputList", raw=True)["inputs"]]
+            return (view.send("GetInputSettings", {"inputName": source}, raw=True)
+                    ["inputSettings"].get("text", "") if source in names else "")
+        finally:
+            view.disconnect()
+
+    def obs_said() -> list[str]:
+        return [m.text for m in studio.messages.history() if m.key == OBS]
+
+    try:
+        studio.obs.offer_caption("Before OBS quits")  # as the outputs do, word by word
+        pump_until(lambda: caption_in_obs() == "Before OBS quits", 10, "the first caption")
+        obs.kill()  # as OBS crashing: no goodbye on the websocket
+        studio.obs.offer_caption("While OBS is away")
+        pump_until(lambda: lost in obs_said(), 10, "the message that OBS is gone")
+        obs.start()
+        # The link reconnects within 20 s (backoff to 4 s), else the pusher every 5 s.
+        pump_until(lambda: back in obs_said(), 30, "the message that OBS is back")
+        assert caption_in_obs() == "While OBS is away"  # what waited was sent once back
+        assert obs_said() == [lost, back]
+    finally:
+        studio.close()

@@ -22,3 +22,17 @@ def test_short_dips_hidden_windows_and_the_normal_wobble_say_nothing():
     samples = [(i * 0.5, fps) for i, fps in enumerate([59, 40, 40, 40, 40, 58, 0, 0, 0, 0, 0, 0,
                                                        0, 0, 57, 61, 57, 58])]
     assert _feed(watch, samples) == []
+
+
+def test_overruns_are_said_at_the_first_and_over_once_none_come_for_the_hold():
+    from app.frame_rate_watch import DEGRADED_MESSAGE, DegradedWatch
+
+    watch = DegradedWatch()
+    # (time, the producers' overrun count) every 0.5 s: a stage slow from 1 s to 5 s
+    # overruns each second as the producer tries its full path again, then keeps up.
+    counts = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5]
+    said = [(i * 0.5, s) for i, n in enumerate(counts)
+            if (s := watch.update(i * 0.5, n)) is not None]
+    assert said == [(1.0, DEGRADED_MESSAGE), (5.0 + HOLD_S, "")]  # the last at 5 s
+    # New outputs, new producers counting from 0: their first overrun is news again.
+    assert watch.update(20.0, 0) is None and watch.update(20.5, 1) == DEGRADED_MESSAGE

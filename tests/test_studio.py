@@ -263,3 +263,65 @@ def test_the_mouth_frames_path_is_said_and_a_cuda_that_cannot_run_falls_back_wit
         assert s.mouth_frames == "mouth frames by OpenGL, as the settings ask" and warned() == []
     finally:
         s.close()
+
+
+def test_a_condition_told_again_in_the_same_words_reaches_the_front_end_once(studio_with_mic):
+    """Headless prints each message a front end hears of: the microphone's "is on" was
+    printed twice, once from its status and once from the check after start_mic."""
+    studio = studio_with_mic
+    studio.forget("microphone")  # told already as the fixture started the mic
+    heard = []
+    studio.on_message = heard.append
+    status = studio.engine.mic.status
+    studio._on_event(status)  # as the engine publishes it
+    studio._show_mic_state()  # as start() then checks it
+    assert [m.text for m in heard] == ["Microphone 'system' is on"]
+    studio.tell("Microphone 'system' is on", Severity.WARNING, key="microphone")
+    assert len(heard) == 2 and heard[-1].severity is Severity.WARNING  # news: it changed
+
+
+def test_a_frame_stage_slowed_past_two_ticks_degrades_says_so_once_and_comes_back(
+        qt_app, jack_server, tmp_path):
+    import itertools
+    import threading
+    import time
+
+    from app.frame_rate_watch import DEGRADED_MESSAGE, HOLD_S
+    from tests.harness.app_driver import pump, pump_until
+
+    studio = Studio(SettingsStore(tmp_path / "settings.json"),
+                    Settings(mic_enabled=False, audio_output_device="system", output_window=True),
+                    measure_modes=False)
+    # The mouth's pose stage, which every frame producer the studio makes pulls through
+    # (its sources are connected anew on some events), slowed at will: one frame in eight
+    # takes three ticks (a stage slow throughout falls behind on either path, since the
+    # degraded one halves the frames made, not what each costs).
+    slow = threading.Event()
+    full = studio.engine.timeline.frame_pose
+    made = itertools.count()
+
+    def pose(t_start: float, period: float):
+        if slow.is_set() and next(made) % 8 == 0:
+            time.sleep(3 / studio.frame_rate)
+        return full(t_start, period)
+
+    studio.engine.timeline.frame_pose = pose
+    studio.start()
+
+    def said() -> bool:
+        return DEGRADED_MESSAGE in [m.text for m in studio.messages.shown()]
+
+    try:
+        presenter = studio._presenter()  # the avatar window's
+        pump_until(lambda: presenter.producer is not None, 5, "the frame producer")
+        slow.set()
+        pump_until(said, 5, "the message")
+        shown_before = presenter.slots.degraded_shown
+        pump(2.5)  # slow still: its full path tried again each second, and given up again
+        assert said() and presenter.slots.degraded_shown > shown_before
+        slow.clear()
+        pump_until(lambda: not said(), HOLD_S + 3, "the message going")
+        assert not presenter.degraded
+        assert [m.text for m in studio.messages.history()].count(DEGRADED_MESSAGE) == 1
+    finally:
+        studio.close()

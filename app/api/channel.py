@@ -78,21 +78,31 @@ class Channel:
 
 class RateLimit:
     """At most `per_second` messages in any one second (a token bucket holding a
-    second's worth): `allow()` says whether this one may go on."""
+    second's worth): `allow()` says whether this one may go on. `on_flood()` is called at
+    the first message refused of a flood, which ends once a whole second's allowance has
+    gone unused (so a client sending past its rate for minutes is one flood)."""
 
-    def __init__(self, per_second: int, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, per_second: int, now: Callable[[], float] = time.monotonic,
+                 on_flood: Callable[[], None] = lambda: None) -> None:
         self._rate = float(per_second)
         self._tokens = float(per_second)
         self._now = now
         self._last = now()
+        self._flooding = False
+        self.on_flood = on_flood
 
     def allow(self) -> bool:
         now = self._now()
         self._tokens = min(self._rate, self._tokens + (now - self._last) * self._rate)
         self._last = now
+        if self._tokens >= self._rate:
+            self._flooding = False
         if self._tokens >= 1.0:
             self._tokens -= 1.0
             return True
+        if not self._flooding:
+            self._flooding = True
+            self.on_flood()
         return False
 
     def fault(self) -> ApiFault:

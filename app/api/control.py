@@ -22,7 +22,7 @@ from collections import deque
 
 from aiohttp import web
 
-from app.api.channel import TOKEN_NAME, Channel, RateLimit, incoming
+from app.api.channel import TOKEN_NAME, Channel, incoming
 from app.api.protocol import ApiFault, dumps, field
 from app.api.speech import json_body
 from app.api.tokens import TokenError, check_name
@@ -109,7 +109,7 @@ async def control_socket(server, request: web.Request) -> web.StreamResponse:
     channel = Channel(ws, request)
     server.sockets[ws] = request[TOKEN_NAME]
     events = _Events(server, channel)
-    limit = RateLimit(server.config.messages_per_second)
+    limit = server.rate_limit(lambda: server.sockets.get(ws))  # signed in later, maybe
     try:
         async for data, reply_to in incoming(ws, channel, limit, server.config.max_message_bytes):
             try:

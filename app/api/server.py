@@ -40,6 +40,7 @@ from app.api import control, speech
 from app.api.channel import TOKEN_NAME, RateLimit
 from app.api.protocol import ApiFault, dumps
 from app.api.tokens import TOKENS_FILE, TokenStore
+from app.messages import EVENT_SECONDS, Severity
 from app.settings import Settings, config_dir
 from pipeline.core.server_thread import ServerError, ServerThread, listen_error
 
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 # How often the token file is looked at for a revoke made elsewhere.
 TOKEN_WATCH_S = 0.5
+# What messages about a client sending past its rate are about (app/messages.py).
+FLOOD = "api flood"
 # A request for a token waits this long for the user's answer.
 APPROVAL_TIMEOUT_S = 120.0
 # Calls into the studio (its GUI thread) are answered within this, or time out.
@@ -232,7 +235,9 @@ class ApiServer:
                 "?token=TOKEN (lipsync-studio api token create NAME makes one, or ask for one "
                 'on /control with {"type": "request_token", "name": ...})')), origin)
         if not socket and name is not None:
-            limit = self._http_limits.setdefault(name, RateLimit(self.config.messages_per_second))
+            limit = self._http_limits.get(name)
+            if limit is None:
+                limit = self._http_limits[name] = self.rate_limit(lambda: name)
             if not limit.allow():
                 return self._cors(self.fault_response(limit.fault()), origin)
         try:
@@ -267,6 +272,24 @@ class ApiServer:
     @property
     def hard_cap(self) -> int:
         return max(HARD_CAP_MIN, HARD_CAP_FACTOR * self.config.max_message_bytes)
+
+    # -- limits ---------------------------------------------------------------------
+
+    def rate_limit(self, name: Callable[[], str | None]) -> RateLimit:
+        """The message rate limit of a connection (or of a token over HTTP) whose client
+        is `name()` (None: not signed in): a flood of it is told to the user."""
+        return RateLimit(self.config.messages_per_second,
+                         on_flood=lambda: self._flooded(name()))
+
+    def _flooded(self, name: str | None) -> None:
+        """Said once while shown, however long the flood and over however many of the
+        client's connections: each refusal is already answered to the client itself."""
+        who = f"The API client {name!r}" if name is not None else "An API client without a token"
+        text = (f"{who} sends more than {self.config.messages_per_second} messages a second: "
+                "the rest are refused and it is served at that rate; other clients are not "
+                "held up (api_messages_per_second in the settings).")
+        self.studio.call_soon(lambda: self.studio.tell(text, Severity.WARNING,
+                                                       key=(FLOOD, name), seconds=EVENT_SECONDS))
 
     # -- tokens ---------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import logging
 from aiohttp import web
 
 from app.api.audio_formats import FORMATS, Encoder
-from app.api.channel import TOKEN_NAME, Channel, RateLimit, incoming
+from app.api.channel import TOKEN_NAME, Channel, incoming
 from app.api.protocol import ApiFault, field, parse
 from app.api.speech_stream import Cues, Finished, SpeechStream
 from pipeline.core.modes import MODE_NAMES
@@ -168,7 +168,7 @@ async def _send_stream(channel: Channel, stream: SpeechStream) -> None:
 
 
 async def _read_stream_messages(server, ws, channel: Channel, stream: SpeechStream) -> None:
-    limit = RateLimit(server.config.messages_per_second)
+    limit = server.rate_limit(lambda: server.sockets.get(ws))
     async for data, reply_to in incoming(ws, channel, limit, server.config.max_message_bytes):
         try:
             kind = data["type"]

@@ -112,6 +112,8 @@ class ObsConnection:
         self.version: dict = {}
         self._client: obsws_python.ReqClient | None = None
         self._lock = threading.Lock()
+        # Told, besides the operation's own lines, when a connection that was open drops.
+        self.on_lost: Callable[[], None] = lambda: None
 
     @property
     def where(self) -> str:
@@ -229,6 +231,7 @@ class ObsConnection:
                     return
                 except Lost:
                     if deadline is None:
+                        self.on_lost()
                         deadline = time.monotonic() + self.reconnect_within_s
                         lost_at = time.monotonic()
                         say(f"lost the connection to OBS at {self.where}; reconnecting "

@@ -71,6 +71,11 @@ class ObsLink:
         self._connection = ObsConnection(host, port, password, timeout=timeout,
                                          reconnect_within_s=reconnect_within_s)
 
+    @property
+    def connection(self) -> ObsConnection:
+        """What the operations run through (where it goes, who hears that it dropped)."""
+        return self._connection
+
     def connect(self) -> str:
         """Connect now (if not connected); returns the line saying to what."""
         return self._connection.connect()

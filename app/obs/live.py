@@ -30,12 +30,15 @@ AVATAR_WINDOW_TITLE = "Lipsync Studio — Avatar"  # render/outputs/avatar_windo
 
 class ObsLive:
     """Owns the running-app record and the pusher. `on_error(message)` is told, from the
-    pusher's thread, when OBS does not take a value (once, until it does again)."""
+    pusher's thread, when OBS does not take a value or the connection drops (once, until
+    it does again), and `on_back(message)` when it takes one again."""
 
-    def __init__(self, engine: Engine, settings: Settings, on_error: Callable[[str], None]) -> None:
+    def __init__(self, engine: Engine, settings: Settings, on_error: Callable[[str], None],
+                 on_back: Callable[[str], None] = lambda message: None) -> None:
         self.engine = engine
         self.settings = settings
         self._on_error = on_error
+        self._on_back = on_back
         self.pusher: ObsPusher | None = None
         self._pusher_for: tuple | None = None
         self._unsubscribe = engine.events.subscribe(self._delay_changed, DelayChange)
@@ -56,7 +59,8 @@ class ObsLive:
             self.pusher.close()
             self.pusher = None
         if wanted and self.pusher is None:
-            self.pusher = ObsPusher(ObsLink(*where, load_password()), on_error=self._on_error)
+            self.pusher = ObsPusher(ObsLink(*where, load_password()), on_error=self._on_error,
+                                    on_back=self._on_back)
             self._pusher_for = where
             self._push_offset()
         elif settings.latency_mode != old.latency_mode:

@@ -5,8 +5,10 @@ Invariants: `offer_*` never blocks and never raises; it runs on the event bus's
 publishing threads (the speaker's, the mic's), which must return at once. Only the newest
 value of each kind waits to be sent: one superseded before its turn is dropped, so a slow
 or absent OBS (the link retrying for up to its reconnect_within_s) never builds a backlog.
-A failure is told to ``on_error`` once, in one line, until a send succeeds again; the
-values it could not send are tried again RETRY_S later, or at the next offer.
+A failure is told to ``on_error`` once, in one line, until a send succeeds again, and so
+is a connection that drops (OBS quit or crashed) as soon as the link sees it, while the
+link reconnects; the values it could not send are tried again RETRY_S later, or at the
+next offer. The first send that succeeds after either is told to ``on_back``, once.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ RETRY_S = 5.0
 
 
 class ObsPusher:
-    def __init__(self, link: ObsLink, on_error: Callable[[str], None] = lambda message: None) -> None:
+    def __init__(self, link: ObsLink, on_error: Callable[[str], None] = lambda message: None,
+                 on_back: Callable[[str], None] = lambda message: None) -> None:
         self.link = link
         self.on_error = on_error
+        self.on_back = on_back
+        link.connection.on_lost = self._lost
         self._pending: dict[str, tuple] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -80,5 +85,16 @@ class ObsPusher:
                         self._pending.setdefault(kind, value)  # a newer offer wins
                 retry_in = RETRY_S
             else:
+                if self._failing:
+                    self.on_back(f"OBS: connected again at {self.link.connection.where}; the "
+                                 "captions and the mic's sync offset reach it again.")
                 self._failing = False
                 retry_in = None
+
+    def _lost(self) -> None:
+        """On this thread, inside a send: the link reconnects now, for a while."""
+        if not self._failing:
+            self.on_error(f"OBS: the connection to OBS at {self.link.connection.where} was lost "
+                          "(did it quit?); reconnecting, the captions and the mic's sync offset "
+                          "wait until it is back.")
+        self._failing = True

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from app.config_files import write_json
 from app.settings import config_dir
 
 # Every record has exactly these keys (write_running_app fills in pid when left out).
@@ -36,11 +37,8 @@ def write_running_app(info: dict[str, Any]) -> None:
     unknown = [key for key in record if key not in KEYS]
     if missing or unknown:
         raise ValueError(f"running-app record: missing {missing}, unknown {unknown}")
-    path = running_app_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    # One way to write the app's files: on a full disk this left its temporary file.
+    write_json(running_app_path(), record)
 
 
 def read_running_app() -> dict[str, Any] | None:

@@ -14,6 +14,15 @@ terminated with that lock held, after our streams are closed through sounddevice
 then forgets their pointers, so that no stream of ours is left pointing at memory that
 PortAudio freed). A close that never returns (its sound server died) keeps the lock;
 whoever waits for it is told so (AudioUnavailable) instead of blocking.
+
+A JACK server that stops or dies under open streams leaves PortAudio 19.6's JACK host
+unable to let go of them: stopping one waits ten minutes for a process cycle that never
+comes (RealStop does not look at its own "server is down" flag), and terminating asserts
+(jack_deactivate fails on the dead client), so neither the streams nor PortAudio can be
+closed. Such streams are abandoned instead, never called again (PortAudio's shutdown
+handler marks them inactive, never stopped: lost_its_server), and the next
+re-initialisation loads PortAudio afresh, from a copy of its library (dlopen of the same
+file would give back the instance already loaded); the dead instance is left as it is.
 """
 
 from __future__ import annotations
@@ -21,9 +30,12 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -47,6 +59,8 @@ class NotADevice(AudioUnavailable):
 
 STUCK_MESSAGE = ("A sound device went away without letting go (its sound server stopped or "
                  "restarted): restart Lipsync Studio to use sound again.")
+SERVER_GONE_MESSAGE = ("The sound server (JACK) stopped. Sound and the microphone come back by "
+                       "themselves once it runs again.")
 
 # Measured on the 2-core VM at load 4.5 (other test runs beside it), 20 rounds under JACK:
 # opening a stream took up to 0.54 s, closing one 0.26 s, terminating PortAudio (with a
@@ -66,6 +80,14 @@ _lock = threading.Lock()
 _open: set = set()
 # Closes that outlived CLOSE_WAIT (or wait behind one that did).
 _stuck: list[threading.Thread] = []
+# Our open streams on PortAudio's JACK host: the only ones whose server can go under them.
+_jack: set = set()
+# Streams whose sound server went (see the module's doc): never called again, and kept so
+# that their callbacks stay valid for as long as the PortAudio holding them exists.
+_abandoned: list = []
+# A stream of this PortAudio lost its server: it cannot be used or terminated any more,
+# only replaced (at the next portaudio_released).
+_server_lost = False
 _exit_handler_installed = False
 
 
@@ -197,11 +219,17 @@ def _not_a_device_message(name: str, kind: Kind) -> str:
 
 def open_stream(kind: Kind, **settings):
     """A new sounddevice stream, not started; raises as sounddevice does, or
-    AudioUnavailable when PortAudio cannot be reached. Close it with close_stream()."""
+    AudioUnavailable when PortAudio cannot be reached or its sound server went (until
+    reinitialize_portaudio). Close it with close_stream()."""
     sd = sounddevice_module()
     with _portaudio():
+        if _server_lost:
+            raise AudioUnavailable(SERVER_GONE_MESSAGE)
+        host = sd.query_hostapis(sd.query_devices(settings.get("device"), kind)["hostapi"])["name"]
         stream = (sd.InputStream if kind == "input" else sd.OutputStream)(**settings)
         _open.add(stream)
+        if "JACK" in host:
+            _jack.add(stream)
     return stream
 
 
@@ -210,10 +238,62 @@ def start_stream(stream) -> None:
     in the meantime cannot start either), or AudioUnavailable; the stream is closed then."""
     try:
         with _portaudio():
+            if _server_lost:
+                raise AudioUnavailable(SERVER_GONE_MESSAGE)
             stream.start()
     except Exception:
         close_stream(stream, "start-failed-closer")
         raise
+
+
+def _lost_server_holding_lock(stream) -> bool:
+    """With the lock held: whether ``stream`` is a JACK stream whose server went. PortAudio's
+    JACK host marks every stream inactive when its server shuts down (or dies), and only
+    stopping one marks it stopped; both flags are read without a call to JACK."""
+    if stream not in _jack or stream not in _open:
+        return False
+    try:
+        return not stream.active and not stream.stopped
+    except sounddevice_module().PortAudioError:
+        return False
+
+
+def _abandon_holding_lock(stream) -> None:
+    global _server_lost
+    _open.discard(stream)
+    _jack.discard(stream)
+    _abandoned.append(stream)
+    if not _server_lost:
+        log.warning("the sound server (JACK) went away under an open stream: its streams are "
+                    "left as they are, and PortAudio is started afresh when sound comes back")
+    _server_lost = True
+
+
+def lost_its_server(stream) -> bool:
+    """Whether ``stream``'s sound server went (it is abandoned, at close_stream if not yet)."""
+    if any(stream is gone for gone in _abandoned):
+        return True
+    if not _acquire():
+        return False
+    try:
+        return _lost_server_holding_lock(stream)
+    finally:
+        _lock.release()
+
+
+def sound_server_gone() -> bool:
+    """Whether a stream of ours lost its sound server since PortAudio was last started:
+    then only reinitialize_portaudio (which starts it afresh) opens devices again. Never
+    waits: while another thread uses PortAudio, what is known already."""
+    if _server_lost or not _lock.acquire(blocking=False):
+        return _server_lost
+    try:
+        for stream in list(_jack):
+            if _lost_server_holding_lock(stream):
+                _abandon_holding_lock(stream)
+        return _server_lost
+    finally:
+        _lock.release()
 
 
 def stream_running(stream) -> bool:
@@ -255,6 +335,7 @@ class _Closer:
         except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
             pass
         _open.discard(self._stream)
+        _jack.discard(self._stream)
         with self._state:
             self._done = True
             release = self._owns_lock
@@ -294,6 +375,10 @@ def close_stream(stream, name: str) -> None:
         # PortAudio is held by a close that hangs: this one waits behind it.
         _Closer(stream, name, caller_holds_lock=False).close()
         return
+    if _lost_server_holding_lock(stream):
+        _abandon_holding_lock(stream)  # closing it would hang: see the module's doc
+        _lock.release()
+        return
     if _Closer(stream, name, caller_holds_lock=True).close():
         _lock.release()
         return
@@ -302,9 +387,12 @@ def close_stream(stream, name: str) -> None:
 
 
 def _close_all_holding_lock() -> bool:
-    """With the lock held: close every stream of ours. False when one does not close, and
-    the lock has then passed to its closer."""
+    """With the lock held: close every stream of ours (abandon those whose server went).
+    False when one does not close, and the lock has then passed to its closer."""
     for stream in list(_open):
+        if _lost_server_holding_lock(stream):
+            _abandon_holding_lock(stream)
+            continue
         if not _Closer(stream, "portaudio-closer", caller_holds_lock=True).close():
             log.warning("an audio stream did not close (its sound server is gone); PortAudio "
                         "is left as it is")
@@ -326,7 +414,9 @@ def portaudio_released() -> Iterator[None]:
     if not _close_all_holding_lock():
         raise AudioUnavailable(STUCK_MESSAGE)
     try:
-        if sd._initialized:  # not after a failed initialisation
+        if _server_lost:
+            _load_afresh(sd)  # the old PortAudio is left as it is: see the module's doc
+        elif sd._initialized:  # not after a failed initialisation
             sd._terminate()
         try:
             yield
@@ -339,6 +429,45 @@ def portaudio_released() -> Iterator[None]:
                     "Restart Lipsync Studio to use sound again.") from exc
     finally:
         _lock.release()
+
+
+def _library_file() -> str | None:
+    """The PortAudio library file sounddevice loaded (from this process's memory map)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            for line in maps:
+                path = line.split(maxsplit=5)[-1].strip()
+                if "libportaudio" in os.path.basename(path) and path.startswith("/") \
+                        and os.path.exists(path):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _load_afresh(sd) -> None:
+    """With the lock held: sounddevice on a PortAudio of its own, loaded from a copy of the
+    library (removed again once loaded: the mapping stays), not yet initialised."""
+    global _server_lost
+    library = _library_file()
+    if library is None:
+        raise AudioUnavailable(STUCK_MESSAGE)
+    folder = tempfile.mkdtemp(prefix="lipsync-portaudio-")
+    try:
+        copy = os.path.join(folder, os.path.basename(library))
+        shutil.copyfile(library, copy)
+        fresh = sd._ffi.dlopen(copy)
+        # Kept loaded: cffi unloads a library it no longer holds, and the abandoned streams
+        # and JACK client run its code (JACK calls back into it when the client is freed).
+        _abandoned.append(sd._lib)
+        sd._lib = fresh
+    except OSError as exc:
+        raise AudioUnavailable(f"{STUCK_MESSAGE} ({exc})") from exc
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    sd._initialized = 0
+    _server_lost = False
+    log.info("PortAudio started afresh after its sound server went away")
 
 
 def reinitialize_portaudio() -> None:
@@ -361,7 +490,7 @@ def _terminate_at_exit() -> None:
     if not _close_all_holding_lock():
         return
     try:
-        while sd._initialized > 0:
+        while sd._initialized > 0 and not _server_lost:  # a PortAudio that lost it asserts
             sd._terminate()
     finally:
         _lock.release()

@@ -10,7 +10,11 @@ A watchdog thread notices a stream that stops calling back (unplugged, suspended
 sound server gone) within ``stall_timeout`` and reopens: the same device first, then
 the default, then again after a rescan (PortAudio lists devices only when it is
 initialised), with backoff while there is none. Status changes go to ``on_status`` as
-InputStatus records whose message is meant for the user.
+InputStatus records whose message is meant for the user. A sound server that went
+(stopped, crashed, restarted) takes every device with it, and only a PortAudio started
+afresh reaches its return (pipeline/audio/devices.py): with ``rescan`` the watchdog does
+that itself; without, it says nothing and leaves it to its owner, who reopens all the
+devices and tells the user once (Engine.follow_sound_server).
 
 Devices are looked up through a newly initialised PortAudio in a child process (when
 the owner's ``may_probe`` allows): this process's PortAudio lists devices only as they
@@ -49,7 +53,9 @@ from pipeline.audio.devices import (
     device_info,
     list_devices,
     list_devices_now,
+    lost_its_server,
     open_stream,
+    sound_server_gone,
     sounddevice_module,
     start_stream,
     stream_running,
@@ -462,6 +468,11 @@ class AudioInput:
                 if stream is not None:
                     stalled = (now - self._last_callback > self.stall_timeout
                                or not stream_running(stream))
+                    if stalled and self._rescan is None and lost_its_server(stream):
+                        # Every device of that server went with it: the owner reopens
+                        # them all once it runs again, and says so (Engine).
+                        self._abandon()
+                        continue
                     if stalled or stream is self._unlisted:
                         lost = self.device_name
                         what = "stopped delivering sound" if stalled else "is no longer connected"
@@ -469,7 +480,7 @@ class AudioInput:
                         self._abandon()
                         delay, next_try = self.BACKOFF_FIRST, now
                     continue
-                if now < next_try:
+                if now < next_try or (self._rescan is None and sound_server_gone()):
                     continue
                 if self._reopen():
                     self.recoveries += 1

@@ -70,14 +70,15 @@ def cli(config_dir: Path, *args: str, timeout: float = 60) -> subprocess.Complet
 class HeadlessApp:
     """`lipsync-studio --headless ARGS` with `settings` in a config folder of its own."""
 
-    def __init__(self, config_dir: Path, settings: dict, *args: str) -> None:
+    def __init__(self, config_dir: Path, settings: dict, *args: str,
+                 environment: dict[str, str] | None = None) -> None:
         self.config_dir = config_dir
         config_dir.mkdir(parents=True, exist_ok=True)
         (config_dir / "settings.json").write_text(json.dumps(settings))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app", "--headless", *args], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=app_environment(config_dir), start_new_session=True)
+            env={**app_environment(config_dir), **(environment or {})}, start_new_session=True)
         self.output = Lines(self.proc)
 
     def type(self, line: str) -> None:

@@ -18,6 +18,10 @@ interpolates between the two.
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import subprocess
+import sys
 import time
 import wave
 from collections.abc import Iterator
@@ -302,3 +306,46 @@ def read_wav_mono(path: Path, rate: int) -> np.ndarray:
         raw = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
         data = raw.reshape(-1, w.getnchannels())[:, 0]
     return data.astype(np.float32) / 32768.0
+
+
+_RECORD = """
+import json, sys
+import numpy as np
+from tests.harness.jack_recorder import JackRecorder
+recorder = JackRecorder(sys.argv[1], max_seconds=float(sys.argv[2]))
+recorder.start()
+sources = [port.name for port in recorder.client.get_ports(sys.argv[1], is_output=True)]
+print("recording", flush=True)
+sys.stdin.readline()
+recorder.stop()
+print(json.dumps({"peak": float(np.abs(recorder.audio).max()) if len(recorder.audio) else 0.0,
+                  "samples": len(recorder.audio), "sources": sources}))
+"""
+
+
+class RecorderProcess:
+    """A JackRecorder in a process of its own, on the server `environment` names
+    (JackServer.environment): for a server the test kills, which a JACK client of the
+    test's own process must not be on (libjack keeps one server's state per process).
+    Recording once the constructor returns, until `peak()` (at most `max_seconds`)."""
+
+    def __init__(self, environment: dict[str, str], max_seconds: float = 30.0,
+                 source: str = r"^PortAudio[^:]*:out_") -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _RECORD, source, str(max_seconds)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **environment}, cwd=Path(__file__).resolve().parent.parent.parent)
+        line = self.proc.stdout.readline()
+        if line.strip() != "recording":
+            self.proc.kill()
+            raise RuntimeError(f"the recorder did not start: {line}"
+                               f"{self.proc.stderr.read()[-2000:]}")
+
+    def peak(self) -> float:
+        """Stop; the loudest sample heard (full scale 1.0). `heard` says more: how many
+        samples, from which ports."""
+        out, err = self.proc.communicate("stop\n", timeout=30)
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"the recorder failed: {err[-2000:]}")
+        self.heard = json.loads(out.strip().splitlines()[-1])
+        return self.heard["peak"]

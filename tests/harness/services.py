@@ -137,6 +137,22 @@ def _start_jackd(name: str, rate: int = JACK_RATE, period: int = JACK_PERIOD) ->
             time.sleep(0.1)
 
 
+def _start_jackd_apart(name: str, rate: int, period: int) -> subprocess.Popen:
+    """As _start_jackd, but told ready by a JACK client of another process (jack_wait):
+    libjack keeps one server's state per process, and a client of this process on a second
+    server (beside the PortAudio of the tests' own) crashed this process."""
+    proc = _run_jackd(name, rate, period)
+    waited = subprocess.run(["jack_wait", "--server", name, "--wait", "--timeout", "15"],
+                            capture_output=True, text=True,
+                            env=dict(os.environ, JACK_NO_START_SERVER="1"))
+    if proc.poll() is not None:
+        raise _exited(proc)
+    if waited.returncode != 0:
+        stop_jackd(proc)
+        raise RuntimeError(f"jackd did not accept clients within 15 s: {waited.stdout}")
+    return proc
+
+
 def registered_jackd(name: str) -> subprocess.Popen:
     """A jackd under server name ``name``, once jack2 has registered it. Without opening a
     client: libjack keeps one server's state per process, and a client of this process on
@@ -174,28 +190,48 @@ def free_stale_test_servers() -> None:
 class JackServer:
     """jackd with the dummy driver: exact pacing, no sound card needed.
 
-    Runs under its own server name so it never touches a user's real JACK server.
+    Runs under its own server name so it never touches a user's real JACK server. The
+    process's default server (JACK_DEFAULT_SERVER, for PortAudio and JACK-Client), unless
+    ``suffix`` names another one beside it: a server for an app in a process of its own
+    (``environment`` is what that process needs to use it), which the test may stop,
+    kill and start again without upsetting the clients of this process's own.
     """
 
-    def __init__(self, rate: int = JACK_RATE, period: int = JACK_PERIOD) -> None:
+    def __init__(self, rate: int = JACK_RATE, period: int = JACK_PERIOD, suffix: str = "") -> None:
         if shutil.which("jackd") is None:
             raise RuntimeError("jackd is not installed (make test installs jackd2)")
-        self.name = f"{TEST_SERVER_PREFIX}{os.getpid()}"
+        self.name = f"{TEST_SERVER_PREFIX}{os.getpid()}{suffix}"
         self.rate = rate
         self.period = period
+        self.default = not suffix
+        self.start()
+        # PortAudio's JACK host API and JACK-Client both connect to the server named here.
+        if self.default:
+            os.environ.update(self.environment)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return {"JACK_DEFAULT_SERVER": self.name, "JACK_NO_START_SERVER": "1"}
+
+    def start(self) -> None:
+        """(Again, after stop or kill: its clients find it under the same name.)"""
+        start = _start_jackd if self.default else _start_jackd_apart
         try:
-            self.proc = _start_jackd(self.name, rate, period)
+            self.proc = start(self.name, self.rate, self.period)
         except RuntimeError as exc:
             if "Too many servers" not in str(exc):
                 raise
             free_stale_test_servers()
-            self.proc = _start_jackd(self.name, rate, period)
-        # PortAudio's JACK host API and JACK-Client both connect to the server named here.
-        os.environ["JACK_DEFAULT_SERVER"] = self.name
-        os.environ["JACK_NO_START_SERVER"] = "1"
+            self.proc = start(self.name, self.rate, self.period)
+
+    def kill(self) -> None:
+        """As a sound server crashing: SIGKILL, its clients told nothing."""
+        self.proc.kill()
+        self.proc.wait()
 
     def stop(self) -> None:
-        os.environ.pop("JACK_DEFAULT_SERVER", None)
+        if self.default:
+            os.environ.pop("JACK_DEFAULT_SERVER", None)
         stop_jackd(self.proc)
 
 
