@@ -46,7 +46,7 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
     from app.messages import Severity
     from app.outputs import Wants
     from app.settings import SettingsStore
-    from app.studio import INFERENCE, Studio
+    from app.studio import Studio
 
     if output_window and not has_display:
         print("lipsync-studio: --output-window needs a display; running without it",
@@ -94,10 +94,7 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
             studio.call_soon(lambda line=line.strip(): _typed(studio, line))
 
     def voice_ready() -> None:
-        # Where the voice runs and the mouth frames are made: said already where it was
-        # a warning.
-        if not any(message.key == INFERENCE for message in studio.messages.shown()):
-            studio.tell(studio.inference, Severity.INFO)
+        # Where the voice runs and the mouth frames are made is said by the studio itself.
         studio.tell("Voice ready: type a line and press Enter to speak it; Ctrl-C stops.",
                     Severity.INFO)
         threading.Thread(target=read_stdin, name="headless-stdin", daemon=True).start()

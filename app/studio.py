@@ -317,10 +317,7 @@ class Studio(QObject):
         self.mode_first_audio_ms = measured
         self.engine.attach_voice(tts)
         self.outputs.attach_voice(tts)
-        text, fell_back = Engine.inference_text(tts, self.mouth_frames)
-        self.inference = text
-        if fell_back:
-            self.tell(text, key=INFERENCE)
+        self._tell_inference()
         if before is not None:
             before.close()
         self.voice_ready.emit()
@@ -332,12 +329,20 @@ class Studio(QObject):
             return
         self.mouth_frames = self.mouth_paths.summary()
         if self.tts is not None:
-            self.inference, _ = Engine.inference_text(self.tts, self.mouth_frames)
+            self._tell_inference()
         warnings = self.mouth_paths.warnings()
         if warnings:
             self.tell("Mouth frames by " + "; by ".join(warnings) + ".", key=MOUTH_FRAMES)
         else:
             self.forget(MOUTH_FRAMES)
+
+    def _tell_inference(self) -> None:
+        """Where the voice and the mouth frames run, and why, as a message of its own for
+        as long as it is true: a warning where a provider asked for by name is missing,
+        else information (with "auto" it was only in the log, so the window never said
+        whether the GPU was used)."""
+        self.inference, fell_back = Engine.inference_text(self.tts, self.mouth_frames)
+        self.tell(self.inference, Severity.WARNING if fell_back else Severity.INFO, key=INFERENCE)
 
     def _on_voice_failed(self, message: str) -> None:
         self.tell(message, Severity.ERROR, key=VOICE)
