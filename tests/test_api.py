@@ -322,6 +322,20 @@ def test_no_token_a_wrong_one_or_a_foreign_page_is_refused(app):
         assert _ask(ws, {"type": "status"})["type"] == "status"
 
 
+def test_a_token_made_at_the_terminal_works_at_once(app):
+    """The server reads its token file again every TOKEN_WATCH_S (0.5 s); a token made
+    just before a request must not be refused in that gap (a README quick start made one
+    and used it at once)."""
+    made = cli(app.config_dir, "api", "token", "create", "newcomer")
+    assert made.returncode == 0, made.stderr
+    status, reply = http_json(app.base, "/status", None, made.stdout.strip())
+    assert status == 200 and reply["type"] == "status", reply
+    made = cli(app.config_dir, "api", "token", "create", "newcomer-two")
+    with connect(f"{app.base.replace('http', 'ws')}/control") as ws:
+        reply = _ask(ws, {"type": "authenticate", "token": made.stdout.strip()})
+    assert reply == {"type": "authenticated", "name": "newcomer-two"}
+
+
 def test_token_requests_are_approved_or_denied_by_the_user_and_revoking_closes(app):
     with _control(app, token=False) as ws:
         ws.send(json.dumps({"type": "request_token", "name": "Chat Bot"}))

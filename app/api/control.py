@@ -139,7 +139,7 @@ async def _command(server, ws, events: _Events, data: dict) -> dict:
         server.sockets[ws] = name
         return {"type": "token", "name": name, "token": token}
     if kind == "authenticate":
-        name = server.tokens.check(field(data, "token", str))
+        name = await server.token_name(field(data, "token", str))
         if name is None:
             raise ApiFault("unauthorized", "this app does not know that token")
         server.sockets[ws] = name

@@ -223,7 +223,7 @@ class ApiServer:
                 "to 'Allowed page origins' (api_allowed_origins) in the settings to let them"))
         if request.method == "OPTIONS":  # a page's preflight before a POST with a token
             return self._cors(web.Response(status=204), origin)
-        name = self.tokens.check(token_of(request))
+        name = await self.token_name(token_of(request))
         request[TOKEN_NAME] = name
         socket = request.headers.get("Upgrade", "").lower() == "websocket"
         # /control admits a connection with no token at all: it may ask for one.
@@ -292,6 +292,17 @@ class ApiServer:
                                                        key=(FLOOD, name), seconds=EVENT_SECONDS))
 
     # -- tokens ---------------------------------------------------------------------
+
+    async def token_name(self, token: str | None) -> str | None:
+        """The name whose token `token` is, or None. A token made at a terminal a moment
+        ago (`api token create`) is in the file before the watch reads it again (every
+        TOKEN_WATCH_S): an unknown one has the file read now if it changed, rather than
+        be refused; a stat per refusal, nothing on the known path."""
+        name = self.tokens.check(token)
+        if name is None and token and self.tokens.changed():
+            await self.close_revoked()
+            name = self.tokens.check(token)
+        return name
 
     async def _watch_tokens(self) -> None:
         while True:
