@@ -341,6 +341,27 @@ def test_devices_plugged_in_after_start_can_be_chosen(panel, jack_server):
         speaker.close()
 
 
+def test_devices_plugged_in_while_the_panel_exists_are_listed_when_it_is_opened_again(
+        panel, jack_server):
+    from tests.harness.jack_recorder import plug_in_microphone, plug_in_speaker
+
+    dialog = panel(Settings(mic_device="Blue Yeti"))
+    assert dialog.mic.findText("lss-later-mic") < 0
+    usb = plug_in_microphone("lss-later-mic")
+    speaker = plug_in_speaker("lss-later-speaker")
+    try:
+        edits = []
+        dialog.changed.connect(edits.append)
+        dialog.refresh_devices()  # what the window does when the panel is opened again
+        assert dialog.mic.findText("lss-later-mic") > 0
+        assert dialog.output.findText("lss-later-speaker") > 0
+        # The saved choice, unplugged, stays chosen, and listing is no edit.
+        assert dialog.mic.currentText() == "Blue Yeti" and edits == []
+    finally:
+        usb.stop()
+        speaker.close()
+
+
 def test_a_slow_change_says_what_it_is_doing_while_it_runs(panel):
     dialog = panel(Settings(audio_output_device="USB Headset"))
     said = []

@@ -370,6 +370,8 @@ class MainWindow(QMainWindow):
                 lambda on: setattr(self.studio.hotkeys, "paused", on))
             self.hotkey_editor.show_problems(self.studio.hotkey_problems)
             self.settings_panel.add_section(HOTKEYS, self.hotkey_editor)
+        elif not self.settings_panel.isVisible():
+            self.settings_panel.refresh_devices()
         self.settings_panel.show_settings(self.settings)
         self.settings_panel.show()
         self.settings_panel.raise_()

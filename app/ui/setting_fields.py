@@ -113,10 +113,21 @@ def device_box(devices: list[str], chosen: str | None) -> QComboBox:
     """A device picker; a saved device that is not plugged in now stays listed and
     selected, so opening the panel never changes the choice silently."""
     box = QComboBox()
-    box.addItem(SYSTEM_DEFAULT)
-    box.addItems(devices)
-    _choose_device(box, chosen)
+    list_in(box, devices, chosen)
     return box
+
+
+def list_in(box: QComboBox, devices: list[str], chosen: str | None) -> None:
+    """`devices` in a device picker, `chosen` selected as device_box does; not reported as
+    an edit."""
+    blocked = box.blockSignals(True)
+    try:
+        box.clear()
+        box.addItem(SYSTEM_DEFAULT)
+        box.addItems(devices)
+        _choose_device(box, chosen)
+    finally:
+        box.blockSignals(blocked)
 
 
 def _choose_device(box: QComboBox, chosen: str | None) -> None:

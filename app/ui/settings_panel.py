@@ -45,7 +45,7 @@ from app.setting_labels import LABELS
 from app.settings import Settings, validate
 from app.ui import frame_rate_hints, latency_choices
 from app.ui.obs_setup_box import ObsSetupBox
-from app.ui.setting_fields import INVALID_STYLE, SettingField, bind, device_box
+from app.ui.setting_fields import INVALID_STYLE, SettingField, bind, device_box, list_in
 from pipeline.audio.devices import Kind, list_devices, list_devices_now
 from render.outputs.background import CHROMA, SOLID, TRANSPARENT, ColourError, parse_colour
 
@@ -394,6 +394,13 @@ class SettingsPanel(QDialog):
         self._add(form, "vmc_offset_ms", self.vmc_offset)
 
     # -- showing --------------------------------------------------------------------
+
+    def refresh_devices(self) -> None:
+        """Both pickers list the devices there are now, each keeping its choice: the
+        panel is made once, and a device plugged in since was missing until a restart."""
+        current = self._current()
+        list_in(self.output, _fresh("output"), current.audio_output_device)
+        list_in(self.mic, _fresh("input"), current.mic_device)
 
     def show_settings(self, settings: Settings) -> None:
         """Show `settings` in every field but those refused now (the user is at them)."""
