@@ -215,6 +215,23 @@ def from_onnx(path: Path) -> tuple[LipNet, int]:
     return net, lead * 10
 
 
+# Frames per piece of the validation stream (stream_logits).
+VAL_PIECE = 8192
+
+
+def stream_logits(net: LipNet, x: torch.Tensor) -> torch.Tensor:
+    """The logits [T, heads, 15] of one long stream of frames x [T + CONTEXT - 1, N_MELS],
+    in pieces of VAL_PIECE frames on x's device, the GRU's state carried from piece to
+    piece: the same as one call (up to float rounding), which cuDNN refuses at this
+    length, and which on the CPU took minutes with three trainers sharing the cores
+    (issue 24's H100 call ran out of time there)."""
+    pieces, state = [], None
+    for start in range(0, len(x) - (CONTEXT - 1), VAL_PIECE):
+        logits, _, state = net(x[start:start + VAL_PIECE + CONTEXT - 1][None], state)
+        pieces.append(logits[0])
+    return torch.cat(pieces).cpu()
+
+
 def load_corpus(paths: list[Path]):
     """(features, labels, openness, lengths) of the corpora in `paths`, end to end."""
     parts = [np.load(p) for p in paths]
@@ -340,15 +357,14 @@ def train(data_paths: list[Path], out: Path, steps: int, seed: int, batch: int, 
             print(f"step {step} loss {loss.item():.3f} {time.time() - t0:.0f}s", flush=True)
         step += 1
 
-    # Validation as one long stream, on the CPU: cuDNN refuses sequences this long.
-    net = net.cpu().eval()
+    net = net.eval()
     with torch.no_grad():
-        x = torch.tensor(val[0][pad - (CONTEXT - 1):])
+        logits = stream_logits(net, torch.tensor(val[0][pad - (CONTEXT - 1):], device=device))
         ref = torch.tensor(val[1])
-        logits, _, _ = net(x[None])
-        n = logits.shape[1] - 2
+        n = logits.shape[0] - 2
         frame = torch.arange(n)[:, None] + pad - shifts.cpu()[None, :]
-        acc = (logits[0, :n].argmax(-1) == ref[frame]).float().mean(0).tolist()
+        acc = (logits[:n].argmax(-1) == ref[frame]).float().mean(0).tolist()
+    net = net.cpu()
     report = {"train_frames": int(len(f_tr) - pad), "val_frames": int(len(val[1]) - pad),
               "val_accuracy": dict(zip(map(str, net.offsets), acc)), "train_s": time.time() - t0,
               "device": device, "steps": step, "batch": batch, "more_data": added,
