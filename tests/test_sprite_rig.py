@@ -291,7 +291,7 @@ def test_path_escaping_the_rig_folder(tmp_path, rel):
     shutil.copy(folder / "mouth_rest.svg", tmp_path / "outside.svg")
     manifest = _manifest(folder)
     manifest["mouths"]["rest"] = rel
-    assert "outside the rig folder" in _error(_write(folder, manifest))
+    assert "outside the avatar folder" in _error(_write(folder, manifest))
 
 
 def test_symlink_escaping_the_rig_folder(tmp_path):
@@ -300,7 +300,7 @@ def test_symlink_escaping_the_rig_folder(tmp_path):
     (folder / "link.svg").symlink_to(tmp_path / "outside.svg")
     manifest = _manifest(folder)
     manifest["mouths"]["rest"] = "link.svg"
-    assert "outside the rig folder" in _error(_write(folder, manifest))
+    assert "outside the avatar folder" in _error(_write(folder, manifest))
 
 
 def test_missing_image_file(tmp_path):

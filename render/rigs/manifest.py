@@ -4,6 +4,8 @@ renderers load without Qt (the GPU test machine has none)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class RigError(Exception):
     """A rig that cannot be used; the message is meant for the user who made it."""
@@ -40,3 +42,17 @@ def check_manifest_header(where: str, manifest: dict, fmt: str, version: int,
         if key in manifest and not isinstance(manifest[key], str):
             raise RigError(f'{where}: "{key}" must be a text, not {manifest[key]!r}.')
     return name
+
+
+def file_inside(where: str, what: str, folder: Path, rel: str) -> Path:
+    """`rel` (a manifest's file name for `what`) resolved inside `folder` (resolved
+    already). Rigs are shared between users: a manifest must not read files outside its
+    folder. RigError for a name that is no file name or points outside."""
+    try:
+        file = (folder / rel).resolve()
+    except (OSError, ValueError):  # a NUL in the name, a loop of links
+        raise RigError(f"{where}: {what} is not a file name ({rel!r}).") from None
+    if Path(rel).is_absolute() or not file.is_relative_to(folder):
+        raise RigError(f"{where}: {what} points outside the avatar folder ({rel}); file names "
+                       f"must be relative and stay inside {folder}.")
+    return file

@@ -13,7 +13,7 @@ import numpy as np
 
 from pipeline.core.json_text import parse_json
 from pipeline.face.landmarks import LANDMARK_COUNT, PortraitError, load_portrait
-from render.rigs.manifest import RigError, check_manifest_header
+from render.rigs.manifest import RigError, check_manifest_header, file_inside
 from render.rigs.photo import PhotoRig, build_photo_rig
 
 FORMAT = "lipsync-studio.photo-rig"
@@ -114,13 +114,7 @@ def _check_landmarks(where: str, value, canvas: list[int]) -> np.ndarray:
 def _load_rig_image(where: str, folder: Path, rel, canvas: list[int]) -> np.ndarray:
     if not isinstance(rel, str) or not rel.strip():
         raise RigError(f'{where}: "image" must name the picture file, not {rel!r}.')
-    root = folder.resolve()
-    try:
-        file = (root / rel).resolve()
-    except (OSError, ValueError):  # a NUL in the name, a loop of links
-        raise RigError(f'{where}: "image" is not a file name ({rel!r}).') from None
-    if Path(rel).is_absolute() or not file.is_relative_to(root):
-        raise RigError(f'{where}: "image" points outside the avatar folder ({rel}).')
+    file = file_inside(where, '"image"', folder.resolve(), rel)
     try:
         image = load_portrait(file)
     except PortraitError as e:

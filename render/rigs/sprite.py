@@ -24,7 +24,7 @@ import numpy as np
 from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.json_text import parse_json
 from pipeline.core.visemes import OVR_VISEMES
-from render.rigs.manifest import RigError, check_manifest_header
+from render.rigs.manifest import RigError, check_manifest_header, file_inside
 
 FORMAT = "lipsync-studio.sprite-rig"
 VERSION = 1
@@ -99,7 +99,7 @@ def load_sprite_rig(manifest_path: str | Path, size: int | None = None) -> Sprit
     cache: dict[Path, np.ndarray] = {}
 
     def image(table: str, key: str, rel: str) -> np.ndarray:
-        file = _resolve_inside(where, rig_dir, table, key, rel)
+        file = file_inside(where, f'{table} "{key}"', rig_dir, rel)
         if file not in cache:
             cache[file] = _load_image(f'{where}, {table} "{key}" ({rel})', file, canvas, out_size)
         return cache[file]
@@ -228,17 +228,6 @@ def _check_expressions(where: str, value) -> dict[str, dict]:
                            "would look neutral; give it a \"swap\" or \"overlays\".")
         checked[name] = {"swap": swap, "overlays": overlays}
     return checked
-
-
-def _resolve_inside(where: str, rig_dir: Path, table: str, key: str, rel: str) -> Path:
-    # Rigs are shared between users: a manifest must not read files outside its folder.
-    try:
-        file = (rig_dir / rel).resolve()
-    except (OSError, ValueError):  # a NUL in the name, a loop of links
-        raise RigError(f'{where}: {table} "{key}" is not a file name ({rel!r}).') from None
-    if Path(rel).is_absolute() or not file.is_relative_to(rig_dir):
-        raise RigError(f'{where}: {table} "{key}" points outside the rig folder ({rel}); image paths must be relative and stay inside {rig_dir}.')
-    return file
 
 
 def _load_image(what: str, file: Path, canvas: tuple[int, int], out_size: tuple[int, int]) -> np.ndarray:
