@@ -31,7 +31,7 @@ from tests.harness.api_client import (
     read_stream,
     stream,
 )
-from tests.harness.app_process import HeadlessApp, cli, free_port
+from tests.harness.app_process import HeadlessApp, api_app, cli, free_port
 
 pytestmark = pytest.mark.audio
 
@@ -43,17 +43,7 @@ RATE = 22050
 @pytest.fixture(scope="module")
 def app(jack_server, tmp_path_factory):
     """The headless app with the API on, a token for it made at the terminal."""
-    config = tmp_path_factory.mktemp("api")
-    made = cli(config, "api", "token", "create", "tester")
-    assert made.returncode == 0, made.stderr
-    token = made.stdout.strip()
-    port = free_port()
-    running = HeadlessApp(config, {"audio_output_device": "system", "mic_enabled": False},
-                          "--api-port", str(port))
-    running.output.until(f"API on http://127.0.0.1:{port}/", 60)
-    running.output.until("Voice ready", 90)
-    running.base = f"http://127.0.0.1:{port}"
-    running.token = token
+    running = api_app(tmp_path_factory.mktemp("api"), "tester")
     yield running
     assert running.stop() == 0, running.transcript
     assert "Traceback" not in running.transcript, running.transcript

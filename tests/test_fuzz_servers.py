@@ -25,7 +25,7 @@ from app.api.protocol import CODES, ApiFault, field, parse
 from render.outputs.browser_source import MAX_CLIENT_MESSAGE, BrowserSource
 from tests.fuzzing import EDGE_NUMBERS, EDGE_STRINGS, any_text, deep, dumps, examples, json_values, mutated
 from tests.harness.api_client import check, http
-from tests.harness.app_process import HeadlessApp, cli, free_port
+from tests.harness.app_process import api_app, free_port
 
 # Example counts: an API exchange takes 5-40 ms over loopback to the headless app (a
 # fresh connection each), the browser source's ~5 ms; with the app's start (~15 s,
@@ -91,18 +91,12 @@ def test_a_message_parses_or_is_an_api_fault(data):
 
 @pytest.fixture(scope="module")
 def app(jack_server, tmp_path_factory):
-    config = tmp_path_factory.mktemp("api-fuzz")
-    made = cli(config, "api", "token", "create", "fuzzer")
-    assert made.returncode == 0, made.stderr
-    port = free_port()
-    running = HeadlessApp(config, {"audio_output_device": "system", "mic_enabled": False},
-                          "--api-port", str(port))
-    running.output.until(f"API on http://127.0.0.1:{port}/", 60)
-    # The voice first: a speech request made while it loads waits for it (up to 60 s).
-    running.output.until("Voice ready", 90)
-    running.base = f"http://127.0.0.1:{port}"
-    running.ws = f"ws://127.0.0.1:{port}"
-    running.token = made.stdout.strip()
+    """The headless app with the API on, a token for it made at the terminal."""
+    # Requests come back to back, with a /status after each to show the server is up:
+    # past the default 50 a second (a fast machine) they were refused as a flood, which
+    # tests/test_faults.py covers; here the limit is the setting's highest.
+    running = api_app(tmp_path_factory.mktemp("api-fuzz"), "fuzzer",
+                      api_messages_per_second=10_000)
     yield running
     assert running.stop() == 0, running.transcript
     assert "Traceback" not in running.transcript, running.transcript

@@ -127,3 +127,21 @@ class HeadlessApp:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                     self.proc.wait()
         return self.proc.returncode
+
+
+def api_app(config_dir: Path, client: str, **settings) -> HeadlessApp:
+    """The headless app with the API on a free port, on the test JACK server's output with
+    the microphone off (and `settings` besides), its voice ready; a token for `client`
+    made at the terminal first. `base` (http), `ws` (ws) and `token` are set on it."""
+    made = cli(config_dir, "api", "token", "create", client)
+    assert made.returncode == 0, made.stderr
+    port = free_port()
+    running = HeadlessApp(config_dir, {"audio_output_device": "system", "mic_enabled": False,
+                                       **settings}, "--api-port", str(port))
+    running.output.until(f"API on http://127.0.0.1:{port}/", 60)
+    # The voice first: a speech request made while it loads waits for it (up to 60 s).
+    running.output.until("Voice ready", 90)
+    running.base = f"http://127.0.0.1:{port}"
+    running.ws = f"ws://127.0.0.1:{port}"
+    running.token = made.stdout.strip()
+    return running
