@@ -14,6 +14,16 @@ from tests.harness.avatar_window import WINDOW_SIZE, image_pixels, show_drawn
 pytestmark = pytest.mark.display
 
 
+def _drawn(qt_app, window, also=lambda: True) -> None:
+    """Until the window has drawn a few more frames (and `also()` holds)."""
+    drawn = window.draws
+    end = time.monotonic() + 10
+    while time.monotonic() < end and not (window.draws > drawn + 2 and also()):
+        qt_app.processEvents()
+        time.sleep(0.002)
+    assert window.draws > drawn + 2 and also(), "the window did not draw on"
+
+
 @pytest.fixture()
 def avatar_window(qt_app):
     from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
@@ -182,3 +192,49 @@ def test_a_viewer_delay_makes_frames_for_what_is_heard_that_much_later(avatar_wi
     # their own swap latencies cancel (bound: a few ms of difference between them, as
     # the two share the machine's one GL rasteriser).
     assert abs((leads[1] - leads[0]) - 0.05) < 0.008, leads
+
+
+def test_a_photo_avatar_resized_while_another_context_is_current_draws_on(avatar_window, qt_app):
+    """Qt resizes a window with no context of its own current: a photo rig's mouth frame
+    (a framebuffer per window, remade at the new size) must still be made in the
+    window's context, and another context's framebuffer left alone. Found by the soak
+    (bench/soak.py): the main window's view resized by a message appearing while the
+    browser source's offscreen context was current, and from then on every frame of
+    both failed with GL_INVALID_OPERATION."""
+    from PySide6.QtCore import QEvent, QObject
+
+    from render.gl.offscreen import OffscreenTarget
+    from tests.harness.drawn_portrait import drawn_portrait
+
+    class OtherFirst(QObject):
+        """Makes the other context current as the resize event comes: as the frame
+        feed's tick leaves its own current, between the window's paints."""
+
+        def eventFilter(self, watched, event) -> bool:
+            if event.type() == QEvent.Type.Resize:
+                other.make_current()
+            return False
+
+    rig = drawn_portrait()
+    window = avatar_window()
+    window.set_rig(rig)
+    _drawn(qt_app, window)
+    large = (2 * WINDOW_SIZE[0], 2 * WINDOW_SIZE[1])
+    with OffscreenTarget(64, 64) as other:
+        watch = OtherFirst()
+        window.installEventFilter(watch)
+        window.set_size(large)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and window.renderer.viewport != large:
+            qt_app.processEvents()
+        window.removeEventFilter(watch)
+        other.make_current()  # its framebuffer is still there, and still its own
+        assert other.read_pixels().shape == (64, 64, 4)
+    # The same pixels as a window made at that size: the mouth frame was made anew
+    # for it, in its own context.
+    fresh = avatar_window()
+    fresh.set_rig(rig)
+    fresh.set_size(large)
+    _drawn(qt_app, fresh, lambda: fresh.renderer.viewport == large)
+    assert window.renderer.mouth_size == fresh.renderer.mouth_size
+    assert np.array_equal(image_pixels(window.grab_frame()), image_pixels(fresh.grab_frame()))
