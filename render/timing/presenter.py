@@ -47,6 +47,18 @@ LOG_DTYPE = np.dtype([
 ])
 
 REST = MouthPose(0, 0, 0.0, 0.0)
+# The longest gap between ticks is kept per second of the monotonic clock for this many
+# seconds: stats() reports the longest of the last minute, so a reader that looks at
+# least once a minute (the soak, bench/soak.py, every 30 s) sees every gap once, and the
+# app's start-up does not hide the gaps of later hours.
+GAP_SECONDS = 60
+# A stall: two or more due ticks in a row passed with no frame, the display frozen past
+# the brief's overrun limit (a stage past 2 ticks, mechanism 4); a gap over 2.5 periods,
+# half a period above two for the ticks' own lateness. One tick skipped now and then is
+# counted in missed_ticks: on llvmpipe at 60 fps that happens with nothing else running
+# (bench/results/app_cpu_vm_2core_epyc.json: the main window's view alone, 13-44 a
+# 10 s while speaking, 8-18 idle).
+STALL_PERIODS = 2.5
 # If vsync swaps stop coming (window hidden, minimised), ticks must not stop with them.
 _VSYNC_WATCHDOG_PERIODS = 4
 
@@ -116,6 +128,11 @@ class Presenter:
         self._log_count = 0
         self._tick_times = np.zeros(120, dtype=np.float64)
         self._ticks = 0
+        self._last_tick = math.inf
+        self.longest_gap = 0.0
+        self.stalls = 0
+        self._gap_second = np.full(GAP_SECONDS, -1, dtype=np.int64)
+        self._gap_longest = np.zeros(GAP_SECONDS, dtype=np.float64)
 
     # -- sources ------------------------------------------------------------------
 
@@ -181,6 +198,7 @@ class Presenter:
         if counted:
             self._tick_times[self._ticks % len(self._tick_times)] = tick
             self._ticks += 1
+            self._note_gap(tick)
         predicted = self.clock.predicted_presentation()
         media_time_at = self._media_time_at
         shown = self._shown
@@ -226,6 +244,27 @@ class Presenter:
             self._log_count += 1
             self._align_next()
         return frame
+
+    def _note_gap(self, tick: float) -> None:
+        """Keep the longest gap between counted ticks, overall and in `tick`'s second."""
+        gap = tick - self._last_tick
+        self._last_tick = tick
+        if gap > self.longest_gap:
+            self.longest_gap = gap
+        if gap > STALL_PERIODS * self.period:
+            self.stalls += 1
+        second = math.floor(tick)
+        bucket = second % GAP_SECONDS
+        if self._gap_second[bucket] != second:
+            self._gap_second[bucket] = second
+            self._gap_longest[bucket] = 0.0
+        if gap > self._gap_longest[bucket]:
+            self._gap_longest[bucket] = gap
+
+    def longest_recent_gap(self) -> float:
+        """The longest gap between counted ticks in the last GAP_SECONDS seconds."""
+        recent = self._gap_second > math.floor(self.now()) - GAP_SECONDS
+        return float(self._gap_longest[recent].max()) if recent.any() else 0.0
 
     def _frame(self, tick: float, predicted: float, heard: float, status: int) -> AvatarFrame:
         shown = self._shown
@@ -286,6 +325,9 @@ class Presenter:
             "display_mode": "probing" if self.clock.probing else self.clock.mode,
             "fps": self.measured_fps(),
             "missed_ticks": self.clock.missed,
+            "stalls": self.stalls,
+            "longest_tick_gap_ms": self.longest_gap * 1e3,
+            "longest_tick_gap_last_minute_ms": self.longest_recent_gap() * 1e3,
             "swap_latency_ms": self.clock.latency_ms(),
         }
         if self.producer is not None:
