@@ -30,6 +30,7 @@ from app.avatar_library import Avatar, AvatarLibrary, voice_of
 from app.engine import Engine
 from app.first_audio import FirstAudio
 from app.frame_rate_watch import DegradedWatch, FrameRateWatch
+from app.heap import heap_figures
 from app.hotkeys import Hotkeys, Problem
 from app.messages import EVENT_SECONDS, Message, MessageBoard, Severity
 from app.obs.live import ObsLive
@@ -86,6 +87,9 @@ FOLLOW_INTERVAL_MS = 500
 # Viseme changes further than this from any onset of that viseme are not lip-sync
 # errors but something else (a held fallback, a cut): they are counted, not averaged.
 MATCH_WINDOW_S = 0.1
+# What the API's status reports of each output's presenter (Presenter.stats()).
+FRAME_COUNTS = ("presented", "late", "held", "interpolated", "missed_ticks", "stalls",
+                "longest_tick_gap_ms", "longest_tick_gap_last_minute_ms", "fps")
 
 
 class Studio(QObject):
@@ -849,9 +853,28 @@ class Studio(QObject):
             "obs_mic_sync_offset_ms": stage.sync_offset_ms if stage is not None else None,
         }.items()}
 
+    def frame_counts(self) -> list[dict]:
+        """What each output that pulls frames showed at its ticks, by its presenter's
+        counters: presented, late (= held + interpolated), missed ticks (due ticks that
+        passed with no frame: the display's grid points skipped), stalls (two or more of
+        them in a row), the longest gap between ticks overall and in the last minute, and
+        its frame rate."""
+        counts = []
+        for output in self.outputs.pullers():
+            # A pose output's presenter is its ticker's.
+            presenter = getattr(output, "presenter", None) or getattr(
+                getattr(output, "ticker", None), "presenter", None)
+            if presenter is None:
+                continue
+            stats = presenter.stats()
+            counts.append({"output": output.name,
+                           **{key: _plain(stats[key]) for key in FRAME_COUNTS}})
+        return counts
+
     def status(self) -> dict:
         """What the API's status reports: voice, speech, avatar, microphone, outputs,
-        figures and the messages shown now (JSON values only)."""
+        figures, each output's frame counts, the heaps and the messages shown now (JSON
+        values only)."""
         mic, stage = self.engine.mic, self.engine.mic_stage
         speaker = self.engine.speaker
         output = self.engine.output
@@ -872,6 +895,8 @@ class Studio(QObject):
             "outputs": [{"name": s.name, "state": s.state, "detail": s.detail,
                          "problem": s.problem} for s in self.outputs.statuses()],
             "metrics": self.metrics(),
+            "frames": self.frame_counts(),
+            "heap": heap_figures(),
             "messages": [{"text": m.text, "severity": m.severity.value}
                          for m in self.messages.shown()],
         }

@@ -35,6 +35,8 @@ class AvatarView(QWidget):
     Child widgets of the view (the app's landmark overlay) are painted over the avatar
     inside its GL window: the native window would hide them otherwise."""
 
+    name = "view"  # beside the outputs' names, in the API's status
+
     def __init__(self, parent=None, *, fps: float = 60.0,
                  clear_color: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
                  slot_count: int = 30, lookahead: float = 0.2, seed: int = 0,
