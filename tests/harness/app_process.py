@@ -1,6 +1,7 @@
-"""The real app as a process of its own, as a user runs it: `lipsync-studio --headless`
-with its own config folder, its output read line by line, its standard input to type
-on, and its threads, sockets and memory read from /proc."""
+"""The real app as a process of its own, as a user runs it: `lipsync-studio` (its window)
+or `lipsync-studio --headless`, with its own config folder, its output read line by
+line, its standard input to type on, and its threads, files, sockets and memory read
+from /proc."""
 
 from __future__ import annotations
 
@@ -37,6 +38,18 @@ class Lines:
             self._queue.put(line)
         self._queue.put(None)
 
+    def lines(self) -> list[str]:
+        """Every line so far (those not yet read by `until` taken in now)."""
+        while True:
+            try:
+                line = self._queue.get_nowait()
+            except queue.Empty:
+                return self.seen
+            if line is None:  # the end: kept for `until`, which says so
+                self._queue.put(None)
+                return self.seen
+            self.seen.append(line)
+
     def until(self, needle: str, timeout: float) -> str:
         """The first line from now on that holds `needle`."""
         end = time.monotonic() + timeout
@@ -67,8 +80,9 @@ def cli(config_dir: Path, *args: str, timeout: float = 60) -> subprocess.Complet
                           env=app_environment(config_dir), timeout=timeout)
 
 
-class HeadlessApp:
-    """`lipsync-studio --headless ARGS` with `settings` in a config folder of its own."""
+class AppProcess:
+    """`lipsync-studio ARGS` with `settings` in a config folder of its own: its window, on
+    the display DISPLAY names, unless ARGS has --headless."""
 
     def __init__(self, config_dir: Path, settings: dict, *args: str,
                  environment: dict[str, str] | None = None) -> None:
@@ -76,14 +90,12 @@ class HeadlessApp:
         config_dir.mkdir(parents=True, exist_ok=True)
         (config_dir / "settings.json").write_text(json.dumps(settings))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app", "--headless", *args], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "app", *args], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**app_environment(config_dir), **(environment or {})}, start_new_session=True)
+            env={**app_environment(config_dir, display="--headless" not in args),
+                 **(environment or {})},
+            start_new_session=True)
         self.output = Lines(self.proc)
-
-    def type(self, line: str) -> None:
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
 
     @property
     def transcript(self) -> str:
@@ -91,6 +103,9 @@ class HeadlessApp:
 
     def threads(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/task"))
+
+    def fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def sockets(self) -> int:
         fds = f"/proc/{self.proc.pid}/fd"
@@ -114,6 +129,31 @@ class HeadlessApp:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 1024
         raise AssertionError("no VmRSS")
+
+    def stop(self) -> int:
+        """Closed as the desktop closes a program (SIGTERM: the window's app has no
+        handler of its own); its exit status."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=20)
+            finally:
+                if self.proc.poll() is None:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+        return self.proc.returncode
+
+
+class HeadlessApp(AppProcess):
+    """`lipsync-studio --headless ARGS` with `settings` in a config folder of its own."""
+
+    def __init__(self, config_dir: Path, settings: dict, *args: str,
+                 environment: dict[str, str] | None = None) -> None:
+        super().__init__(config_dir, settings, "--headless", *args, environment=environment)
+
+    def type(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
     def stop(self) -> int:
         """Ctrl-C, as a user stops it; its exit status."""

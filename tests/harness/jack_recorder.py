@@ -237,9 +237,12 @@ class JackPlayer:
             self.client.connect(self._port, dst)
         self.play()
 
-    def play(self) -> None:
-        """(Re)start the audio from its beginning."""
+    def play(self, audio: np.ndarray | None = None) -> None:
+        """(Re)start the audio from its beginning; `audio` (mono, at the server's rate)
+        replaces what it plays."""
         self._playing = False
+        if audio is not None:
+            self._audio = np.asarray(audio, dtype=np.float32)
         self._pos = 0
         self._playing = True
 

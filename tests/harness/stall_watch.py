@@ -131,6 +131,31 @@ def machine_cpu_seconds() -> dict[str, float]:
     return {kind: int(n) / tick for kind, n in zip(_CPU_TIME_KINDS, ticks)}
 
 
+def process_tree_cpu_seconds(root: int) -> float:
+    """The CPU time so far (user + system) of process `root` and every living process
+    under it: a test's own servers, app and browser, against the machine's whole."""
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
 def _steal_now() -> tuple[float, float]:
     return time.monotonic(), machine_cpu_seconds()["steal"]
 
