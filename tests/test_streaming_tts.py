@@ -248,6 +248,27 @@ def test_mode_switch_takes_effect_at_the_next_chunk(tts):
     assert max(sizes[6:]) == ultra
 
 
+@pytest.mark.parametrize("after", ["ultra", "balanced"])
+def test_a_switch_out_of_premium_after_the_first_chunk_tiles_each_plan(tts, after):
+    # Premium makes its first chunk exactly, with no preview; the second chunk, in a mode
+    # that previews, must not take a preview that was never made (found by the soak,
+    # bench/soak.py: an API client switching mode at its first audio had its stream fail
+    # in the vocoder, on an empty window).
+    current = [LATENCY_MODES["premium"]]
+    groups, chunks = [], 0
+    for item in tts.stream(WINDOWED[1], lambda: current[0]):
+        if isinstance(item, SentencePlan):
+            groups.append((item, []))
+        else:
+            groups[-1][1].append(item)
+            chunks += 1
+            current[0] = LATENCY_MODES[after]
+    assert chunks > 2
+    for plan, pieces in groups:
+        assert sum(len(c.samples) for c in pieces) == plan.total_samples
+        assert np.abs(np.concatenate([c.samples for c in pieces])).max() > 0.05
+
+
 def test_plan_carries_notices_once(tts):
     groups = collect(tts.stream("Hello 😀. Goodbye.", BALANCED))
     assert groups[0][0].notices == ["Skipped 1 emoji"]

@@ -630,6 +630,8 @@ class StreamingTTS:
             if state.chunks == 0:
                 sentence.preview = self._preview_latents(sentence, flow_width)
                 left, vocoder_width = 0, first_width
+            elif not sentence.preview.size:
+                return None  # the first chunk was made exactly, in a mode that does not preview
             else:
                 left, vocoder_width = max(0, start - mode.first_context), second_width
             latent = sentence.preview
