@@ -186,35 +186,40 @@ def test_a_stage_that_never_returns_does_not_stop_the_ticks():
 
 
 def test_ticks_that_pass_with_no_frame_are_counted_and_two_in_a_row_are_a_stall():
-    clock, voice, presenter = with_voice()
-    for _ in range(5):
+    cpu = FakeClock(0.0)  # the ticking thread's CPU time: it runs a millisecond a tick
+    clock, voice, presenter = with_voice(thread_time=cpu)
+    def ticked() -> dict:
+        cpu.t += 0.001
         presenter.producer.fill()
         tick(presenter, clock)
-    stats = presenter.stats()
+        return presenter.stats()
+
+    for _ in range(5):
+        stats = ticked()
     assert (stats["missed_ticks"], stats["stalls"]) == (0, 0)
     assert stats["longest_tick_gap_ms"] == pytest.approx(P * 1e3)
     late = 0.001          # ticks a millisecond past their grid point, as a timer fires
     clock.t += P + late   # one due tick passes with no frame: missed, not a stall
-    presenter.producer.fill()
-    tick(presenter, clock)
-    stats = presenter.stats()
+    stats = ticked()
     assert (stats["missed_ticks"], stats["stalls"]) == (1, 0)
     clock.t += 3 * P + late  # three in a row: a stall, the display frozen for 4 periods
-    presenter.producer.fill()
-    tick(presenter, clock)
-    stats = presenter.stats()
-    assert (stats["missed_ticks"], stats["stalls"]) == (4, 1)
+    stats = ticked()
+    assert (stats["missed_ticks"], stats["stalls"], stats["busy_stalls"]) == (4, 1, 0)
     assert stats["longest_tick_gap_ms"] == pytest.approx(4 * P * 1e3)
     assert stats["longest_tick_gap_last_minute_ms"] == stats["longest_tick_gap_ms"]
     # A minute of steady ticks later, the last minute's longest gap is a period again;
     # the longest overall stays.
     for _ in range(61 * 60):
-        presenter.producer.fill()
-        tick(presenter, clock)
-    stats = presenter.stats()
+        stats = ticked()
     assert stats["longest_tick_gap_last_minute_ms"] == pytest.approx(P * 1e3)
     assert stats["longest_tick_gap_ms"] == pytest.approx(4 * P * 1e3)
     assert (stats["missed_ticks"], stats["stalls"]) == (4, 1)
+    # A stall its own thread was on a CPU through (work of 3 periods between two ticks):
+    # the app's own, whatever the machine did.
+    clock.t += 2 * P + late
+    cpu.t += 3 * P
+    stats = ticked()
+    assert (stats["missed_ticks"], stats["stalls"], stats["busy_stalls"]) == (6, 2, 1)
 
 
 def test_idle_ticks_blink_and_breathe_and_count_nothing():

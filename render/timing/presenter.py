@@ -104,7 +104,8 @@ class Presenter:
 
     def __init__(self, fps: float = 60.0, *, slot_count: int = 30, lookahead: float = 0.2,
                  seed: int = 0, log_rows: int = 36_000,
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic,
+                 thread_time: Callable[[], float] = time.thread_time) -> None:
         self.period = 1.0 / fps
         self.seed = seed
         self.lookahead = lookahead
@@ -131,6 +132,12 @@ class Presenter:
         self._last_tick = math.inf
         self.longest_gap = 0.0
         self.stalls = 0
+        # CPU time of the thread that ticks (`thread_time`, injected in tests) at its last
+        # tick: a stall through which that thread was on a CPU for longer than a stall
+        # is its own work's (busy_stalls), whatever else the machine was doing.
+        self.thread_time = thread_time
+        self._last_cpu = math.inf
+        self.busy_stalls = 0
         self._gap_second = np.full(GAP_SECONDS, -1, dtype=np.int64)
         self._gap_longest = np.zeros(GAP_SECONDS, dtype=np.float64)
 
@@ -246,13 +253,20 @@ class Presenter:
         return frame
 
     def _note_gap(self, tick: float) -> None:
-        """Keep the longest gap between counted ticks, overall and in `tick`'s second."""
+        """Count a stall (and whether its thread was busy through it); keep the longest gap
+        between counted ticks, overall and in `tick`'s second."""
         gap = tick - self._last_tick
         self._last_tick = tick
+        cpu = self.thread_time()
+        used = cpu - self._last_cpu
+        self._last_cpu = cpu
         if gap > self.longest_gap:
             self.longest_gap = gap
-        if gap > STALL_PERIODS * self.period:
+        limit = STALL_PERIODS * self.period
+        if gap > limit:
             self.stalls += 1
+            if used > limit:
+                self.busy_stalls += 1
         second = math.floor(tick)
         bucket = second % GAP_SECONDS
         if self._gap_second[bucket] != second:
@@ -326,6 +340,7 @@ class Presenter:
             "fps": self.measured_fps(),
             "missed_ticks": self.clock.missed,
             "stalls": self.stalls,
+            "busy_stalls": self.busy_stalls,
             "longest_tick_gap_ms": self.longest_gap * 1e3,
             "longest_tick_gap_last_minute_ms": self.longest_recent_gap() * 1e3,
             "swap_latency_ms": self.clock.latency_ms(),
