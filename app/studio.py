@@ -89,7 +89,7 @@ FOLLOW_INTERVAL_MS = 500
 MATCH_WINDOW_S = 0.1
 # What the API's status reports of each output's presenter (Presenter.stats()).
 FRAME_COUNTS = ("presented", "late", "held", "interpolated", "missed_ticks", "stalls",
-                "longest_tick_gap_ms", "longest_tick_gap_last_minute_ms", "fps")
+                "busy_stalls", "longest_tick_gap_ms", "longest_tick_gap_last_minute_ms", "fps")
 
 
 class Studio(QObject):
@@ -857,8 +857,8 @@ class Studio(QObject):
         """What each output that pulls frames showed at its ticks, by its presenter's
         counters: presented, late (= held + interpolated), missed ticks (due ticks that
         passed with no frame: the display's grid points skipped), stalls (two or more of
-        them in a row), the longest gap between ticks overall and in the last minute, and
-        its frame rate."""
+        them in a row; busy stalls: those its ticking thread was on a CPU through), the
+        longest gap between ticks overall and in the last minute, and its frame rate."""
         counts = []
         for output in self.outputs.pullers():
             # A pose output's presenter is its ticker's.
