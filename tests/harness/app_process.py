@@ -1,7 +1,7 @@
 """The real app as a process of its own, as a user runs it: `lipsync-studio` (its window)
 or `lipsync-studio --headless`, with its own config folder, its output read line by
-line, its standard input to type on, and its threads, files, sockets and memory read
-from /proc."""
+line, its standard input to type on, and its threads, sockets and memory read from
+/proc."""
 
 from __future__ import annotations
 
@@ -103,9 +103,6 @@ class AppProcess:
 
     def threads(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/task"))
-
-    def fds(self) -> int:
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def sockets(self) -> int:
         fds = f"/proc/{self.proc.pid}/fd"
