@@ -43,6 +43,7 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
     from PySide6.QtCore import QTimer
     from PySide6.QtGui import QGuiApplication
 
+    from app.heap import freeze_long_lived
     from app.messages import Severity
     from app.outputs import Wants
     from app.settings import SettingsStore
@@ -100,6 +101,7 @@ def run_headless(*, output_window: bool | None = None, browser_port: int | None 
         threading.Thread(target=read_stdin, name="headless-stdin", daemon=True).start()
 
     studio.voice_ready.connect(voice_ready)
+    studio.voice_ready.connect(freeze_long_lived)
     studio.speech_started.connect(lambda first: studio.tell(first.text(), Severity.INFO))
     studio.tell("Running headless; Ctrl-C stops.", Severity.INFO)
     if not stopping.is_set():  # a Ctrl-C during the start quit no loop yet

@@ -610,6 +610,7 @@ class Soak:
                 "t_s": round(time.monotonic() - self.ready, 1), "phase": phase,
                 **self.proc.sample(),
                 "python_blocks": status["heap"]["python_blocks"],
+                "frozen_objects": status["heap"]["frozen_objects"],
                 "malloc_mb": (round(status["heap"]["malloc_mb"], 2)
                               if status["heap"]["malloc_mb"] is not None else None),
                 "frames": {f["output"]: {k: v for k, v in f.items() if k != "output"}

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.heap import freeze_long_lived
 from app.hotkeys import install_window_shortcuts
 from app.messages import EVENT_SECONDS, Severity
 from app.outputs import Wants
@@ -513,5 +514,6 @@ def run_app(argv: list[str] | None = None, *, output_window: bool | None = None,
     settings = store.load()
     window = MainWindow(store, settings, output_window=output_window, browser_port=browser_port,
                         api_port=api_port)
+    window.studio.voice_ready.connect(freeze_long_lived)
     window.show()
     return app.exec()
