@@ -98,6 +98,7 @@ QUIET_S = 1.5               # no speech event for this long, and the status says
 # The server sends a stream's audio at most 8 s ahead of real time (docs/api.md) and its
 # cues before: a minute with no message is a stream that stopped.
 MESSAGE_TIMEOUT_S = 60.0
+MIC_CLOSE_S = 10.0         # the microphone JACK client closing at the end (Soak.close)
 # A soak still running this long after its planned end is stuck: it says where, and ends.
 OVERRUN_S = 600.0
 MODES = ("ultra", "balanced", "premium")
@@ -638,14 +639,23 @@ class Soak:
                 "app_log_tail": [line.rstrip() for line in lines[-20:]]}
 
     def close(self) -> int:
+        """Everything closed; the app's exit status. The microphone goes first, while the
+        app still runs, and gets MIC_CLOSE_S: closing its JACK client after the app was
+        killed once waited on the JACK server until the soak's watchdog ended the run;
+        one that does not close is left to the server's end."""
         for part in (self.streams.stop, self.control.close, self.page.close):
             try:
                 part()
             except Exception as exc:  # noqa: BLE001 - the rest must still close
                 print(f"closing: {type(exc).__name__}: {exc}", file=sys.stderr)
+        closing = threading.Thread(target=self.mic.stop, name="soak-mic-close", daemon=True)
+        closing.start()
+        closing.join(MIC_CLOSE_S)
+        if closing.is_alive():
+            print(f"closing: the microphone's JACK client did not close in {MIC_CLOSE_S} s",
+                  file=sys.stderr)
         status = self.app.stop()
         self.vmc.stop()
-        self.mic.stop()
         return status
 
 
