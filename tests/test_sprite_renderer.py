@@ -167,3 +167,22 @@ def test_draws_the_default_avatar_rig(gl_target):
     assert mouth.sum() > 20 and eyes.sum() > 20
     # The mouth moves below the eyes.
     assert np.nonzero(mouth)[0].mean() > np.nonzero(eyes)[0].mean() + 10
+
+
+def test_premultiplying_is_exact_and_done_once_per_image():
+    import gc
+
+    from render.gl import sprite_renderer
+
+    # Every colour at every alpha: round(c·a/255), as the GL path and the kernels expect.
+    c, a = np.meshgrid(np.arange(256), np.arange(256))
+    image = np.stack([c, c, c, a], axis=-1).astype(np.uint8)
+    made = sprite_renderer.premultiplied(image)
+    assert np.array_equal(made[..., 0], np.floor(c * a / 255 + 0.5).astype(np.uint8))
+    assert np.array_equal(made[..., 3], a)
+    # Each output of the app asks for the same rig's images: one copy, read-only, for all.
+    assert sprite_renderer.premultiplied(image) is made and not made.flags.writeable
+    entries = len(sprite_renderer._PREMULTIPLIED)
+    del image
+    gc.collect()
+    assert len(sprite_renderer._PREMULTIPLIED) == entries - 1
