@@ -37,17 +37,26 @@ def _type(window, text: str) -> None:
 
 
 def test_queued_lines_are_read_in_turn_and_the_queue_is_shown(window):
+    pump(0.2)
+    # Where lines wait their turn the queue stays on screen, so the avatar above it keeps
+    # its size as lines come and go (it shrank 507 → 399 px at each first line: a stall).
+    assert window.queue_view.isVisible()
+    assert window.queue_view.now.text() == "Nothing waiting: new lines are read in turn."
+    avatar = window.view.size()
     for line in LINES:
         _type(window, line)
     assert window.text.text() == ""  # Enter took each line and cleared the box
     queue = window.studio.queue
     assert [e.text for e in queue.waiting] == LINES[1:] and queue.current.text == LINES[0]
     assert window.queue_view.isVisible() and window.queue_view.list.count() == 2
+    pump(0.2)
+    assert window.view.size() == avatar
     pump_until(lambda: len(window.heard) == 3 and queue.current is None, 30,
                "the three lines read in turn")
     pump(0.2)
     assert window.heard == LINES
-    assert not window.queue_view.isVisible()
+    assert window.queue_view.list.count() == 0 and window.view.size() == avatar
+    assert not window.queue_view.clear_button.isEnabled()
 
 
 def test_skip_remove_and_clear(window):
@@ -77,6 +86,7 @@ def test_interrupt_cuts_what_is_said_and_drops_what_waits(window):
     _type(window, LINES[2])
     pump_until(lambda: len(window.heard) == 2, 10, "the interruption")
     assert window.heard[1] == LINES[2] and window.studio.queue.waiting == []
+    assert not window.queue_view.isVisible()  # nothing ever waits: no room taken
 
 
 def test_up_and_down_bring_back_earlier_lines(window):

@@ -109,6 +109,7 @@ class MainWindow(QMainWindow):
         self.stop_button.setToolTip("Stop speaking and drop the lines waiting in the queue")
         self.stop_button.clicked.connect(self.stop)
         self.queue_view = QueueView(self.studio.queue)
+        self.queue_view.keep_on_screen(settings.speech_queue == "queue")
         self.studio.queue.changed = self.queue_view.refresh
         self.settings_button = QPushButton("Settings…")
         self.settings_panel: SettingsPanel | None = None
@@ -386,6 +387,8 @@ class MainWindow(QMainWindow):
         self.studio.apply(settings)
         if settings.background != old.background:
             self.view.set_clear_color(_colour(settings.background))
+        if settings.speech_queue != old.speech_queue:
+            self.queue_view.keep_on_screen(settings.speech_queue == "queue")
         self._show_settings()
 
     def _show_settings(self) -> None:

@@ -1,5 +1,8 @@
 """The speech queue on screen (app/speech_queue.py): what is being said, what waits, and
-Skip, Remove and Clear. Hidden while nothing waits."""
+Skip, Remove and Clear. Where new lines wait their turn (the "queue" setting) it stays on
+screen, empty or not: appearing and going with every line, it resized the avatar above it
+each time (507 → 399 px, a stall of the view's frames, seen in the soak). Elsewhere it
+shows only while something waits (an API request that asked to queue)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ class QueueView(QWidget):
     def __init__(self, queue: SpeechQueue, parent=None) -> None:
         super().__init__(parent)
         self.queue = queue
+        self.kept_on_screen = False
         self.now = QLabel()
         self.now.setWordWrap(True)
         self.list = QListWidget()
@@ -47,17 +51,26 @@ class QueueView(QWidget):
         layout.addWidget(self.list)
         self.refresh()
 
+    def keep_on_screen(self, kept: bool) -> None:
+        """Whether the view stays on screen while nothing waits (new lines wait their turn)."""
+        self.kept_on_screen = kept
+        self.refresh()
+
     def refresh(self) -> None:
         queue = self.queue
         current = queue.current
-        self.now.setText(f"Saying: {_short(current.text)}" if current is not None else "")
+        self.now.setText(f"Saying: {_short(current.text)}" if current is not None
+                         else "Nothing waiting: new lines are read in turn.")
         self.list.clear()
         for entry in queue.waiting:
             item = QListWidgetItem(f"{entry.source}: {_short(entry.text)}")
             item.setData(Qt.ItemDataRole.UserRole, entry.id)
             item.setToolTip(entry.text)
             self.list.addItem(item)
-        self.setVisible(bool(queue.waiting))
+        self.skip_button.setEnabled(current is not None)
+        self.remove_button.setEnabled(bool(queue.waiting))
+        self.clear_button.setEnabled(current is not None or bool(queue.waiting))
+        self.setVisible(self.kept_on_screen or bool(queue.waiting))
 
     def _remove(self) -> None:
         item = self.list.currentItem() or self.list.item(0)
