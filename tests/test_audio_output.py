@@ -278,3 +278,67 @@ def exit_with_streams_open() -> None:
     out.start()
     time.sleep(0.2)
     print(json.dumps({"open": [mic.device_name for mic in mics] + [out.device_name]}))
+
+
+
+# In a process of its own, on a server of its own, frozen (SIGSTOP) under an open stream:
+# the abort waits for a process cycle and the close gives up after CLOSE_WAIT. Then the
+# server either runs on (SIGCONT) or stops while frozen (SIGTERM, then SIGCONT), as a
+# user restarting it. Closing the stream once its server is stopping is what aborted the
+# app in the suite (PortAudio's CleanUpStream asserting), and what the old code did here.
+
+def test_a_stream_whose_server_stops_during_its_close_is_abandoned_not_closed():
+    _, result = run_in_child("tests.test_audio_output:close_as_the_server_stops",
+                             timeout=EXIT_TIMEOUT)
+    assert result == {"close_gave_up": True, "closed": False, "abandoned": True,
+                      "server_gone": True}
+
+
+def test_a_stream_whose_server_was_held_up_during_its_close_is_closed():
+    # Abandoned, its JACK client would still run at this process's exit, which crashed it.
+    _, result = run_in_child("tests.test_audio_output:close_as_the_server_runs_on",
+                             timeout=EXIT_TIMEOUT)
+    assert result == {"close_gave_up": True, "closed": True, "abandoned": False,
+                      "server_gone": False}
+
+
+def close_as_the_server_stops() -> None:
+    _close_under_a_frozen_server(stops=True)
+
+
+def close_as_the_server_runs_on() -> None:
+    _close_under_a_frozen_server(stops=False)
+
+
+def _close_under_a_frozen_server(*, stops: bool) -> None:
+    import os
+    import signal
+
+    from pipeline.audio.devices import (
+        CLOSE_WAIT,
+        close_stream,
+        lost_its_server,
+        open_stream,
+        sound_server_gone,
+        start_stream,
+        streams_stuck,
+    )
+
+    server = JackServer()  # its jackd ends with this process
+    reinitialize_portaudio()
+    stream = open_stream("output", device="system", samplerate=48000, channels=1,
+                         dtype="float32", callback=lambda out, *_: out.fill(0))
+    start_stream(stream)
+    time.sleep(0.2)
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    close_stream(stream, "frozen-closer")
+    gave_up = time.monotonic() - started >= CLOSE_WAIT
+    if stops:
+        os.kill(server.proc.pid, signal.SIGTERM)
+    os.kill(server.proc.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 20
+    while streams_stuck() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print(json.dumps({"close_gave_up": gave_up, "closed": stream.closed,
+                      "abandoned": lost_its_server(stream), "server_gone": sound_server_gone()}))

@@ -183,12 +183,29 @@ def list_devices_now(kind: Kind, timeout: float = 5.0) -> list[str] | None:
     start-up otherwise took CPU from the voice's synthesis (underruns, measured). Through
     nice(1) rather than a preexec_fn, which would make Python fork this large process
     instead of vfork-ing it."""
+    listing = _listing_now(timeout)
+    try:
+        return [str(name) for name in _names(listing["devices"], listing["host_apis"], kind)]
+    except (TypeError, KeyError, IndexError):
+        return None
+
+
+def jack_answers_now(timeout: float = 5.0) -> bool:
+    """Whether a JACK server answers a newly initialised PortAudio, in a child process as
+    list_devices_now: its host API lists a device."""
+    listing = _listing_now(timeout)
+    try:
+        return any("JACK" in listing["host_apis"][d["hostapi"]] for d in listing["devices"])
+    except (TypeError, KeyError, IndexError):
+        return False
+
+
+def _listing_now(timeout: float) -> dict | None:
     try:
         child = subprocess.run(["nice", "-n", "19", sys.executable, "-c", _LIST_DEVICES],
                                capture_output=True, text=True, timeout=timeout, check=True)
-        listing = json.loads(child.stdout.strip().splitlines()[-1])
-        return [str(name) for name in _names(listing["devices"], listing["host_apis"], kind)]
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError, KeyError):
+        return json.loads(child.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
 
 
@@ -329,11 +346,29 @@ class _Closer:
         if self._waits_for_lock:
             _lock.acquire()
             self._owns_lock = True
+        started = time.monotonic()
         try:
             self._stream.abort()
-            self._stream.close()
         except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
-            pass
+            aborted = False
+        else:
+            aborted = True
+        if (self._stream in _jack
+                and (not aborted or time.monotonic() - started > CLOSE_WAIT)
+                and not jack_answers_now()):
+            # An abort that failed or outlasted CLOSE_WAIT on JACK (it waits for a process
+            # cycle), and the server does not answer now: it stopped or died under the
+            # stream. Closing it would unregister its ports from a server that is gone,
+            # which PortAudio 19.6 asserts on (pa_jack.c CleanUpStream): the app aborted
+            # once in the suite, the microphone's close returning 4 s after its server
+            # began to stop. One whose server was only held up (and answers) is closed:
+            # abandoned, its JACK client would still run at exit, which crashed Python.
+            _abandon_holding_lock(self._stream)
+        else:
+            try:
+                self._stream.close()
+            except Exception:  # noqa: BLE001 - the device is gone; nothing left to release
+                pass
         _open.discard(self._stream)
         _jack.discard(self._stream)
         with self._state:
