@@ -475,14 +475,23 @@ def _assert_readable(window, text: str) -> None:
     parent = label.parentWidget()
     while parent is not None and not isinstance(parent, QScrollArea):
         parent = parent.parentWidget()
-    if parent is not None:
-        parent.ensureWidgetVisible(label, 0, 0)
-        pump(0.05)
     assert label.wordWrap(), f"{text!r} is not wrapped"
     needed = label.heightForWidth(label.width())
     assert label.height() >= needed, (
         f"{text!r} is cut: its label is {label.height()} px tall, its text needs {needed}")
-    assert label.visibleRegion().boundingRect() == label.rect(), f"{text!r} is partly hidden"
+
+    def scrolled_to_in_full() -> bool:
+        if parent is not None:
+            parent.ensureWidgetVisible(label, 0, 0)
+            pump(0.05)
+        return label.visibleRegion().boundingRect() == label.rect()
+
+    # Scrolled to again until it holds: a message coming meanwhile scrolls the area to
+    # the newest, at the top (app/ui/message_view.py), which left this one out of view in
+    # 2 of 3 full runs (once in CI). One that stays hidden for 2 s (40 tries) is hidden.
+    deadline = time.monotonic() + 2.0
+    while not scrolled_to_in_full():
+        assert time.monotonic() < deadline, f"{text!r} is partly hidden"
 
 
 def test_a_long_message_is_shown_in_full(window, tmp_path):

@@ -81,16 +81,19 @@ class MessageArea(QScrollArea):
             self._layout.removeWidget(label)
             label.hide()  # now, not when the event loop gets to deleting it
             label.deleteLater()
+        added = False
         for index, message in enumerate(messages):
             label = self.labels.get(message)
             if label is None:
                 label = self.labels[message] = message_label(message)
+                added = True
             else:
                 show_severity(label, message)
             if self._layout.indexOf(label) != index:
                 self._layout.removeWidget(label)
                 self._layout.insertWidget(index, label)
-        self.verticalScrollBar().setValue(0)  # the newest message, at the top
+        if added:  # the newest message, at the top; one going leaves the reader where they are
+            self.verticalScrollBar().setValue(0)
 
 
 class MessageHistory(QDialog):
