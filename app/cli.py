@@ -23,6 +23,7 @@ import numpy as np
 from app import library_command
 from app.api import command as api_command
 from app.command_line import fail, saved_settings
+from app.heap import keep_large_blocks_apart
 from app.obs import command as obs_command
 from app.settings import Settings
 from pipeline.audio.pcm import pcm16
@@ -231,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             return api_command.run(args)
     except CliError as exc:
         return fail(str(exc))
+    # The long-running app (window or headless); the commands above end in seconds.
+    keep_large_blocks_apart()
     if args.headless:
         from app.headless import run_headless
 

@@ -1,13 +1,16 @@
 """What the process holds on its heaps, by the interpreter's and the C library's own
 counts: for the API's status, so a long run (bench/soak.py) can tell a growing heap from
 pages the allocator keeps (RSS alone cannot). And, once the app is up, its long-lived
-objects kept out of the garbage collector's full passes (`freeze_long_lived`).
+objects kept out of the garbage collector's full passes (`freeze_long_lived`), and from
+its start large blocks kept out of malloc's arenas (`keep_large_blocks_apart`).
 
 - `python_blocks`: the interpreter's live memory blocks (sys.getallocatedblocks): every
   Python object and buffer it allocated and has not freed, counted, not sized;
 - `malloc_mb`: bytes in use from glibc's malloc (mallinfo2: its arenas and its mmapped
   chunks), where Python's larger objects, numpy's arrays, onnxruntime, Qt and Mesa
-  allocate. None where the C library has no mallinfo2 (not glibc, or before 2.33).
+  allocate. None where the C library has no mallinfo2 (not glibc, or before 2.33);
+- `malloc_free_mb`: bytes free inside malloc's arenas, kept from the system (fordblks):
+  what RSS holds beyond `malloc_mb` because of the allocator, not the app.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import logging
 import sys
+
+log = logging.getLogger(__name__)
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -39,6 +45,34 @@ def _mallinfo2():
 
 _MALLINFO2 = _mallinfo2()
 
+# mallopt's parameter numbers (glibc's malloc.h).
+_M_MMAP_THRESHOLD = -3
+# glibc's own starting value (malloc.h DEFAULT_MMAP_THRESHOLD_MIN), kept fixed.
+MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def keep_large_blocks_apart() -> bool:
+    """Have every malloc block of MMAP_THRESHOLD_BYTES or more mapped on its own and given
+    back to the system when freed, for the whole run; False where the C library is not
+    glibc. Left to itself, glibc raises the threshold to the size of each mapped block
+    freed (up to 32 MB): after the first avatar switch freed a rig's images, the next
+    rig's images, the photo mesh and the voice's buffers came from the arenas, which keep
+    what is freed in pieces. That is RSS growing while the bytes in use do not: in the
+    10-minute soak (bench/results/soak_10min_vm_2core_epyc_shared.json) RSS rose 1006 ->
+    1042 MB with malloc's bytes in use flat (615-700 MB, by which avatar was shown).
+    The blocks this maps are none on the frame path (it allocates nothing per tick)."""
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt if name else None
+    except (OSError, AttributeError):
+        mallopt = None
+    if mallopt is None:
+        log.info("malloc's large blocks are left to the C library's own rule: it has no mallopt")
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+
 
 def freeze_long_lived() -> None:
     """Move every object alive now out of the garbage collector's passes, once per
@@ -56,12 +90,13 @@ def freeze_long_lived() -> None:
 
 
 def heap_figures() -> dict[str, float | int | None]:
-    """The heaps now: {"python_blocks": int, "malloc_mb": float or None, "frozen_objects":
-    int (freeze_long_lived's)}."""
-    malloc_mb = None
+    """The heaps now: {"python_blocks": int, "malloc_mb": float or None, "malloc_free_mb":
+    float or None, "frozen_objects": int (freeze_long_lived's)}."""
+    malloc_mb = malloc_free_mb = None
     if _MALLINFO2 is not None:
         info = _MALLINFO2()
         # uordblks: allocated from the arenas; hblkhd: the chunks malloc mmapped whole.
         malloc_mb = (info.uordblks + info.hblkhd) / 2**20
+        malloc_free_mb = info.fordblks / 2**20
     return {"python_blocks": sys.getallocatedblocks(), "malloc_mb": malloc_mb,
-            "frozen_objects": gc.get_freeze_count()}
+            "malloc_free_mb": malloc_free_mb, "frozen_objects": gc.get_freeze_count()}

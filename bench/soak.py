@@ -41,7 +41,8 @@ window, browser source, VMC):
   GL on the GUI thread), with how long each switch took;
 - growth: the least-squares slope over the samples after the warm-up (the first
   quarter of the run, at most 5 minutes: every kind of action is done at least once
-  before it ends), per 10 minutes: RSS, Python's live blocks, malloc's bytes in use;
+  before it ends), per 10 minutes: RSS, Python's live blocks, malloc's bytes in use and
+  those free inside its arenas;
   descriptors, threads and sockets at the warm-up's end and at the end.
 
 Usage: python bench/soak.py --minutes 60 [--out bench/results/soak_60min_MACHINE.json]
@@ -612,8 +613,8 @@ class Soak:
                 **self.proc.sample(),
                 "python_blocks": status["heap"]["python_blocks"],
                 "frozen_objects": status["heap"]["frozen_objects"],
-                "malloc_mb": (round(status["heap"]["malloc_mb"], 2)
-                              if status["heap"]["malloc_mb"] is not None else None),
+                **{key: (round(status["heap"][key], 2) if status["heap"][key] is not None
+                         else None) for key in ("malloc_mb", "malloc_free_mb")},
                 "frames": {f["output"]: {k: v for k, v in f.items() if k != "output"}
                            for f in status["frames"]},
                 "vmc_datagrams": self.vmc_received,
@@ -715,6 +716,7 @@ def summarise(samples: list[dict], warm_up_s: float) -> dict:
         "rss_growth_mb_per_10min": rounded(_slope_per_10min(after, "rss_mb")),
         "python_blocks_growth_per_10min": rounded(_slope_per_10min(after, "python_blocks"), 0),
         "malloc_growth_mb_per_10min": rounded(_slope_per_10min(after, "malloc_mb")),
+        "malloc_free_growth_mb_per_10min": rounded(_slope_per_10min(after, "malloc_free_mb")),
         "rss_mb_start": base["rss_mb"], "rss_mb_end": last["rss_mb"],
         "python_blocks_start": base["python_blocks"], "python_blocks_end": last["python_blocks"],
         "fds_start": base["fds"], "fds_end": last["fds"],

@@ -47,3 +47,33 @@ def test_frozen_objects_are_not_walked_by_a_full_collection_and_still_freed():
         assert heap_figures()["python_blocks"] < blocks - 300_000
     finally:
         gc.unfreeze()
+
+
+_AFTER_A_LARGE_FREE = """
+import sys, numpy as np
+from app.heap import _MALLINFO2, keep_large_blocks_apart
+if sys.argv[1] == "apart":
+    assert keep_large_blocks_apart()
+big = np.ones(4 * 2**20 // 8)  # mapped whole (over glibc's starting threshold of 128 KiB)
+del big                        # glibc alone now raises its threshold to 4 MiB
+before = _MALLINFO2().hblkhd
+block = np.ones(2**20 // 8)    # 1 MiB: mapped on its own, or cut from an arena
+print(_MALLINFO2().hblkhd - before)
+"""
+
+
+def test_large_blocks_stay_mapped_after_a_larger_one_is_freed():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def mapped_bytes(mode: str) -> int:
+        child = subprocess.run([sys.executable, "-c", _AFTER_A_LARGE_FREE, mode],
+                               capture_output=True, text=True, check=True,
+                               cwd=Path(__file__).resolve().parent.parent)
+        return int(child.stdout)
+
+    # The mechanism keep_large_blocks_apart stops: after a mapped block is freed, glibc
+    # alone serves blocks under its size from the arenas, where what is freed stays.
+    assert mapped_bytes("alone") == 0
+    assert mapped_bytes("apart") >= 2**20
