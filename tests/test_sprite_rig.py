@@ -352,20 +352,16 @@ def test_not_an_svg_document(tmp_path):
     assert "<html>" in _error(folder / "manifest.json")
 
 
-def test_corrupt_png(tmp_path):
+@pytest.mark.parametrize("name, content, expected", [
+    ("wide.png", b"\x89PNG\r\n\x1a\n this is not really a png", "not a readable PNG"),
+    ("wide.gif", b"GIF89a", "unsupported file type '.gif'"),
+])
+def test_a_mouth_image_that_cannot_be_read_is_named(tmp_path, name, content, expected):
     folder = _copy_default(tmp_path)
-    (folder / "wide.png").write_bytes(b"\x89PNG\r\n\x1a\n this is not really a png")
+    (folder / name).write_bytes(content)
     manifest = _manifest(folder)
-    manifest["mouths"]["wide"] = "wide.png"
-    assert "not a readable PNG" in _error(_write(folder, manifest))
-
-
-def test_unsupported_image_type(tmp_path):
-    folder = _copy_default(tmp_path)
-    (folder / "wide.gif").write_bytes(b"GIF89a")
-    manifest = _manifest(folder)
-    manifest["mouths"]["wide"] = "wide.gif"
-    assert "unsupported file type '.gif'" in _error(_write(folder, manifest))
+    manifest["mouths"]["wide"] = name
+    assert expected in _error(_write(folder, manifest))
 
 
 def test_svg_of_the_wrong_size(tmp_path):
