@@ -225,6 +225,15 @@ def test_the_summary_counts_from_the_first_sample_and_fits_growth_after_the_warm
     # Growth from the samples at 60, 90 and 120 s: 1 MB a minute, 10 per 10 minutes.
     assert math.isclose(result["rss_growth_mb_per_10min"], 10.0)
     assert result["fds_start"] == 31 and result["fds_end"] == 30
+    # With the avatars switching, each held at a level of its own (120 MB apart, as the
+    # photo and sprite avatars in the 60-minute soak), the growth is what both share.
+    switching = [{**_sample(t, 960.0 + t / 60 + 120.0 * (i % 2), 3600, 2, 30.0), "avatar": i % 2}
+                 for i, t in enumerate(range(60, 600, 30))]
+    switching[-2]["avatar"] = switching[-1]["avatar"] = 0  # ends on the lower one, twice
+    for sample in switching[-2:]:
+        sample["rss_mb"] = 960.0 + sample["t_s"] / 60
+    assert math.isclose(summarise(samples[:2] + switching, warm_up_s=60.0)
+                        ["rss_growth_mb_per_10min"], 10.0)
     # The gaps of the samples whose minute lies wholly in the run (the first minute's
     # hold the app's start).
     assert result["max_tick_gap_ms"] == 40.0
