@@ -30,7 +30,7 @@ def busy_cores_seconds() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def publish(result: dict, out: Path | None, indent: int = 2) -> None:
+def publish(result: dict, out: Path | None, indent: int | None = 2) -> None:
     """Print `result` as the one-line JSON every benchmark ends with, and keep a readable
     copy in `out` when given (the committed results under bench/results/)."""
     if out is not None:

@@ -806,7 +806,8 @@ def main() -> None:
     finally:
         jack.stop()
         xvfb.stop()
-    publish({"machine": machine, **result}, args.out)
+    # One line in the file too: the committed result's last line is the whole result.
+    publish({"machine": machine, **result}, args.out, indent=None)
 
 
 if __name__ == "__main__":
