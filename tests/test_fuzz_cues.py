@@ -67,7 +67,11 @@ def _covering(cues, t: float, slack: float) -> set[str]:
 
 def _check_cover(spans, cues, duration, ticks, rename=lambda v: v):
     """Spans (start, end, value) read from a file: contiguous from 0 to the sound's end;
-    at the middle of each, a value some given cue has there (or silence where none)."""
+    at the middle of each, a value some given cue has there (or silence where none); none
+    for a sound shorter than half a tick (found by bench/fuzz.py: 0.5 ms at 1 ms ticks)."""
+    if round(duration * ticks) == 0:
+        assert spans == []
+        return
     assert spans[0][0] == 0 and math.isclose(spans[-1][1], round(duration * ticks) / ticks, abs_tol=1e-9)
     assert all(a[1] == b[0] and a[2] != b[2] for a, b in zip(spans, spans[1:]))
     slack = 1 / ticks
@@ -90,13 +94,14 @@ def _check_name(read: str, given: str) -> None:
 
 @examples(120)
 @given(cue_lists(), sound_files, st.sampled_from(["ovr", "rhubarb"]))
+# Found by bench/fuzz.py: 0.5 ms rounds to no millisecond (round half to even).
+@example(([], 0.0005), "", "ovr")
 def test_json_reads_back_as_the_cues_given(cues_and_duration, sound_file, name):
     cues, duration = cues_and_duration
     document = json.loads(cue_file(FORMATS[name], cues, duration, sound_file))
     spans = [(c["start"], c["end"], c["value"]) for c in document["mouthCues"]]
     rename = (lambda v: RHUBARB_SHAPE[v]) if name == "rhubarb" else (lambda v: v)
-    if duration * 1000 >= 0.5:
-        _check_cover(spans, cues, duration, 1000, rename)
+    _check_cover(spans, cues, duration, 1000, rename)
     _check_name(document["metadata"]["soundFile"], sound_file)
 
 
