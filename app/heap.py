@@ -31,19 +31,21 @@ class _Mallinfo2(ctypes.Structure):
         "fordblks", "keepcost")]
 
 
-def _mallinfo2():
-    name = ctypes.util.find_library("c")
+def _libc_function(name: str, restype, argtypes: list):
+    """The C library's function `name`, typed; None where there is none (not glibc, or
+    a glibc too old for it)."""
+    library = ctypes.util.find_library("c")
     try:
-        function = ctypes.CDLL(name).mallinfo2 if name else None
+        function = getattr(ctypes.CDLL(library), name) if library else None
     except (OSError, AttributeError):
         return None
     if function is not None:
-        function.restype = _Mallinfo2
-        function.argtypes = []
+        function.restype = restype
+        function.argtypes = argtypes
     return function
 
 
-_MALLINFO2 = _mallinfo2()
+_MALLINFO2 = _libc_function("mallinfo2", _Mallinfo2, [])
 
 # mallopt's parameter numbers (glibc's malloc.h).
 _M_MMAP_THRESHOLD = -3
@@ -61,16 +63,10 @@ def keep_large_blocks_apart() -> bool:
     10-minute soak (bench/results/soak_10min_vm_2core_epyc_shared.json) RSS rose 1006 ->
     1042 MB with malloc's bytes in use flat (615-700 MB, by which avatar was shown).
     The blocks this maps are none on the frame path (it allocates nothing per tick)."""
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):
-        mallopt = None
+    mallopt = _libc_function("mallopt", ctypes.c_int, [ctypes.c_int, ctypes.c_int])
     if mallopt is None:
         log.info("malloc's large blocks are left to the C library's own rule: it has no mallopt")
         return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
 
 

@@ -41,8 +41,8 @@ window, browser source, VMC):
   GL on the GUI thread), with how long each switch took;
 - growth: the least-squares slope (with a level for each avatar shown) over the samples
   after the warm-up (the first quarter of the run, at most 5 minutes: every kind of
-  action is done at least once before it ends), per 10 minutes: RSS, Python's live blocks, malloc's bytes in use and
-  those free inside its arenas;
+  action is done at least once before it ends), per 10 minutes: RSS, Python's live
+  blocks, malloc's bytes in use and those free inside its arenas;
   descriptors, threads and sockets at the warm-up's end and at the end.
 
 Usage: python bench/soak.py --minutes 60 [--out bench/results/soak_60min_MACHINE.json]

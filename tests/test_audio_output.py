@@ -280,7 +280,6 @@ def exit_with_streams_open() -> None:
     print(json.dumps({"open": [mic.device_name for mic in mics] + [out.device_name]}))
 
 
-
 # In a process of its own, on a server of its own, frozen (SIGSTOP) under an open stream:
 # the abort waits for a process cycle and the close gives up after CLOSE_WAIT. Then the
 # server either runs on (SIGCONT) or stops while frozen (SIGTERM, then SIGCONT), as a

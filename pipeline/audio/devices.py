@@ -184,9 +184,11 @@ def list_devices_now(kind: Kind, timeout: float = 5.0) -> list[str] | None:
     nice(1) rather than a preexec_fn, which would make Python fork this large process
     instead of vfork-ing it."""
     listing = _listing_now(timeout)
+    if listing is None:
+        return None
     try:
         return [str(name) for name in _names(listing["devices"], listing["host_apis"], kind)]
-    except (TypeError, KeyError, IndexError):
+    except (TypeError, KeyError, IndexError):  # not the child's JSON
         return None
 
 
@@ -194,13 +196,16 @@ def jack_answers_now(timeout: float = 5.0) -> bool:
     """Whether a JACK server answers a newly initialised PortAudio, in a child process as
     list_devices_now: its host API lists a device."""
     listing = _listing_now(timeout)
+    if listing is None:
+        return False
     try:
         return any("JACK" in listing["host_apis"][d["hostapi"]] for d in listing["devices"])
-    except (TypeError, KeyError, IndexError):
+    except (TypeError, KeyError, IndexError):  # not the child's JSON
         return False
 
 
 def _listing_now(timeout: float) -> dict | None:
+    """_LIST_DEVICES's JSON from a child process; None when it does not answer."""
     try:
         child = subprocess.run(["nice", "-n", "19", sys.executable, "-c", _LIST_DEVICES],
                                capture_output=True, text=True, timeout=timeout, check=True)
