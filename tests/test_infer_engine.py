@@ -1,6 +1,6 @@
 """pipeline/infer/engine.py's device queue scheduling, on the CPU: earliest deadline
 first, runs of one engine and key batched, one run at a time, errors to their callers, and
-no waiting thread left behind. The stage it schedules is a stand-in whose runs take a known
+no waiting thread left behind; and the device's lane making every run on one thread. The stage it schedules is a stand-in whose runs take a known
 time (the GPU runs themselves are tested on the H200: tests/test_gpu_voice.py)."""
 
 import threading
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pipeline.infer.engine import _DeviceQueue
+from pipeline.infer.engine import _DeviceLane, _DeviceQueue
 
 
 class Stage:
@@ -131,3 +131,70 @@ def test_exclusive_work_holds_every_lane():
     for worker in workers:
         worker.join()
     assert seen == [0] and after == [5]
+
+
+# The device's queue (_DeviceLane): the same scheduling, every run on one thread of its own.
+
+class ThreadStage(Stage):
+    """A Stage that records the thread each of its runs is made on."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.threads: set[int] = set()
+
+    def _execute(self, requests):
+        self.threads.add(threading.get_ident())
+        super()._execute(requests)
+
+
+def test_the_device_lane_runs_every_batch_on_one_thread_of_its_own():
+    # onnxruntime keeps a captured CUDA graph per thread: runs from the callers' 50
+    # threads would each capture again (pipeline/infer/engine.py, _DeviceLane).
+    stage = ThreadStage(batch_sizes=(1, 8, 64))
+    lane = _DeviceLane()
+    results = _many(lane, stage, [float(i) for i in range(50)])
+    assert results == [[i] for i in range(50)]
+    assert not stage.overlapped
+    assert len(stage.threads) == 1 and threading.get_ident() not in stage.threads
+    assert sum(len(b) for b in stage.batches) == 50 and len(stage.batches) < 25
+
+
+def test_the_device_lane_batches_by_key_and_size_and_runs_the_most_urgent_first():
+    stage = ThreadStage(batch_sizes=(1, 4))
+    lane = _DeviceLane()
+    assert _many(lane, stage, [0.0] * 40, key=lambda i: (i % 2,)) == [[i] for i in range(40)]
+    assert max(len(b) for b in stage.batches) <= 4
+
+    slow = ThreadStage(batch_sizes=(1,), seconds=0.05)
+    first = threading.Thread(target=lambda: lane.run(slow, ("a",), {"x": 0}, 0.0))
+    first.start()
+    time.sleep(0.005)
+    late = [threading.Thread(target=lambda d=d: lane.run(slow, ("a",), {"x": d}, d)) for d in (3.0, 1.0, 2.0)]
+    for thread in late:
+        thread.start()
+        time.sleep(0.002)
+    for thread in [first, *late]:
+        thread.join(timeout=5)
+    assert [b[0] for b in slow.batches] == [0.0, 1.0, 2.0, 3.0]
+    assert stage.threads == slow.threads
+
+
+def test_the_device_lane_hands_errors_to_their_callers_and_goes_on():
+    lane = _DeviceLane()
+    with pytest.raises(RuntimeError, match="fell over"):
+        lane.run(Stage(fail=True), ("k",), {"x": 1}, 0.0)
+    with pytest.raises(ValueError, match="warm-up failed"):
+        lane.exclusive(lambda: (_ for _ in ()).throw(ValueError("warm-up failed")))
+    assert lane.run(Stage(), ("k",), {"x": 2}, 0.0) == [2]
+
+
+def test_exclusive_work_runs_on_the_device_thread_after_the_run_under_way():
+    stage = ThreadStage(seconds=0.05)
+    lane = _DeviceLane()
+    worker = threading.Thread(target=lambda: lane.run(stage, ("k",), {"x": 0}, 0.0))
+    worker.start()
+    time.sleep(0.01)
+    seen = []
+    lane.exclusive(lambda: seen.append((stage.running, threading.get_ident())))
+    worker.join()
+    assert seen == [(0, *stage.threads)]

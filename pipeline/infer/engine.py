@@ -8,8 +8,9 @@ and outputs bound once to device buffers (I/O binding), so a run copies just its
 up and its outputs down; and the whole run captured as a CUDA graph when it is built
 and replayed after, one launch instead of one per node.
 
-Runs of every engine in the process go through one queue per kind (_DeviceQueue: one
-lane on the device, a lane per core on the CPU), earliest deadline first: a run asked
+Runs of every engine in the process go through one queue per kind (_DeviceLane: one
+thread of its own on the device; _DeviceQueue: a lane per core on the CPU), earliest
+deadline first: a run asked
 for with the deadline of the audio it makes, so a stream's first chunk is not stuck
 behind another stream's chunks that are seconds ahead of their playback. Runs of one
 engine and key waiting together go as one batch (on the device the sizes in
@@ -33,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +54,8 @@ _DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
 
 # onnxruntime's CUDA provider captures a session's graph at its second run (after one
 # regular run that makes its allocations); the third replays it. All three happen when
-# the session is built, so no capture is ever under way while a stream runs.
+# the session is built, on the device's thread (_DeviceLane), so no capture is ever under
+# way while a stream runs.
 _RUNS_TO_CAPTURE = 3
 
 Shapes = tuple[tuple[str, tuple[int, ...]], ...]
@@ -214,7 +216,80 @@ class _DeviceQueue:
         return [first, *same]
 
 
-_QUEUE = _DeviceQueue()
+@dataclass(slots=True)
+class _Call:
+    """Work to be done on the device's thread between runs (an engine's warm-up), queued
+    in an engine's place: a batch of one."""
+
+    work: Callable[[], None]
+    batch_limit: int = 1
+
+
+class _DeviceLane(_DeviceQueue):
+    """The device's runs, every one made by a thread of its own, earliest deadline first,
+    batched as _DeviceQueue batches them; a caller hands its request over and waits.
+
+    Why not the callers' threads, as on the CPU: onnxruntime's CUDA provider keeps a
+    session's captured CUDA graph, and its cuBLAS and cuDNN handles, per thread
+    (PerThreadContext, "cuda_graph_ is put under PerThreadContext" in its
+    cuda_execution_provider.h), and with graphs on it never releases a thread's
+    context. A session captured on one thread replays nothing on another: there it
+    makes new handles, runs twice without its graph and captures it again, mid-stream;
+    and every thread that ever ran it keeps a context for the life of the process. On the
+    lent H100 (bench/results/gpu_h100.json) a speaker's first chunk took 50-60 ms on a
+    fresh thread against 6.3 ms on the thread that warmed the engines up. One thread
+    also keeps captures away from runs on other threads, which break them (see
+    _DeviceQueue). The hand-over costs two thread switches a run (tens of µs)."""
+
+    def __init__(self) -> None:
+        super().__init__(lanes=1)
+        self._work = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+
+    def run(self, engine: Engine, key: tuple, feed: dict[str, np.ndarray],
+            deadline: float) -> list[np.ndarray]:
+        request = _Request(deadline, next(self._order), engine, key, feed)
+        self._submit(request)
+        if request.error is not None:
+            raise request.error
+        return request.outputs
+
+    def exclusive(self, work) -> None:
+        """Call `work()` on the device's thread, before any run still waiting."""
+        request = _Request(float("-inf"), next(self._order), _Call(work), (), {})
+        self._submit(request)
+        if request.error is not None:
+            raise request.error
+
+    def _submit(self, request: _Request) -> None:
+        """Queue `request` and wait until the device's thread has run it."""
+        with self._work:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="device runs", daemon=True)
+                self._thread.start()
+            heapq.heappush(self._heap, request)
+            self._work.notify()
+        request.wake.wait()
+
+    def _serve(self) -> None:
+        while True:
+            with self._work:
+                while not self._heap:
+                    self._work.wait()
+                batch = self._take()
+            if isinstance(batch[0].engine, _Call):
+                try:
+                    batch[0].engine.work()
+                except BaseException as exc:  # noqa: BLE001 - handed to its caller
+                    batch[0].error = exc
+                batch[0].done = True
+            else:
+                self._execute(batch)
+            for request in batch:
+                request.wake.set()
+
+
+_QUEUE = _DeviceLane()
 # CPU runs: a lane per core, earliest deadline first, one request a run. Batching on the
 # CPU was measured and lost (50 streams starting at once on the 2-core development VM,
 # bench-like text, balanced mode): unbatched, first audio P50 444 / P99 775 ms, 14.0 s in
