@@ -189,6 +189,22 @@ def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float
             "leads_ms": [round(v, 1) for v in leads]}
 
 
+def _by_thread(tts: StreamingTTS, mode, runs: int) -> dict:
+    """First audio (medium text) asked for on the thread that warmed the engines up and on
+    a thread never used before, interleaved: the app speaks from its speaker's thread and
+    the API from a thread per stream, and onnxruntime keeps CUDA graphs per thread
+    (pipeline/infer/engine.py, _DeviceLane)."""
+    same, fresh = [], []
+    for _ in range(runs):
+        same.append(_first_audio_ms(tts, TEXTS["medium20"], mode))
+        box: list[float] = []
+        thread = threading.Thread(target=lambda: box.append(_first_audio_ms(tts, TEXTS["medium20"], mode)))
+        thread.start()
+        thread.join()
+        fresh.extend(box)
+    return {"warming_thread": _p50_p99(same), "fresh_thread": _p50_p99(fresh)}
+
+
 def _knee(tts_of, text: str, mode, counts: tuple[int, ...], deadline: float) -> dict:
     """_streams at each of `counts` in turn, until one has underruns or `deadline`
     (perf_counter) has passed: the most voices that played in real time (0 if the
@@ -440,11 +456,14 @@ def _lip_shape(runs: int) -> dict:
     return report
 
 
-SECTIONS = ("voice", "heard", "python", "lip", "mouth", "photo", "streams", "knee", "cudnn")
-# Candidate start-lead floors on the GPU path and output block sizes (48 kHz) of the
-# heard-first-audio sweep: a JACK/PipeWire low-latency period of 128 or 256 samples.
-FLOORS_S = (0.0, 0.003, 0.006, 0.012)
-BLOCKS = (128, 256)
+SECTIONS = ("voice", "threads", "heard", "python", "lip", "mouth", "photo", "streams", "knee", "cudnn")
+# Candidate start-lead floors on the GPU path beside the shipped one, at a JACK/PipeWire
+# low-latency period of 256 samples (48 kHz), and the shipped floor at 128. The speeches
+# play on the wall clock, so the sweep speaks the shortest text (1.8 s) 10 times a
+# candidate, and the shipped floor the short and medium texts (1.8 and 5.5 s) 20 times:
+# about 2.5 minutes, where every floor at both sizes on all four texts took 25.
+FLOORS_S = (0.0, 0.006, 0.012)
+SWEEP_SPEECHES = 10
 # Voices started together in the knee search, in turn, until underruns appear.
 KNEE_COUNTS = (25, 50, 75, 100, 150, 200, 300)
 
@@ -459,6 +478,9 @@ def main() -> None:
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--knee-budget-s", type=float, default=240.0,
                         help="the knee search stops starting counts after this long")
+    parser.add_argument("--add-to", action="store_true",
+                        help="keep the figures of the report already at --out (a run split into "
+                             "calls under a time limit, on the same machine) and add this run's")
     args = parser.parse_args()
     sections = set(args.sections)
     mode = LATENCY_MODES[DEFAULT_MODE]
@@ -470,11 +492,12 @@ def main() -> None:
     gpu_load_s = time.perf_counter() - loaded
     cpu = StreamingTTS(provider="cpu")
     cpu.warm_up()
-    report: dict = {"machine": describe(os.environ.get("BENCH_DEVICE", "")), "mode": mode.name,
-                    "runs": args.runs, "on_gpu": gpu.on_device,
-                    "gpu_load_and_warm_up_s": round(gpu_load_s, 1),
-                    "cudnn_conv_algo_search": sessions.CUDNN_CONV_ALGO_SEARCH,
-                    "providers": {name: asdict(c) for name, c in gpu.providers.items()}}
+    report: dict = json.loads(args.out.read_text()) if args.add_to and args.out.exists() else {}
+    report |= {"machine": describe(os.environ.get("BENCH_DEVICE", "")), "mode": mode.name,
+               "runs": args.runs, "on_gpu": gpu.on_device,
+               "gpu_load_and_warm_up_s": round(gpu_load_s, 1),
+               "cudnn_conv_algo_search": sessions.CUDNN_CONV_ALGO_SEARCH,
+               "providers": {name: asdict(c) for name, c in gpu.providers.items()}}
 
     def checkpoint() -> None:
         # Each section's figures are kept as soon as it ends: a run cut short by its
@@ -486,11 +509,18 @@ def main() -> None:
     if "voice" in sections:
         _voice(report, gpu, cpu, mode, args.runs, args.words)
         checkpoint()
+    if "threads" in sections:
+        report["first_audio_by_thread"] = _by_thread(gpu, mode, args.runs)
+        print("threads", report["first_audio_by_thread"], flush=True)
+        checkpoint()
     texts = [TEXTS[name] for name in ("short5", "medium20", "long60", "para4")]
     if "heard" in sections:
-        sweep = [_heard_first_audio(gpu, texts, mode, floor, block, 20, np.random.default_rng(0))
-                 for block in BLOCKS for floor in FLOORS_S]
-        shipped = _heard_first_audio(gpu, texts, mode, floor_for(gpu.on_device), 256, 20,
+        floor = floor_for(gpu.on_device)
+        rng = np.random.default_rng(0)
+        sweep = [_heard_first_audio(gpu, [TEXTS["short5"]], mode, each, 256, SWEEP_SPEECHES, rng)
+                 for each in FLOORS_S if each != floor]
+        sweep.append(_heard_first_audio(gpu, [TEXTS["short5"]], mode, floor, 128, SWEEP_SPEECHES, rng))
+        shipped = _heard_first_audio(gpu, [TEXTS["short5"], TEXTS["medium20"]], mode, floor, 256, 20,
                                      np.random.default_rng(1))
         report["heard_first_audio"] = {"device_ms": round(DEVICE_S * 1000, 2), "sweep": sweep,
                                        "shipped_floor": shipped}
