@@ -42,6 +42,8 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 # Found by bench/fuzz.py: "$$0" was "$0 dollars", and that "0 dollars dollars".
 @example("$$0")
 @example("x2$")
+# Found by bench/fuzz.py (issue 26, bench/results/fuzz_vm_2core_epyc.json).
+@example(".5$")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

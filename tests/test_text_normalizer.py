@@ -32,6 +32,9 @@ CASES = [
     ("¥500", "500 yen"),
     ("₹100", "100 rupees"),
     ("5$", "5 dollars"),
+    # A sum that starts at its point is money all the same, its point read as ".5" is.
+    (".5$", "point 5 dollars"),
+    ("$.50", "50 cents"),
     ("I paid $5, then left.", "I paid 5 dollars, then left."),
     # Percentages: espeak reads them right, but the sign is a word of its own to time
     # (captions show "3.5%" over the words "3.5 percent").

@@ -388,6 +388,9 @@ def _decade_words(m: re.Match[str]) -> str:
 
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+# A sum may start at its point (".5$", "$.50"): were it not the money rules', the ".5" rule
+# would take the number and leave the sign behind for a second reading to join to "5".
+_AMOUNT = rf"(?:{_NUM}|\.\d+)"
 _UNIT_ALTERNATION = "|".join(re.escape(u) for u, _, _ in _UNITS)
 
 _MONTH_GATE = tuple(m.capitalize() for m in _MONTH_OF if len(m) == 3)
@@ -414,10 +417,11 @@ _RULES: list[_Rule] = [
      _time),
     ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m\.|m\b\.?)", re.I), _time),
     # Not after another currency sign: "$$0" would be "$0 dollars", then "0 dollars dollars".
-    (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_NUM})(?:\s?(thousand|"
-                                  r"million|billion|trillion|bn|mn|tn|[kKmMbBtT])\b)?"),
+    (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_AMOUNT})"
+                                  r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|"
+                                  r"[kKmMbBtT])\b)?"),
      _money_before),
-    (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_NUM})\s?([$£¥₹])(?!\w)"),
+    (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_AMOUNT})\s?([$£¥₹])(?!\w)"),
      _money_after),
     (("v", "V"), re.compile(r"\b(version\s)?v(\d+(?:\.\d+)+)\b", re.I),
      lambda m: (m[1] or "version ") + m[2].replace(".", " point ")),
