@@ -35,6 +35,9 @@ CASES = [
     # A sum that starts at its point is money all the same, its point read as ".5" is.
     (".5$", "point 5 dollars"),
     ("$.50", "50 cents"),
+    # A sum already named keeps the sign before it: that sign is one of its own.
+    ("$ $0", "$ 0 dollars"),
+    ("$5 dollars", "$5 dollars"),
     ("I paid $5, then left.", "I paid 5 dollars, then left."),
     # Percentages: espeak reads them right, but the sign is a word of its own to time
     # (captions show "3.5%" over the words "3.5 percent").

@@ -227,7 +227,17 @@ def _money(sign: str | None, symbol: str, amount: str, scale: str | None) -> str
     return f"{minus}{amount} {one if amount == '1' else many}"
 
 
+# What _money writes after an amount: its currency's or the currency's cents' name.
+_NAMED_AMOUNT = re.compile(r"\s(?:%s)\b" % "|".join(
+    sorted({name for names in _CURRENCY.values() for name in names if name}, key=len,
+           reverse=True)))
+
+
 def _money_before(m: re.Match[str]) -> str:
+    # A sum already named is said as it is: a sign before it is a sign of its own, not a
+    # second one for it ("$ $0" → "$ 0 dollars", which a second reading must leave alone).
+    if _NAMED_AMOUNT.match(m.string, m.end()):
+        return m[0]
     return _money(m[1], m[2], m[3], m[4])
 
 
