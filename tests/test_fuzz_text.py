@@ -45,6 +45,7 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 # Found by bench/fuzz.py (issue 26, bench/results/fuzz_vm_2core_epyc.json).
 @example(".5$")
 @example("$ $0")
+@example("Dr. St St.")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

@@ -144,6 +144,8 @@ CASES = [
     ("Main St.", "Main Street."),
     ("Main St. now", "Main Street now"),
     ("5th Ave. is busy", "5th Avenue is busy"),
+    # An abbreviation after a name is a street, after another abbreviation too.
+    ("Main St St.", "Main Street Street."),
     ("apples, etc.", "apples, et cetera."),
     ("apples, etc. and pears", "apples, et cetera and pears"),
     ("e.g. this", "for example this"),

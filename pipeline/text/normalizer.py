@@ -378,8 +378,19 @@ def _title(m: re.Match[str]) -> str:
     return _TITLES[m[1].lower()] + " "
 
 
+# The word a street's abbreviation follows: a name or a number ("Main St", "5th Ave").
+_STREET_NAME = re.compile(r"(?:\b[A-Z][a-z]+|\b\d+(?:st|nd|rd|th)?)\s\Z")
+# Looked for this far back: longer is no street's name.
+_STREET_NAME_CHARS = 40
+
+
 def _street(m: re.Match[str]) -> str:
-    return _keep_stop(m, f"{m[1]} {_STREETS[m[2].lower()]}")
+    # The name is looked at, not taken into the match: an abbreviation that is itself the
+    # word before the next ("Main St St.") is then read as a street too, as a second pass
+    # reads it once the first is "Street".
+    if _STREET_NAME.search(m.string, max(0, m.start() - _STREET_NAME_CHARS), m.start()):
+        return _keep_stop(m, _STREETS[m[1].lower()])
+    return m[0]
 
 
 def _abbreviation(m: re.Match[str]) -> str:
@@ -459,7 +470,7 @@ _RULES: list[_Rule] = [
     ((".",), re.compile(r"\b(Dr|Mr|Mrs|Ms|Prof|St|Mt|Gen|Sgt|Capt|Gov|Sen|Rep|Rev)\.\s+(?=[A-Z])"),
      _title),
     (("St", "Ave", "Rd", "Blvd"),
-     re.compile(r"\b([A-Z][a-z]+|\d+(?:st|nd|rd|th)?)\s(St|Ave|Rd|Blvd)\b\.?"), _street),
+     re.compile(r"(?<=\s)(St|Ave|Rd|Blvd)\b\.?"), _street),
     ((".", "vs"), re.compile(r"(?<![\w.])(etc|e\.g|i\.e|vs|approx|Jr|Sr|Dept|Inc|Ltd)\.(?!\w)|"
                              r"(?<![\w.])(?-i:vs)\b(?!\.)", re.I),
      lambda m: _abbreviation(m) if m[1] else "versus"),
