@@ -46,6 +46,7 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @example(".5$")
 @example("$ $0")
 @example("Dr. St St.")
+@example("0AM0$")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

@@ -121,6 +121,9 @@ CASES = [
     ("Order #A7X92 arrives in 3.5 hours", "Order number A7 X 9 2 arrives in 3.5 hours"),
     ("ID 4471-B", "ID 4 4 7 1 B"),
     ("ticket ABC-123", "ticket A-B C 1 2 3"),
+    # A code's last digit, said alone, is read with what follows it.
+    ("A7X92 km", "A7 X 9 2 kilometers"),
+    ("0AM0$", "0 A-M 0 dollars"),
     ("Order #4471 shipped", "Order number 4 4 7 1 shipped"),
     ("MP3", "MP3"),
     ("PS5", "PS5"),

@@ -474,9 +474,10 @@ _RULES: list[_Rule] = [
     ((".", "vs"), re.compile(r"(?<![\w.])(etc|e\.g|i\.e|vs|approx|Jr|Sr|Dept|Inc|Ltd)\.(?!\w)|"
                              r"(?<![\w.])(?-i:vs)\b(?!\.)", re.I),
      lambda m: _abbreviation(m) if m[1] else "versus"),
-    ((), re.compile(r"(?<![\w-])(?=[A-Z0-9-]*\d)(?=[A-Z0-9-]*[A-Z])[A-Z0-9]+(?:-[A-Z0-9]+)*\b"
-                    r"(?![-@])"), _code),
 ]
+# Codes are spelled after the rules above (#A7X92 is "number A7X92" first).
+_CODE = re.compile(r"(?<![\w-])(?=[A-Z0-9-]*\d)(?=[A-Z0-9-]*[A-Z])[A-Z0-9]+(?:-[A-Z0-9]+)*\b"
+                   r"(?![-@])")
 
 _PROTECTED = re.compile(
     r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
@@ -513,11 +514,20 @@ def _window_end(chunk: str, at: int) -> int:
     return at
 
 
-def _apply_rules(text: str) -> str:
+def _read(text: str) -> str:
     for gate, pattern, replacement in _RULES:
         if not gate or any(needed in text for needed in gate):
             text = pattern.sub(replacement, text)
     return text
+
+
+def _apply_rules(text: str) -> str:
+    text = _read(text)
+    spelled = _CODE.sub(_code, text)
+    # A code said sign by sign leaves digits standing alone that the rules would read with
+    # what follows them ("0AM0$" → "0 A-M 0$", "A7X92 km" → "A7 X 9 2 km"): they are read
+    # now, as a second reading of the spoken text would read them.
+    return text if spelled == text else _read(spelled)
 
 
 def _rewrite(chunk: str) -> list[tuple[str, str]]:
