@@ -47,6 +47,7 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @example("$ $0")
 @example("Dr. St St.")
 @example("0AM0$")
+@example("#https://a.com/p?x=1")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

@@ -115,6 +115,9 @@ CASES = [
     ("https://example.com/path?x=1", "example dot com slash path question mark x equals 1"),
     ("See https://a.io/x-y_z, then go.", "See a dot io slash x dash y underscore z, then go."),
     ("www.foo.org", "www dot foo dot org"),
+    # An address's words are read with the words around them, as any typed words are.
+    ("#https://a.io", "hashtag a dot io"),
+    ("https://a.io/5km", "a dot io slash 5 kilometers"),
     # Codes
     ("#A7X92", "number A7 X 9 2"),
     ("A7X92", "A7 X 9 2"),

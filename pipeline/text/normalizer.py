@@ -417,10 +417,10 @@ _UNIT_ALTERNATION = "|".join(re.escape(u) for u, _, _ in _UNITS)
 _MONTH_GATE = tuple(m.capitalize() for m in _MONTH_OF if len(m) == 3)
 _Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], str]]
 
-# Applied in order to the text outside e-mail addresses and URLs; each rule's output is
-# plain words and digits that no rule (its own included) matches again. The first field
-# lists strings of which the rule needs one: a substring test skips a regex pass that
-# would cost far more on a long paste.
+# Applied in order to the text with its e-mail addresses and URLs already said; each
+# rule's output is plain words and digits that no rule (its own included) matches again.
+# The first field lists strings of which the rule needs one: a substring test skips a
+# regex pass that would cost far more on a long paste.
 _RULES: list[_Rule] = [
     (("-",), re.compile(r"(\d{4})(?<!\w\d{4})-(\d{2})-(\d{2})\b"), _iso_date),
     (("/",), re.compile(r"(?<![\d/])\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b(?!/)"), _slash_date),
@@ -575,20 +575,63 @@ def word_pairs(typed: str, spoken: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _as_typed(text: str, said: str, pairs: list[tuple[str, str]],
+              addresses: list[tuple[int, int, int, int]]) -> list[tuple[str, str]]:
+    """`pairs`, which tile `said` (`text` with its addresses said), with what was typed for
+    each. Pairs that share an address's words are one; where the rules left all of them as
+    they were, each address is a pair of its own. `addresses`: each one's start and end
+    in `said`, then in `text`."""
+    out: list[tuple[str, str]] = []
+    group: list[tuple[str, str]] = []
+    k = first = 0  # the first address not wholly behind, the first of the group
+    at = typed_at = 0
+    for part, spoken in pairs:
+        at += len(part)
+        group.append((part, spoken))
+        while k < len(addresses) and addresses[k][1] <= at:
+            k += 1
+        if k < len(addresses) and addresses[k][0] < at:
+            continue
+        typed_end = at + (addresses[k - 1][3] - addresses[k - 1][1] if k else 0)
+        if all(before == after for before, after in group):
+            for start, end, typed_start, typed_stop in addresses[first:k]:
+                out += [(text[typed_at:typed_start],) * 2,
+                        (text[typed_start:typed_stop], said[start:end])]
+                typed_at = typed_stop
+            out.append((text[typed_at:typed_end],) * 2)
+        else:
+            out.append((text[typed_at:typed_end], "".join(after for _, after in group)))
+        typed_at, group, first = typed_end, [], k
+    return out
+
+
 def normalize_spans(text: str) -> list[tuple[str, str]]:
     """(typed, spoken) pairs tiling `text` and `normalize(text)`, each rewrite (a sum of
     money, a date, an address) a pair of its own and every other word one of its own:
     what was typed behind each part of what is said."""
-    rough: list[tuple[str, str]] = []
-    start = 0
+    # Addresses are said first, and the rules read their words with the words around
+    # them, as a second reading would: read apart, "#https://a.com" was "#a dot com", whose
+    # "#a" only the second reading took for a hashtag.
+    parts: list[str] = []
+    addresses: list[tuple[int, int, int, int]] = []
+    start = at = 0
     for m in _PROTECTED.finditer(text):
-        rough += _rewrite(text[start:m.start()])
-        rough.append((m[0], _url(m) if m[0].lower().startswith(("http", "www")) else _email(m[0])))
+        words = _url(m) if m[0].lower().startswith(("http", "www")) else _email(m[0])
+        at += m.start() - start
+        addresses.append((at, at + len(words), m.start(), m.end()))
+        parts += [text[start:m.start()], words]
+        at += len(words)
         start = m.end()
-    rough += _rewrite(text[start:])
+    parts.append(text[start:])
+    said = "".join(parts)
+    pairs = _by_word(_rewrite(said))
+    return _by_word(_as_typed(text, said, pairs, addresses)) if addresses else pairs
+
+
+def _by_word(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     # Text said as typed is a pair a word (with its trailing space), so a sentence piece
     # cut from it takes only its own words (TypedText).
-    return [pair for typed, spoken in rough if typed for pair in
+    return [pair for typed, spoken in pairs if typed or spoken for pair in
             (word_pairs(typed, spoken) if typed != spoken
              else [(w, w) for w in re.findall(r"\S+\s*|\s+", typed)])]
 
