@@ -567,7 +567,11 @@ def word_pairs(typed: str, spoken: str) -> list[tuple[str, str]]:
     the spaces between them)."""
     a, b = _TOKENS.findall(typed), _TOKENS.findall(spoken)
     pairs: list[tuple[str, str]] = []
-    for op, i0, i1, j0, j1 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    # Only a word is a landmark; a gap is matched only beside one. A rewrite that takes in
+    # a line break ("$\n5\n" → "5 dollars\n") would otherwise have its typed line break
+    # matched with the spoken one after it, and the typed words between with nothing said.
+    matcher = SequenceMatcher(str.isspace, a, b, autojunk=False)
+    for op, i0, i1, j0, j1 in matcher.get_opcodes():
         if op == "equal":
             pairs += [(token, token) for token in a[i0:i1]]
         else:
