@@ -109,6 +109,9 @@ def test_text_in_pieces_comes_out_whole_and_in_order(text, cuts, max_held):
 # Found by bench/fuzz.py: the words after a line break a rewrite took in belonged to none.
 @example("$\n1/2\n")
 @example("$\n90s\n")
+# What was typed after the last word said, paired with nothing, belonged to no sentence.
+@example("5 km km\n")
+@example(".5 °C °C\n")
 def test_each_sentence_said_finds_what_was_typed_for_it(text):
     spans = normalize_spans(text)
     behind = TypedText(spans)

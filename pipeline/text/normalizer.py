@@ -648,7 +648,8 @@ def normalize(text: str) -> str:
 class TypedText:
     """The typed text behind each piece of a normalized text, asked piece by piece in
     order (the pieces a sentence splitter cut from `normalize(text)`, spaces between them
-    dropped). A rewrite belongs to the piece it starts in."""
+    dropped). A rewrite belongs to the piece it starts in, and what was typed after the
+    last word said to the last piece."""
 
     def __init__(self, spans: list[tuple[str, str]]) -> None:
         self._spans = spans
@@ -658,6 +659,7 @@ class TypedText:
         for _, spoken in spans:
             self._starts.append(at)
             at += len(spoken)
+        self._said_end = len(self._spoken.rstrip())  # no piece is found past this
         self._cursor = 0  # where the next piece is looked for in the spoken text
         self._span = 0  # the first span not given to a piece yet
 
@@ -672,6 +674,10 @@ class TypedText:
         while k < len(self._spans) and (self._starts[k] < end or
                                         (self._starts[k] == end and not self._spans[k][1])):
             k += 1
+        # Nor is one past a line break or a space after the last piece: no piece comes to
+        # take it ("5 km km\n" pairs the typed " km\n" with the spoken "\n").
+        if end >= self._said_end:
+            k = len(self._spans)
         typed = "".join(typed for typed, _ in self._spans[self._span:k])
         self._span, self._cursor = k, end
         return typed.strip()
