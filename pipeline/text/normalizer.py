@@ -437,6 +437,13 @@ _RULES: list[_Rule] = [
     ((":",), re.compile(r"(?<![\w:.])(\d{1,2}):(\d{2})(?!:?\d)(?:\s?([ap])\.?m\b\.?)?", re.I),
      _time),
     ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m\.|m\b\.?)", re.I), _time),
+    # Before the money rules: a number said in parts ("v2.13.1$") ends in one they read
+    # with its sign ("1$"), on this pass rather than the next.
+    (("v", "V"), re.compile(r"\b(version\s)?v(\d+(?:\.\d+)+)\b", re.I),
+     lambda m: (m[1] or "version ") + m[2].replace(".", " point ")),
+    ((".",), re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}\b(?!\.\d)"),
+     lambda m: m[0].replace(".", " dot ")),
+    ((".",), re.compile(r"(?<![\w.])\d+(?:\.\d+){2,}\b"), lambda m: m[0].replace(".", " point ")),
     # Not after another currency sign: "$$0" would be "$0 dollars", then "0 dollars dollars".
     (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_AMOUNT})"
                                   r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|"
@@ -444,11 +451,6 @@ _RULES: list[_Rule] = [
      _money_before),
     (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_AMOUNT})\s?([$£¥₹])(?!\w)"),
      _money_after),
-    (("v", "V"), re.compile(r"\b(version\s)?v(\d+(?:\.\d+)+)\b", re.I),
-     lambda m: (m[1] or "version ") + m[2].replace(".", " point ")),
-    ((".",), re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}\b(?!\.\d)"),
-     lambda m: m[0].replace(".", " dot ")),
-    ((".",), re.compile(r"(?<![\w.])\d+(?:\.\d+){2,}\b"), lambda m: m[0].replace(".", " point ")),
     ((".",), re.compile(r"\.(?<![\w.]\.)(\d+)\b"), lambda m: "point " + " ".join(m[1])),
     (("-", "–", "—"),
      re.compile(r"(?<![\w.,–—-])(\d+(?:\.\d+)?)\s?[-–—]\s?(\d+(?:\.\d+)?)"
