@@ -42,6 +42,14 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 # Found by bench/fuzz.py: "$$0" was "$0 dollars", and that "0 dollars dollars".
 @example("$$0")
 @example("x2$")
+# Found by bench/fuzz.py (issue 26, bench/results/fuzz_vm_2core_epyc.json).
+@example(".5$")
+@example("$ $0")
+@example("Dr. St St.")
+@example("0AM0$")
+@example("#https://a.com/p?x=1")
+# Found by a longer run of this test while fixing those.
+@example("v2.13.1$")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once
@@ -100,6 +108,12 @@ def test_text_in_pieces_comes_out_whole_and_in_order(text, cuts, max_held):
 @given(typed_text())
 # Found by bench/fuzz.py: the last "°C", said as nothing, belonged to no sentence.
 @example(".5 °C °C")
+# Found by bench/fuzz.py: the words after a line break a rewrite took in belonged to none.
+@example("$\n1/2\n")
+@example("$\n90s\n")
+# What was typed after the last word said, paired with nothing, belonged to no sentence.
+@example("5 km km\n")
+@example(".5 °C °C\n")
 def test_each_sentence_said_finds_what_was_typed_for_it(text):
     spans = normalize_spans(text)
     behind = TypedText(spans)

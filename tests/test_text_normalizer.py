@@ -32,6 +32,12 @@ CASES = [
     ("¥500", "500 yen"),
     ("₹100", "100 rupees"),
     ("5$", "5 dollars"),
+    # A sum that starts at its point is money all the same, its point read as ".5" is.
+    (".5$", "point 5 dollars"),
+    ("$.50", "50 cents"),
+    # A sum already named keeps the sign before it: that sign is one of its own.
+    ("$ $0", "$ 0 dollars"),
+    ("$5 dollars", "$5 dollars"),
     ("I paid $5, then left.", "I paid 5 dollars, then left."),
     # Percentages: espeak reads them right, but the sign is a word of its own to time
     # (captions show "3.5%" over the words "3.5 percent").
@@ -109,12 +115,18 @@ CASES = [
     ("https://example.com/path?x=1", "example dot com slash path question mark x equals 1"),
     ("See https://a.io/x-y_z, then go.", "See a dot io slash x dash y underscore z, then go."),
     ("www.foo.org", "www dot foo dot org"),
+    # An address's words are read with the words around them, as any typed words are.
+    ("#https://a.io", "hashtag a dot io"),
+    ("https://a.io/5km", "a dot io slash 5 kilometers"),
     # Codes
     ("#A7X92", "number A7 X 9 2"),
     ("A7X92", "A7 X 9 2"),
     ("Order #A7X92 arrives in 3.5 hours", "Order number A7 X 9 2 arrives in 3.5 hours"),
     ("ID 4471-B", "ID 4 4 7 1 B"),
     ("ticket ABC-123", "ticket A-B C 1 2 3"),
+    # A code's last digit, said alone, is read with what follows it.
+    ("A7X92 km", "A7 X 9 2 kilometers"),
+    ("0AM0$", "0 A-M 0 dollars"),
     ("Order #4471 shipped", "Order number 4 4 7 1 shipped"),
     ("MP3", "MP3"),
     ("PS5", "PS5"),
@@ -138,6 +150,8 @@ CASES = [
     ("Main St.", "Main Street."),
     ("Main St. now", "Main Street now"),
     ("5th Ave. is busy", "5th Avenue is busy"),
+    # An abbreviation after a name is a street, after another abbreviation too.
+    ("Main St St.", "Main Street Street."),
     ("apples, etc.", "apples, et cetera."),
     ("apples, etc. and pears", "apples, et cetera and pears"),
     ("e.g. this", "for example this"),

@@ -227,7 +227,17 @@ def _money(sign: str | None, symbol: str, amount: str, scale: str | None) -> str
     return f"{minus}{amount} {one if amount == '1' else many}"
 
 
+# What _money writes after an amount: its currency's or the currency's cents' name.
+_NAMED_AMOUNT = re.compile(r"\s(?:%s)\b" % "|".join(
+    sorted({name for names in _CURRENCY.values() for name in names if name}, key=len,
+           reverse=True)))
+
+
 def _money_before(m: re.Match[str]) -> str:
+    # A sum already named is said as it is: a sign before it is a sign of its own, not a
+    # second one for it ("$ $0" → "$ 0 dollars", which a second reading must leave alone).
+    if _NAMED_AMOUNT.match(m.string, m.end()):
+        return m[0]
     return _money(m[1], m[2], m[3], m[4])
 
 
@@ -368,8 +378,19 @@ def _title(m: re.Match[str]) -> str:
     return _TITLES[m[1].lower()] + " "
 
 
+# The word a street's abbreviation follows: a name or a number ("Main St", "5th Ave").
+_STREET_NAME = re.compile(r"(?:\b[A-Z][a-z]+|\b\d+(?:st|nd|rd|th)?)\s\Z")
+# Looked for this far back: longer is no street's name.
+_STREET_NAME_CHARS = 40
+
+
 def _street(m: re.Match[str]) -> str:
-    return _keep_stop(m, f"{m[1]} {_STREETS[m[2].lower()]}")
+    # The name is looked at, not taken into the match: an abbreviation that is itself the
+    # word before the next ("Main St St.") is then read as a street too, as a second pass
+    # reads it once the first is "Street".
+    if _STREET_NAME.search(m.string, max(0, m.start() - _STREET_NAME_CHARS), m.start()):
+        return _keep_stop(m, _STREETS[m[1].lower()])
+    return m[0]
 
 
 def _abbreviation(m: re.Match[str]) -> str:
@@ -388,15 +409,18 @@ def _decade_words(m: re.Match[str]) -> str:
 
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+# A sum may start at its point (".5$", "$.50"): were it not the money rules', the ".5" rule
+# would take the number and leave the sign behind for a second reading to join to "5".
+_AMOUNT = rf"(?:{_NUM}|\.\d+)"
 _UNIT_ALTERNATION = "|".join(re.escape(u) for u, _, _ in _UNITS)
 
 _MONTH_GATE = tuple(m.capitalize() for m in _MONTH_OF if len(m) == 3)
 _Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], str]]
 
-# Applied in order to the text outside e-mail addresses and URLs; each rule's output is
-# plain words and digits that no rule (its own included) matches again. The first field
-# lists strings of which the rule needs one: a substring test skips a regex pass that
-# would cost far more on a long paste.
+# Applied in order to the text with its e-mail addresses and URLs already said; each
+# rule's output is plain words and digits that no rule (its own included) matches again.
+# The first field lists strings of which the rule needs one: a substring test skips a
+# regex pass that would cost far more on a long paste.
 _RULES: list[_Rule] = [
     (("-",), re.compile(r"(\d{4})(?<!\w\d{4})-(\d{2})-(\d{2})\b"), _iso_date),
     (("/",), re.compile(r"(?<![\d/])\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b(?!/)"), _slash_date),
@@ -413,17 +437,20 @@ _RULES: list[_Rule] = [
     ((":",), re.compile(r"(?<![\w:.])(\d{1,2}):(\d{2})(?!:?\d)(?:\s?([ap])\.?m\b\.?)?", re.I),
      _time),
     ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m\.|m\b\.?)", re.I), _time),
-    # Not after another currency sign: "$$0" would be "$0 dollars", then "0 dollars dollars".
-    (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_NUM})(?:\s?(thousand|"
-                                  r"million|billion|trillion|bn|mn|tn|[kKmMbBtT])\b)?"),
-     _money_before),
-    (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_NUM})\s?([$£¥₹])(?!\w)"),
-     _money_after),
+    # Before the money rules: a number said in parts ("v2.13.1$") ends in one they read
+    # with its sign ("1$"), on this pass rather than the next.
     (("v", "V"), re.compile(r"\b(version\s)?v(\d+(?:\.\d+)+)\b", re.I),
      lambda m: (m[1] or "version ") + m[2].replace(".", " point ")),
     ((".",), re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}\b(?!\.\d)"),
      lambda m: m[0].replace(".", " dot ")),
     ((".",), re.compile(r"(?<![\w.])\d+(?:\.\d+){2,}\b"), lambda m: m[0].replace(".", " point ")),
+    # Not after another currency sign: "$$0" would be "$0 dollars", then "0 dollars dollars".
+    (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_AMOUNT})"
+                                  r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|"
+                                  r"[kKmMbBtT])\b)?"),
+     _money_before),
+    (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_AMOUNT})\s?([$£¥₹])(?!\w)"),
+     _money_after),
     ((".",), re.compile(r"\.(?<![\w.]\.)(\d+)\b"), lambda m: "point " + " ".join(m[1])),
     (("-", "–", "—"),
      re.compile(r"(?<![\w.,–—-])(\d+(?:\.\d+)?)\s?[-–—]\s?(\d+(?:\.\d+)?)"
@@ -445,13 +472,14 @@ _RULES: list[_Rule] = [
     ((".",), re.compile(r"\b(Dr|Mr|Mrs|Ms|Prof|St|Mt|Gen|Sgt|Capt|Gov|Sen|Rep|Rev)\.\s+(?=[A-Z])"),
      _title),
     (("St", "Ave", "Rd", "Blvd"),
-     re.compile(r"\b([A-Z][a-z]+|\d+(?:st|nd|rd|th)?)\s(St|Ave|Rd|Blvd)\b\.?"), _street),
+     re.compile(r"(?<=\s)(St|Ave|Rd|Blvd)\b\.?"), _street),
     ((".", "vs"), re.compile(r"(?<![\w.])(etc|e\.g|i\.e|vs|approx|Jr|Sr|Dept|Inc|Ltd)\.(?!\w)|"
                              r"(?<![\w.])(?-i:vs)\b(?!\.)", re.I),
      lambda m: _abbreviation(m) if m[1] else "versus"),
-    ((), re.compile(r"(?<![\w-])(?=[A-Z0-9-]*\d)(?=[A-Z0-9-]*[A-Z])[A-Z0-9]+(?:-[A-Z0-9]+)*\b"
-                    r"(?![-@])"), _code),
 ]
+# Codes are spelled after the rules above (#A7X92 is "number A7X92" first).
+_CODE = re.compile(r"(?<![\w-])(?=[A-Z0-9-]*\d)(?=[A-Z0-9-]*[A-Z])[A-Z0-9]+(?:-[A-Z0-9]+)*\b"
+                   r"(?![-@])")
 
 _PROTECTED = re.compile(
     r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
@@ -488,11 +516,20 @@ def _window_end(chunk: str, at: int) -> int:
     return at
 
 
-def _apply_rules(text: str) -> str:
+def _read(text: str) -> str:
     for gate, pattern, replacement in _RULES:
         if not gate or any(needed in text for needed in gate):
             text = pattern.sub(replacement, text)
     return text
+
+
+def _apply_rules(text: str) -> str:
+    text = _read(text)
+    spelled = _CODE.sub(_code, text)
+    # A code said sign by sign leaves digits standing alone that the rules would read with
+    # what follows them ("0AM0$" → "0 A-M 0$", "A7X92 km" → "A7 X 9 2 km"): they are read
+    # now, as a second reading of the spoken text would read them.
+    return text if spelled == text else _read(spelled)
 
 
 def _rewrite(chunk: str) -> list[tuple[str, str]]:
@@ -532,7 +569,11 @@ def word_pairs(typed: str, spoken: str) -> list[tuple[str, str]]:
     the spaces between them)."""
     a, b = _TOKENS.findall(typed), _TOKENS.findall(spoken)
     pairs: list[tuple[str, str]] = []
-    for op, i0, i1, j0, j1 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    # Only a word is a landmark; a gap is matched only beside one. A rewrite that takes in
+    # a line break ("$\n5\n" → "5 dollars\n") would otherwise have its typed line break
+    # matched with the spoken one after it, and the typed words between with nothing said.
+    matcher = SequenceMatcher(str.isspace, a, b, autojunk=False)
+    for op, i0, i1, j0, j1 in matcher.get_opcodes():
         if op == "equal":
             pairs += [(token, token) for token in a[i0:i1]]
         else:
@@ -540,20 +581,63 @@ def word_pairs(typed: str, spoken: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _as_typed(text: str, said: str, pairs: list[tuple[str, str]],
+              addresses: list[tuple[int, int, int, int]]) -> list[tuple[str, str]]:
+    """`pairs`, which tile `said` (`text` with its addresses said), with what was typed for
+    each. Pairs that share an address's words are one; where the rules left all of them as
+    they were, each address is a pair of its own. `addresses`: each one's start and end
+    in `said`, then in `text`."""
+    out: list[tuple[str, str]] = []
+    group: list[tuple[str, str]] = []
+    k = first = 0  # the first address not wholly behind, the first of the group
+    at = typed_at = 0
+    for part, spoken in pairs:
+        at += len(part)
+        group.append((part, spoken))
+        while k < len(addresses) and addresses[k][1] <= at:
+            k += 1
+        if k < len(addresses) and addresses[k][0] < at:
+            continue
+        typed_end = at + (addresses[k - 1][3] - addresses[k - 1][1] if k else 0)
+        if all(before == after for before, after in group):
+            for start, end, typed_start, typed_stop in addresses[first:k]:
+                out += [(text[typed_at:typed_start],) * 2,
+                        (text[typed_start:typed_stop], said[start:end])]
+                typed_at = typed_stop
+            out.append((text[typed_at:typed_end],) * 2)
+        else:
+            out.append((text[typed_at:typed_end], "".join(after for _, after in group)))
+        typed_at, group, first = typed_end, [], k
+    return out
+
+
 def normalize_spans(text: str) -> list[tuple[str, str]]:
     """(typed, spoken) pairs tiling `text` and `normalize(text)`, each rewrite (a sum of
     money, a date, an address) a pair of its own and every other word one of its own:
     what was typed behind each part of what is said."""
-    rough: list[tuple[str, str]] = []
-    start = 0
+    # Addresses are said first, and the rules read their words with the words around
+    # them, as a second reading would: read apart, "#https://a.com" was "#a dot com", whose
+    # "#a" only the second reading took for a hashtag.
+    parts: list[str] = []
+    addresses: list[tuple[int, int, int, int]] = []
+    start = at = 0
     for m in _PROTECTED.finditer(text):
-        rough += _rewrite(text[start:m.start()])
-        rough.append((m[0], _url(m) if m[0].lower().startswith(("http", "www")) else _email(m[0])))
+        words = _url(m) if m[0].lower().startswith(("http", "www")) else _email(m[0])
+        at += m.start() - start
+        addresses.append((at, at + len(words), m.start(), m.end()))
+        parts += [text[start:m.start()], words]
+        at += len(words)
         start = m.end()
-    rough += _rewrite(text[start:])
+    parts.append(text[start:])
+    said = "".join(parts)
+    pairs = _by_word(_rewrite(said))
+    return _by_word(_as_typed(text, said, pairs, addresses)) if addresses else pairs
+
+
+def _by_word(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     # Text said as typed is a pair a word (with its trailing space), so a sentence piece
     # cut from it takes only its own words (TypedText).
-    return [pair for typed, spoken in rough if typed for pair in
+    return [pair for typed, spoken in pairs if typed or spoken for pair in
             (word_pairs(typed, spoken) if typed != spoken
              else [(w, w) for w in re.findall(r"\S+\s*|\s+", typed)])]
 
@@ -566,7 +650,8 @@ def normalize(text: str) -> str:
 class TypedText:
     """The typed text behind each piece of a normalized text, asked piece by piece in
     order (the pieces a sentence splitter cut from `normalize(text)`, spaces between them
-    dropped). A rewrite belongs to the piece it starts in."""
+    dropped). A rewrite belongs to the piece it starts in, and what was typed after the
+    last word said to the last piece."""
 
     def __init__(self, spans: list[tuple[str, str]]) -> None:
         self._spans = spans
@@ -576,6 +661,7 @@ class TypedText:
         for _, spoken in spans:
             self._starts.append(at)
             at += len(spoken)
+        self._said_end = len(self._spoken.rstrip())  # no piece is found past this
         self._cursor = 0  # where the next piece is looked for in the spoken text
         self._span = 0  # the first span not given to a piece yet
 
@@ -590,6 +676,10 @@ class TypedText:
         while k < len(self._spans) and (self._starts[k] < end or
                                         (self._starts[k] == end and not self._spans[k][1])):
             k += 1
+        # Nor is one past a line break or a space after the last piece: no piece comes to
+        # take it ("5 km km\n" pairs the typed " km\n" with the spoken "\n").
+        if end >= self._said_end:
+            k = len(self._spans)
         typed = "".join(typed for typed, _ in self._spans[self._span:k])
         self._span, self._cursor = k, end
         return typed.strip()
