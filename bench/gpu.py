@@ -635,6 +635,7 @@ def _streams_section(report: dict, sections: set[str], count: int, mode, knee_bu
         report["streams50"]["requests_per_run"] = round(
             (sum(s.transfers.batched for s in stages) - batched)
             / max(1, sum(s.transfers.runs for s in stages) - runs), 2)
+        report["streams50_ttfa_p50_ms"] = report["streams50"]["ttfa_p50_ms"]
         report["streams50_ttfa_p99_ms"] = report["streams50"]["ttfa_p99_ms"]
         report["streams50_underruns"] = report["streams50"]["underruns"]
         print("streams", report["streams50"], flush=True)
