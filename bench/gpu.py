@@ -149,43 +149,49 @@ class SimulatedOutput:
 
 def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float,
                        block: int, speeches: int, rng: np.random.Generator) -> dict:
-    """`speeches` speeches through the app's Speaker (its start lead adapting from the
-    app's initial lead, never below `floor_s`), each on a SimulatedOutput at 48 kHz with
-    `block`-sample blocks and a 10.7 ms device, its callbacks at a random phase to the
-    request: heard first audio (request to first sound at the listener) and underruns."""
+    """`speeches` speeches through one of the app's Speakers (as the app keeps one: its
+    thread and its start lead, adapting from the app's initial lead but never below
+    `floor_s`, live from one speech to the next) on a SimulatedOutput at 48 kHz with
+    `block`-sample blocks and a 10.7 ms device, each asked for at a random phase to the
+    output's callbacks: heard first audio (request to first sound at the listener) and
+    underruns. Each speech is asked for once the last is made (a barge-in, as a chat
+    message arriving then would be)."""
     from pipeline.core.events import SpeechFinished, SpeechStarted
     from pipeline.voice.speaker import Speaker
     from pipeline.voice.speech_timeline import SpeechTimeline
 
-    lead = StartLead(floor_s)
-    heard, synthesis, leads, underruns, dropped = [], [], [], 0, 0
-    for k in range(speeches):
-        events: list = []
-        done = threading.Event()
+    events: list = []
+    done = threading.Event()
 
-        def on_event(event, events=events, done=done) -> None:
-            events.append(event)
-            if isinstance(event, SpeechFinished):
-                done.set()
+    def on_event(event) -> None:
+        events.append(event)
+        if isinstance(event, SpeechFinished):
+            done.set()
 
-        output = SimulatedOutput(48000, block, DEVICE_S, time.monotonic() - rng.uniform(0, block / 48000))
-        speaker = Speaker(tts, SpeechTimeline(), output, output.clock, on_event, mode=mode)
-        speaker.start_lead = lead
-        leads.append(lead.lead_s * 1000)
-        speaker.say(texts[k % len(texts)])
-        done.wait(30)
+    output = SimulatedOutput(48000, block, DEVICE_S, time.monotonic())
+    speaker = Speaker(tts, SpeechTimeline(), output, output.clock, on_event, mode=mode)
+    speaker.start_lead = StartLead(floor_s)
+    heard, synthesis, leads, underruns = [], [], [], 0
+    try:
+        for k in range(speeches):
+            events.clear()
+            done.clear()
+            time.sleep(0.05 + rng.uniform(0, block / 48000))
+            leads.append(speaker.start_lead.lead_s * 1000)
+            speaker.say(texts[k % len(texts)])
+            done.wait(30)
+            started = next(e for e in events if isinstance(e, SpeechStarted))
+            finished = next(e for e in events if isinstance(e, SpeechFinished))
+            heard.append(started.first_audio_s * 1000)
+            synthesis.append(started.synthesis_s * 1000)
+            underruns += finished.underruns + finished.gaps
+    finally:
         speaker.close()
-        started = next(e for e in events if isinstance(e, SpeechStarted))
-        finished = next(e for e in events if isinstance(e, SpeechFinished))
-        heard.append(started.first_audio_s * 1000)
-        synthesis.append(started.synthesis_s * 1000)
-        underruns += finished.underruns + finished.gaps
-        dropped += output.dropped
     return {"floor_ms": floor_s * 1000, "block": block, "speeches": speeches,
             "heard_p50_ms": round(float(np.percentile(heard, 50)), 2),
             "heard_p99_ms": round(float(np.percentile(heard, 99)), 2),
             "synthesis_p50_ms": round(float(np.percentile(synthesis, 50)), 2),
-            "underruns": int(underruns), "dropped_samples": int(dropped),
+            "underruns": int(underruns), "dropped_samples": int(output.dropped),
             "leads_ms": [round(v, 1) for v in leads]}
 
 
