@@ -26,7 +26,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.avatar_library import Avatar, AvatarLibrary, voice_of
+from app.avatar_library import Avatar, AvatarLibrary, read_avatar, voice_of
 from app.engine import Engine
 from app.first_audio import FirstAudio
 from app.frame_rate_watch import DegradedWatch, FrameRateWatch
@@ -48,7 +48,6 @@ from pipeline.core.events import (
 )
 from pipeline.core.expressions import NEUTRAL, ExpressionError
 from pipeline.core.modes import MODE_NAMES
-from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
 from pipeline.core.sync_metrics import viseme_change_offsets
 from pipeline.face.landmarks import PortraitError
 from pipeline.text.input import TextInputError
@@ -56,7 +55,7 @@ from pipeline.voice.voice_files import VoiceError
 from render.gl.offscreen import OffscreenError, gl_renderer, renders_on_cpu
 from render.gpu.path_picker import MouthPathPicker
 from render.outputs.avatar_view import PRESENTED
-from render.rigs.loader import AvatarRig, is_picture, load_avatar_rig
+from render.rigs.loader import AvatarRig, is_picture
 from render.rigs.manifest import RigError
 
 log = logging.getLogger(__name__)
@@ -637,9 +636,8 @@ class Studio(QObject):
         self.avatar_changed.emit()
 
     def _read_rig(self, manifest: str | None) -> AvatarRig | None:
-        path = Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST
         try:
-            return load_avatar_rig(path)
+            return read_avatar(manifest)
         except (RigError, PortraitError) as exc:
             if not manifest:
                 self.tell(f"The bundled avatar is broken: {exc}", Severity.ERROR, key=AVATAR)
@@ -647,10 +645,11 @@ class Studio(QObject):
             self.tell(f"Avatar not loaded: {exc} Showing the bundled avatar instead.", key=AVATAR)
             return self._read_rig(None)
 
-    def set_avatar(self, manifest: str | None) -> AvatarRig:
+    def set_avatar(self, manifest: str | None, rig: AvatarRig | None = None) -> AvatarRig:
         """Make the avatar at `manifest` (None: the bundled one) the avatar and keep it in
-        the settings; RigError or PortraitError, nothing changed, when it cannot be read."""
-        rig = load_avatar_rig(Path(manifest) if manifest else DEFAULT_AVATAR_MANIFEST)
+        the settings; RigError or PortraitError, nothing changed, when it cannot be read.
+        `rig`: that avatar read already (read_avatar, off this thread), else read here."""
+        rig = rig if rig is not None else read_avatar(manifest)
         self.forget(AVATAR)
         self.settings = replace(self.settings, avatar_manifest=manifest)
         self.save_settings()
