@@ -22,8 +22,10 @@ class Stage:
         self.batches: list[list[float]] = []
         self.running = 0
         self.overlapped = False
+        self.threads: set[int] = set()
 
     def _execute(self, requests):
+        self.threads.add(threading.get_ident())
         self.running += 1
         self.overlapped |= self.running > 1
         self.most_at_once = max(getattr(self, "most_at_once", 0), self.running)
@@ -53,27 +55,37 @@ def _many(queue, stage, deadlines, key=lambda i: ("k",)):
     return results
 
 
-def test_fifty_callers_each_get_their_own_output_batched_one_run_at_a_time():
+# The device's queue (_DeviceLane) schedules as the callers' queue does, every run on one
+# thread of its own: onnxruntime keeps a captured CUDA graph per thread, so runs from the
+# callers' threads would each capture again (pipeline/infer/engine.py).
+ONE_LANE = [pytest.param(_DeviceQueue, id="callers' threads"), pytest.param(_DeviceLane, id="device lane")]
+
+
+@pytest.mark.parametrize("kind", ONE_LANE)
+def test_fifty_callers_each_get_their_own_output_batched_one_run_at_a_time(kind):
     stage = Stage(batch_sizes=(1, 8, 64))
-    results = _many(_DeviceQueue(), stage, [float(i) for i in range(50)])
+    results = _many(kind(), stage, [float(i) for i in range(50)])
     assert results == [[i] for i in range(50)]
     assert not stage.overlapped
     # While one run takes 2 ms the others queue up: far fewer runs than callers.
     assert len(stage.batches) < 25
     assert sum(len(b) for b in stage.batches) == 50
+    if kind is _DeviceLane:
+        assert len(stage.threads) == 1 and threading.get_ident() not in stage.threads
 
 
-def test_batches_never_exceed_the_largest_size_and_keys_are_not_mixed():
+@pytest.mark.parametrize("kind", ONE_LANE)
+def test_batches_never_exceed_the_largest_size_and_keys_are_not_mixed(kind):
     stage = Stage(batch_sizes=(1, 4))
-    queue = _DeviceQueue()
-    results = _many(queue, stage, [0.0] * 40, key=lambda i: (i % 2,))
+    results = _many(kind(), stage, [0.0] * 40, key=lambda i: (i % 2,))
     assert results == [[i] for i in range(40)]
     assert max(len(b) for b in stage.batches) <= 4
 
 
-def test_the_most_urgent_waiting_request_runs_next():
+@pytest.mark.parametrize("kind", ONE_LANE)
+def test_the_most_urgent_waiting_request_runs_next(kind):
     stage = Stage(batch_sizes=(1,), seconds=0.05)
-    queue = _DeviceQueue()
+    queue = kind()
     order = []
     first = threading.Thread(target=lambda: queue.run(stage, ("a",), {"x": 0}, 0.0))
     first.start()
@@ -88,24 +100,30 @@ def test_the_most_urgent_waiting_request_runs_next():
     assert [b[0] for b in stage.batches] == [0.0, 1.0, 2.0, 3.0]
 
 
-def test_an_error_reaches_every_caller_of_its_batch_and_the_queue_goes_on():
-    queue = _DeviceQueue()
+@pytest.mark.parametrize("kind", ONE_LANE)
+def test_an_error_reaches_every_caller_of_its_batch_and_the_queue_goes_on(kind):
+    queue = kind()
     broken = Stage(fail=True)
     with pytest.raises(RuntimeError, match="fell over"):
         queue.run(broken, ("k",), {"x": 1}, 0.0)
+    with pytest.raises(ValueError, match="warm-up failed"):
+        queue.exclusive(lambda: (_ for _ in ()).throw(ValueError("warm-up failed")))
     assert queue.run(Stage(), ("k",), {"x": 2}, 0.0) == [2]
 
 
-def test_exclusive_work_waits_for_the_run_under_way():
+@pytest.mark.parametrize("kind", ONE_LANE)
+def test_exclusive_work_waits_for_the_run_under_way(kind):
     stage = Stage(seconds=0.05)
-    queue = _DeviceQueue()
+    queue = kind()
     worker = threading.Thread(target=lambda: queue.run(stage, ("k",), {"x": 0}, 0.0))
     worker.start()
     time.sleep(0.01)
     seen = []
-    queue.exclusive(lambda: seen.append(stage.running))
+    queue.exclusive(lambda: seen.append((stage.running, threading.get_ident())))
     worker.join()
-    assert seen == [0]
+    assert [running for running, _ in seen] == [0]
+    if kind is _DeviceLane:  # warm-up captures are made on the thread that replays them
+        assert {thread for _, thread in seen} == stage.threads
 
 
 def test_two_lanes_run_two_batches_at_once_and_never_more():
@@ -132,69 +150,3 @@ def test_exclusive_work_holds_every_lane():
         worker.join()
     assert seen == [0] and after == [5]
 
-
-# The device's queue (_DeviceLane): the same scheduling, every run on one thread of its own.
-
-class ThreadStage(Stage):
-    """A Stage that records the thread each of its runs is made on."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.threads: set[int] = set()
-
-    def _execute(self, requests):
-        self.threads.add(threading.get_ident())
-        super()._execute(requests)
-
-
-def test_the_device_lane_runs_every_batch_on_one_thread_of_its_own():
-    # onnxruntime keeps a captured CUDA graph per thread: runs from the callers' 50
-    # threads would each capture again (pipeline/infer/engine.py, _DeviceLane).
-    stage = ThreadStage(batch_sizes=(1, 8, 64))
-    lane = _DeviceLane()
-    results = _many(lane, stage, [float(i) for i in range(50)])
-    assert results == [[i] for i in range(50)]
-    assert not stage.overlapped
-    assert len(stage.threads) == 1 and threading.get_ident() not in stage.threads
-    assert sum(len(b) for b in stage.batches) == 50 and len(stage.batches) < 25
-
-
-def test_the_device_lane_batches_by_key_and_size_and_runs_the_most_urgent_first():
-    stage = ThreadStage(batch_sizes=(1, 4))
-    lane = _DeviceLane()
-    assert _many(lane, stage, [0.0] * 40, key=lambda i: (i % 2,)) == [[i] for i in range(40)]
-    assert max(len(b) for b in stage.batches) <= 4
-
-    slow = ThreadStage(batch_sizes=(1,), seconds=0.05)
-    first = threading.Thread(target=lambda: lane.run(slow, ("a",), {"x": 0}, 0.0))
-    first.start()
-    time.sleep(0.005)
-    late = [threading.Thread(target=lambda d=d: lane.run(slow, ("a",), {"x": d}, d)) for d in (3.0, 1.0, 2.0)]
-    for thread in late:
-        thread.start()
-        time.sleep(0.002)
-    for thread in [first, *late]:
-        thread.join(timeout=5)
-    assert [b[0] for b in slow.batches] == [0.0, 1.0, 2.0, 3.0]
-    assert stage.threads == slow.threads
-
-
-def test_the_device_lane_hands_errors_to_their_callers_and_goes_on():
-    lane = _DeviceLane()
-    with pytest.raises(RuntimeError, match="fell over"):
-        lane.run(Stage(fail=True), ("k",), {"x": 1}, 0.0)
-    with pytest.raises(ValueError, match="warm-up failed"):
-        lane.exclusive(lambda: (_ for _ in ()).throw(ValueError("warm-up failed")))
-    assert lane.run(Stage(), ("k",), {"x": 2}, 0.0) == [2]
-
-
-def test_exclusive_work_runs_on_the_device_thread_after_the_run_under_way():
-    stage = ThreadStage(seconds=0.05)
-    lane = _DeviceLane()
-    worker = threading.Thread(target=lambda: lane.run(stage, ("k",), {"x": 0}, 0.0))
-    worker.start()
-    time.sleep(0.01)
-    seen = []
-    lane.exclusive(lambda: seen.append((stage.running, threading.get_ident())))
-    worker.join()
-    assert seen == [(0, *stage.threads)]
