@@ -50,6 +50,8 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @example("#https://a.com/p?x=1")
 # Found by a longer run of this test while fixing those.
 @example("v2.13.1$")
+# Found by bench/fuzz.py (issue 26), after those were fixed.
+@example("0a.m.. $")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

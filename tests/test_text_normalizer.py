@@ -57,6 +57,11 @@ CASES = [
     ("Meet at 3:00 p.m. on Friday", "Meet at 3 PM on Friday"),
     ("Call at 10 a.m. Thanks.", "Call at 10 AM. Thanks."),
     ("at 12:05am", "at 12 oh 5 AM"),
+    # Only a dotted "a.m."'s own period is taken: one typed after it, or after "am", stays.
+    ("We start at 10 a.m.. Then", "We start at 10 AM. Then"),
+    ("0a.m.. $", "0 AM. $"),
+    ("live at 10am. then", "live at 10 AM. then"),
+    ("at 10 a.m... then", "at 10 AM... then"),
     # Dates
     ("2026-11-29", "November 29th, 2026"),
     ("11/29/2026", "November 29th, 2026"),

@@ -434,9 +434,15 @@ _RULES: list[_Rule] = [
      lambda m: _MONTHS[_MONTH_OF[m[1].lower()] - 1]),
     (("-", "."), re.compile(r"(?<![\w.])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-]?(\d{3})[.-](\d{4})\b"),
      lambda m: ", ".join(" ".join(group) for group in m.groups())),
-    ((":",), re.compile(r"(?<![\w:.])(\d{1,2}):(\d{2})(?!:?\d)(?:\s?([ap])\.?m\b\.?)?", re.I),
+    # A period is taken only as the last of a dotted "a.m." (said again where a sentence
+    # ends there): one after "am" or after that one is typed punctuation and stays, or a
+    # second reading, seeing "AM.", would take it ("0a.m.. $" → "0 AM. $" → "0 AM $").
+    # One starting an ellipsis is the ellipsis's ("a.m..." → "AM...").
+    ((":",), re.compile(r"(?<![\w:.])(\d{1,2}):(\d{2})(?!:?\d)"
+                        r"(?:\s?([ap])(?:\.m\b(?:\.(?!\.\.))?|m\b))?", re.I),
      _time),
-    ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m\.|m\b\.?)", re.I), _time),
+    ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m(?=\.)(?:\.(?!\.\.))?|m\b)", re.I),
+     _time),
     # Before the money rules: a number said in parts ("v2.13.1$") ends in one they read
     # with its sign ("1$"), on this pass rather than the next.
     (("v", "V"), re.compile(r"\b(version\s)?v(\d+(?:\.\d+)+)\b", re.I),
