@@ -72,6 +72,11 @@ CASES = [
     ("Jan 5, 2027", "January 5th, 2027"),
     ("in Nov 2026", "in November 2026"),
     ("2026-13-45", "2026-13-45"),
+    # A phone number's digits are no day of the month beside them.
+    ("Nov 555-123-4567", "Nov 5 5 5, 1 2 3, 4 5 6 7"),
+    ("call 555-123-4567 Nov 5", "call 5 5 5, 1 2 3, 4 5 6 7 November 5th"),
+    ("Nov 5 555-123-4567", "November 5th 5 5 5, 1 2 3, 4 5 6 7"),
+    ("Dec 5 8 PM", "December 5th 8 PM"),
     # Ordinals are already right.
     ("1st", "1st"),
     ("22nd", "22nd"),

@@ -424,11 +424,16 @@ _Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], 
 _RULES: list[_Rule] = [
     (("-",), re.compile(r"(\d{4})(?<!\w\d{4})-(\d{2})-(\d{2})\b"), _iso_date),
     (("/",), re.compile(r"(?<![\d/])\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b(?!/)"), _slash_date),
+    # A day is no digit of a number said digit by digit, as the phone rule below and
+    # spelled codes say them ("Nov 555-123-4567" → "Nov 5 5 5, 1 2 3, 4 5 6 7", whose
+    # "Nov 5" a second reading took for November 5th; "4 5 6 7 Nov").
     (_MONTH_GATE,
-     re.compile(rf"\b({_MONTH})\.?\s(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)(?:,?\s(\d{{4}})\b)?"),
+     re.compile(rf"\b({_MONTH})\.?\s(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)(?!\s\d,?\s\d\b)"
+                rf"(?:,?\s(\d{{4}})\b)?"),
      _month_day),
     (_MONTH_GATE,
-     re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s({_MONTH})\b\.?(?:,?\s(\d{{4}})\b)?"),
+     re.compile(rf"(?<!\d\s\d\s)\b(\d{{1,2}})(?:st|nd|rd|th)?\s({_MONTH})\b\.?"
+                rf"(?:,?\s(\d{{4}})\b)?"),
      _day_month),
     (_MONTH_GATE, re.compile(rf"\b({_MONTH})\.?(?=\s\d{{4}}\b)"),
      lambda m: _MONTHS[_MONTH_OF[m[1].lower()] - 1]),
