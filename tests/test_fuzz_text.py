@@ -53,6 +53,7 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 # Found by bench/fuzz.py (issue 26), after those were fixed.
 @example("0a.m.. $")
 @example("Nov 555-123-4567")
+@example("0-0-90s")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

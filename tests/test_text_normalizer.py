@@ -90,6 +90,10 @@ CASES = [
     ("the 1900s", "the nineteen hundreds"),
     ("the 90s", "the nineties"),
     ("the '80s", "the eighties"),
+    ("the mid-90s", "the mid-nineties"),
+    ("the 80s-90s", "the eighties-nineties"),
+    # The last of a chain of numbers the range rule leaves alone is left alone too.
+    ("0-0-90s", "0-0-90s"),
     # Ranges
     ("5-10", "5 to 10"),
     ("pages 5-10.", "pages 5 to 10."),

@@ -467,7 +467,11 @@ _RULES: list[_Rule] = [
      re.compile(r"(?<![\w.,–—-])(\d+(?:\.\d+)?)\s?[-–—]\s?(\d+(?:\.\d+)?)"
                 r"(?![\d_]|[.,-]\d|-?[A-Za-z]*\d)(\s*=)?"),
      _range),
-    (("0s",), re.compile(r"\b(1\d{3})s\b|(?<![\w'])'?([2-9]0)s\b"), _decade_words),
+    # Not a decade that ends a chain of numbers the range rule above left alone for it
+    # ("0-0-90s"): said as words, it would no longer stop that rule on a second reading
+    # ("0-0-nineties" → "0 to 0-nineties").
+    (("0s",), re.compile(r"(?<!\d[.,-])(?:\b(1\d{3})s\b|(?<![\w'])'?([2-9]0)s\b)"),
+     _decade_words),
     ((), re.compile(r"\b((?:[Ii]n|[Ss]ince|[Uu]ntil|[Tt]ill|[Yy]ear|[Cc]irca|[Bb]efore|[Aa]fter|"
                     r"[Dd]uring|[Ee]arly|[Ll]ate|[Mm]id|[Ff]rom)[\s-])(1[1-9]\d\d)\b(?![.,]\d)"),
      lambda m: m[1] + _year(int(m[2]))),
