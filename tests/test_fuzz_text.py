@@ -56,6 +56,7 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @example("0-0-90s")
 # Found by a longer run of this test while fixing those.
 @example("x2 $")
+@example("0.000.00 a.m.")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

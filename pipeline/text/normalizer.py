@@ -439,6 +439,14 @@ _RULES: list[_Rule] = [
      lambda m: _MONTHS[_MONTH_OF[m[1].lower()] - 1]),
     (("-", "."), re.compile(r"(?<![\w.])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-]?(\d{3})[.-](\d{4})\b"),
      lambda m: ", ".join(" ".join(group) for group in m.groups())),
+    # Before the time and money rules: a number said in parts ("v2.13.1$", "0.000.00 a.m.")
+    # ends in one they read with what follows it ("1$", "00 a.m."), on this pass rather
+    # than the next. After the phone rule, whose "555.123.4567" is no number in parts.
+    (("v", "V"), re.compile(r"\b(version\s)?v(\d+(?:\.\d+)+)\b", re.I),
+     lambda m: (m[1] or "version ") + m[2].replace(".", " point ")),
+    ((".",), re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}\b(?!\.\d)"),
+     lambda m: m[0].replace(".", " dot ")),
+    ((".",), re.compile(r"(?<![\w.])\d+(?:\.\d+){2,}\b"), lambda m: m[0].replace(".", " point ")),
     # A period is taken only as the last of a dotted "a.m." (said again where a sentence
     # ends there): one after "am" or after that one is typed punctuation and stays, or a
     # second reading, seeing "AM.", would take it ("0a.m.. $" → "0 AM. $" → "0 AM $").
@@ -448,13 +456,6 @@ _RULES: list[_Rule] = [
      _time),
     ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m(?=\.)(?:\.(?!\.\.))?|m\b)", re.I),
      _time),
-    # Before the money rules: a number said in parts ("v2.13.1$") ends in one they read
-    # with its sign ("1$"), on this pass rather than the next.
-    (("v", "V"), re.compile(r"\b(version\s)?v(\d+(?:\.\d+)+)\b", re.I),
-     lambda m: (m[1] or "version ") + m[2].replace(".", " point ")),
-    ((".",), re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}\b(?!\.\d)"),
-     lambda m: m[0].replace(".", " dot ")),
-    ((".",), re.compile(r"(?<![\w.])\d+(?:\.\d+){2,}\b"), lambda m: m[0].replace(".", " point ")),
     # Not after another currency sign: "$$0" would be "$0 dollars", then "0 dollars dollars".
     (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_AMOUNT})"
                                   r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|"
