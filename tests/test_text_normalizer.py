@@ -35,6 +35,8 @@ CASES = [
     # A sum that starts at its point is money all the same, its point read as ".5" is.
     (".5$", "point 5 dollars"),
     ("$.50", "50 cents"),
+    ("€.5", "point 5 euros"),
+    ("-.5$", "minus point 5 dollars"),
     # A sum already named keeps the sign before it: that sign is one of its own.
     ("$ $0", "$ 0 dollars"),
     ("$5 dollars", "$5 dollars"),

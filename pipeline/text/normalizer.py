@@ -212,19 +212,26 @@ _SCALE = {
 }
 
 
+def _point(m: re.Match[str]) -> str:
+    """".75" as said: espeak reads a leading point as "dot", and "75" after one as a number."""
+    return "point " + " ".join(m[1])
+
+
 def _money(sign: str | None, symbol: str, amount: str, scale: str | None) -> str:
     one, many, sub_one, sub_many = _CURRENCY[symbol]
     minus = "minus " if sign else ""
-    if scale:
-        return f"{minus}{amount} {_SCALE[scale]} {many}"
     whole, _, cents = amount.partition(".")
-    if len(cents) == 2 and sub_many:
+    if len(cents) == 2 and sub_many and not scale:
         units = int(whole.replace(",", "") or "0")
         parts = [f"{whole} {one if units == 1 else many}"] if units else []
         if int(cents):
             parts.append(f"{int(cents)} {sub_one if int(cents) == 1 else sub_many}")
         return minus + (" and ".join(parts) or f"0 {many}")
-    return f"{minus}{amount} {one if amount == '1' else many}"
+    # A sum that starts at its point ("€.5") is said as the point rule says one.
+    said = _point(re.match(r"\.(\d+)", amount)) if amount.startswith(".") else amount
+    if scale:
+        return f"{minus}{said} {_SCALE[scale]} {many}"
+    return f"{minus}{said} {one if amount == '1' else many}"
 
 
 # What _money writes after an amount: its currency's or the currency's cents' name.
@@ -439,6 +446,13 @@ _RULES: list[_Rule] = [
      lambda m: _MONTHS[_MONTH_OF[m[1].lower()] - 1]),
     (("-", "."), re.compile(r"(?<![\w.])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-]?(\d{3})[.-](\d{4})\b"),
      lambda m: ", ".join(" ".join(group) for group in m.groups())),
+    # A number that starts at its point is said before the rules below read what follows
+    # its first part: ".5.5$" was "point 5.5$", whose "5.5$" only a second reading said
+    # with its sign ("5.5 dollars"; ".5.5.5", ".5 pm" the same). One right after or before
+    # a currency sign is a sum the money rules say ("$.50" → "50 cents", "-.5$" → "minus
+    # point 5 dollars").
+    ((".",), re.compile(r"\.(?<![\w.$€£¥₹]\.)(?<![$€£¥₹]\s\.)(\d+)\b(?!\s?[$£¥₹])"),
+     _point),
     # Before the time and money rules: a number said in parts ("v2.13.1$", "0.000.00 a.m.")
     # ends in one they read with what follows it ("1$", "00 a.m."), on this pass rather
     # than the next. After the phone rule, whose "555.123.4567" is no number in parts.
@@ -463,7 +477,6 @@ _RULES: list[_Rule] = [
      _money_before),
     (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_AMOUNT})\s?([$£¥₹])(?!\w)"),
      _money_after),
-    ((".",), re.compile(r"\.(?<![\w.]\.)(\d+)\b"), lambda m: "point " + " ".join(m[1])),
     (("-", "–", "—"),
      re.compile(r"(?<![\w.,–—-])(\d+(?:\.\d+)?)\s?[-–—]\s?(\d+(?:\.\d+)?)"
                 r"(?![\d_]|[.,-]\d|-?[A-Za-z]*\d)(\s*=)?"),
