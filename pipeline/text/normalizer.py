@@ -477,6 +477,12 @@ _RULES: list[_Rule] = [
      _money_before),
     (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_AMOUNT})\s?([$£¥₹])(?!\w)"),
      _money_after),
+    # Not before a currency sign: "x2$" would be "times 2$", then "times 2 dollars"; the
+    # money rule takes one a space away too ("x2 $"). Before the rules that read a number
+    # with what follows it: "x2°C" was "times 2°C", which a second reading said "times 2
+    # degrees Celsius" ("x2%", "x2-5", "x1/2" the same).
+    (("x",), re.compile(r"x(?<![\w.]x)(?!86|64)(\d{1,2})\b(?!\s?[$£¥₹])"),
+     lambda m: f"times {m[1]}"),
     (("-", "–", "—"),
      re.compile(r"(?<![\w.,–—-])(\d+(?:\.\d+)?)\s?[-–—]\s?(\d+(?:\.\d+)?)"
                 r"(?![\d_]|[.,-]\d|-?[A-Za-z]*\d)(\s*=)?"),
@@ -493,10 +499,6 @@ _RULES: list[_Rule] = [
     ((), re.compile(rf"(?<![\w.])({_NUM})\s?({_UNIT_ALTERNATION})(?![\w/°])"), _unit),
     (("%",), re.compile(rf"(?<![\w.])({_NUM})\s?%"), lambda m: f"{m[1]} percent"),
     (("x",), re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)x\b"), lambda m: f"{m[1]} times"),
-    # Not before a currency sign: "x2$" would be "times 2$", then "times 2 dollars"; the
-    # money rule takes one a space away too ("x2 $").
-    (("x",), re.compile(r"x(?<![\w.]x)(?!86|64)(\d{1,2})\b(?!\s?[$£¥₹])"),
-     lambda m: f"times {m[1]}"),
     (("~",), re.compile(r"~(?<![\w~]~)\s?(?=\d)"), "about "),
     (("#",), re.compile(r"#(?<![\w#&]#)([A-Za-z0-9][\w-]*)"), _hashtag),
     (("o.",), re.compile(r"\b[Nn]o\.\s?(?=\d)"), "number "),
