@@ -37,6 +37,7 @@ CASES = [
     ("$.50", "50 cents"),
     ("€.5", "point 5 euros"),
     ("-.5$", "minus point 5 dollars"),
+    (".5\n$Hz", "point 5\n$Hz"),
     # A sum already named keeps the sign before it: that sign is one of its own.
     ("$ $0", "$ 0 dollars"),
     ("$5 dollars", "$5 dollars"),

@@ -451,8 +451,8 @@ _RULES: list[_Rule] = [
     # with its sign ("5.5 dollars"; ".5.5.5", ".5 pm" the same). One right after or before
     # a currency sign is a sum the money rules say ("$.50" → "50 cents", "-.5$" → "minus
     # point 5 dollars").
-    ((".",), re.compile(r"\.(?<![\w.$€£¥₹]\.)(?<![$€£¥₹]\s\.)(\d+)\b(?!\s?[$£¥₹])"),
-     _point),
+    ((".",), re.compile(r"\.(?<![\w.$€£¥₹]\.)(?<![$€£¥₹]\s\.)(\d+)\b"
+                        r"(?!\s?[$£¥₹](?!\w))"), _point),
     # Before the time and money rules: a number said in parts ("v2.13.1$", "0.000.00 a.m.")
     # ends in one they read with what follows it ("1$", "00 a.m."), on this pass rather
     # than the next. After the phone rule, whose "555.123.4567" is no number in parts.
