@@ -80,6 +80,15 @@ CASES = [
     ("call 555-123-4567 Nov 5", "call 5 5 5, 1 2 3, 4 5 6 7 November 5th"),
     ("Nov 5 555-123-4567", "November 5th 5 5 5, 1 2 3, 4 5 6 7"),
     ("Dec 5 8 PM", "December 5th 8 PM"),
+    # Nor is an hour.
+    ("Nov 8pm", "Nov 8 PM"),
+    ("Nov 8:00", "Nov 8 o'clock"),
+    ("Nov 8th 8 PM", "November 8th 8 PM"),
+    ("on 5 Nov 8 PM", "on the 5th of November 8 PM"),
+    # A number before a month that has its day is no day of it.
+    ("Top 3 2026-11-29", "Top 3 November 29th, 2026"),
+    ("5 Nov, 12 people", "the 5th of November, 12 people"),
+    ("5 Nov. 40 people", "the 5th of November 40 people"),
     # Ordinals are already right.
     ("1st", "1st"),
     ("22nd", "22nd"),

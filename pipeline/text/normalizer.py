@@ -165,7 +165,8 @@ def _slash_date(m: re.Match[str]) -> str:
 
 
 def _month_day(m: re.Match[str]) -> str:
-    return _date(_MONTH_OF[m[1].lower()], int(m[2]), m[3]) or m[0]
+    day = int(m[2].rstrip("stndrh"))  # "29th"
+    return _date(_MONTH_OF[m[1].lower()], day, m[3]) or m[0]
 
 
 def _day_month(m: re.Match[str]) -> str:
@@ -421,6 +422,13 @@ _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _AMOUNT = rf"(?:{_NUM}|\.\d+)"
 _UNIT_ALTERNATION = "|".join(re.escape(u) for u, _, _ in _UNITS)
 
+# The day after a month's name ("Nov 29", "Nov 29th"), its suffix left out of it: not an
+# hour, as typed or as the time rules say it ("Nov 8pm" → "Nov 8 PM", which a second
+# reading said "November 8th PM"; "Nov 8:00" → "Nov 8 o'clock"), nor the first of
+# digits said one by one ("5 5 5, 1 2 3").
+_DAY_AFTER_MONTH = (r"(?:0?[1-9]|[12]\d|3[01])"
+                    r"(?=(?:st|nd|rd|th)\b|\b(?!\s(?:[AaPp]\.?[Mm]\b|o'clock\b|oh\s\d)))"
+                    r"(?:st|nd|rd|th)?\b(?!:)(?!\s\d,?\s\d\b)")
 _MONTH_GATE = tuple(m.capitalize() for m in _MONTH_OF if len(m) == 3)
 _Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], str]]
 
@@ -434,13 +442,14 @@ _RULES: list[_Rule] = [
     # A day is no digit of a number said digit by digit, as the phone rule below and
     # spelled codes say them ("Nov 555-123-4567" → "Nov 5 5 5, 1 2 3, 4 5 6 7", whose
     # "Nov 5" a second reading took for November 5th; "4 5 6 7 Nov").
-    (_MONTH_GATE,
-     re.compile(rf"\b({_MONTH})\.?\s(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)(?!\s\d,?\s\d\b)"
-                rf"(?:,?\s(\d{{4}})\b)?"),
+    (_MONTH_GATE, re.compile(rf"\b({_MONTH})\.?\s({_DAY_AFTER_MONTH})(?:,?\s(\d{{4}})\b)?"),
      _month_day),
+    # Nor a month that has its day after it: "Top 3 2026-11-29" was "Top the 3rd of
+    # November 29th, 2026", and "x2 2026-11-29" "times 2 November 29th, 2026", whose
+    # "2 November" a second reading took for the 2nd.
     (_MONTH_GATE,
-     re.compile(rf"(?<!\d\s\d\s)\b(\d{{1,2}})(?:st|nd|rd|th)?\s({_MONTH})\b\.?"
-                rf"(?:,?\s(\d{{4}})\b)?"),
+     re.compile(rf"(?<!\d\s\d\s)\b(\d{{1,2}})(?:st|nd|rd|th)?\s({_MONTH})\b"
+                rf"(?!\.?\s{_DAY_AFTER_MONTH})\.?(?:,?\s(\d{{4}})\b)?"),
      _day_month),
     (_MONTH_GATE, re.compile(rf"\b({_MONTH})\.?(?=\s\d{{4}}\b)"),
      lambda m: _MONTHS[_MONTH_OF[m[1].lower()] - 1]),
