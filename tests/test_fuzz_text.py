@@ -61,6 +61,8 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @example("x2°C")
 @example("x2 2026-11-29")
 @example("Nov 8pm")
+@example("Nov 10x")
+@example("May 5km")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

@@ -85,6 +85,9 @@ CASES = [
     ("Nov 8:00", "Nov 8 o'clock"),
     ("Nov 8th 8 PM", "November 8th 8 PM"),
     ("on 5 Nov 8 PM", "on the 5th of November 8 PM"),
+    # Nor a measure.
+    ("the May 5km run", "the May 5 kilometers run"),
+    ("Nov 5%", "Nov 5 percent"),
     # A number before a month that has its day is no day of it.
     ("Top 3 2026-11-29", "Top 3 November 29th, 2026"),
     ("5 Nov, 12 people", "the 5th of November, 12 people"),

@@ -422,12 +422,18 @@ _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _AMOUNT = rf"(?:{_NUM}|\.\d+)"
 _UNIT_ALTERNATION = "|".join(re.escape(u) for u, _, _ in _UNITS)
 
+# What the rules below read a number with, as typed or as they say it.
+_UNIT_WORDS = "|".join(sorted({name.split()[0] for _, one, many in _UNITS for name in (one, many)},
+                              key=len, reverse=True))
+_MEASURED = rf"\s?(?:{_UNIT_ALTERNATION})(?![\w/°])|\s?%|\s(?:times|percent|{_UNIT_WORDS})\b"
 # The day after a month's name ("Nov 29", "Nov 29th"), its suffix left out of it: not an
-# hour, as typed or as the time rules say it ("Nov 8pm" → "Nov 8 PM", which a second
-# reading said "November 8th PM"; "Nov 8:00" → "Nov 8 o'clock"), nor the first of
-# digits said one by one ("5 5 5, 1 2 3").
+# hour or a measure, as typed or as the rules below say them ("Nov 8pm" → "Nov 8 PM",
+# which a second reading said "November 8th PM"; "Nov 8:00" → "Nov 8 o'clock"; "May 5km"
+# → "May 5 kilometers"; "Nov 10x" → "Nov 10 times"), nor the first of digits said one by
+# one ("5 5 5, 1 2 3").
 _DAY_AFTER_MONTH = (r"(?:0?[1-9]|[12]\d|3[01])"
-                    r"(?=(?:st|nd|rd|th)\b|\b(?!\s(?:[AaPp]\.?[Mm]\b|o'clock\b|oh\s\d)))"
+                    r"(?=(?:st|nd|rd|th)\b|\b(?!\s(?:[AaPp]\.?[Mm]\b|o'clock\b|oh\s\d)"
+                    rf"|{_MEASURED}))"
                     r"(?:st|nd|rd|th)?\b(?!:)(?!\s\d,?\s\d\b)")
 _MONTH_GATE = tuple(m.capitalize() for m in _MONTH_OF if len(m) == 3)
 _Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], str]]
