@@ -500,12 +500,12 @@ _RULES: list[_Rule] = [
      lambda m: f"times {m[1]}"),
     (("-", "–", "—"),
      re.compile(r"(?<![\w.,–—-])(\d+(?:\.\d+)?)\s?[-–—]\s?(\d+(?:\.\d+)?)"
-                r"(?![\d_]|[.,-]\d|-?[A-Za-z]*\d)(\s*=)?"),
+                r"(?![\d_]|[.,–—-]\d|-?[A-Za-z]*\d)(\s*=)?"),
      _range),
     # Not a decade that ends a chain of numbers the range rule above left alone for it
     # ("0-0-90s"): said as words, it would no longer stop that rule on a second reading
     # ("0-0-nineties" → "0 to 0-nineties").
-    (("0s",), re.compile(r"(?<!\d[.,-])(?:\b(1\d{3})s\b|(?<![\w'])'?([2-9]0)s\b)"),
+    (("0s",), re.compile(r"(?<!\d[.,–—-])(?:\b(1\d{3})s\b|(?<![\w'])'?([2-9]0)s\b)"),
      _decade_words),
     ((), re.compile(r"\b((?:[Ii]n|[Ss]ince|[Uu]ntil|[Tt]ill|[Yy]ear|[Cc]irca|[Bb]efore|[Aa]fter|"
                     r"[Dd]uring|[Ee]arly|[Ll]ate|[Mm]id|[Ff]rom)[\s-])(1[1-9]\d\d)\b(?![.,]\d)"),
