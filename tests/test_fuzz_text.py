@@ -64,6 +64,7 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @example("Nov 10x")
 @example("May 5km")
 @example("$$0-0–0")
+@example("No.0$")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

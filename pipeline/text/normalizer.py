@@ -461,6 +461,9 @@ _RULES: list[_Rule] = [
      lambda m: _MONTHS[_MONTH_OF[m[1].lower()] - 1]),
     (("-", "."), re.compile(r"(?<![\w.])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-]?(\d{3})[.-](\d{4})\b"),
      lambda m: ", ".join(" ".join(group) for group in m.groups())),
+    # "No." before a number is said before the rules below read the number: "No.0$" was
+    # "number 0$", whose "0$" only a second reading said "0 dollars" ("No.1.2.3" the same).
+    (("o.",), re.compile(r"\b[Nn]o\.\s?(?=\d)"), "number "),
     # A number that starts at its point is said before the rules below read what follows
     # its first part: ".5.5$" was "point 5.5$", whose "5.5$" only a second reading said
     # with its sign ("5.5 dollars"; ".5.5.5", ".5 pm" the same). One right after or before
@@ -516,7 +519,6 @@ _RULES: list[_Rule] = [
     (("x",), re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)x\b"), lambda m: f"{m[1]} times"),
     (("~",), re.compile(r"~(?<![\w~]~)\s?(?=\d)"), "about "),
     (("#",), re.compile(r"#(?<![\w#&]#)([A-Za-z0-9][\w-]*)"), _hashtag),
-    (("o.",), re.compile(r"\b[Nn]o\.\s?(?=\d)"), "number "),
     ((".",), re.compile(r"\b(Dr|Mr|Mrs|Ms|Prof|St|Mt|Gen|Sgt|Capt|Gov|Sen|Rep|Rev)\.\s+(?=[A-Z])"),
      _title),
     (("St", "Ave", "Rd", "Blvd"),
