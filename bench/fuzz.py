@@ -61,10 +61,26 @@ class _Counting:
         if report.failed:
             text = str(report.longrepr)
             lines = [line for line in text.splitlines() if line.strip()]
-            example = [line for line in lines if "Falsifying" in line or "Failing" in line]
+            example = _example(lines)
             self.failures.append({"test": report.nodeid, "when": report.when,
                                   "error": lines[-1][:300] if lines else "",
                                   "example": "\n".join(example)[:2000] or text[-2000:]})
+
+
+def _example(lines: list[str]) -> list[str]:
+    """The falsifying example in a failure's report: hypothesis writes it over several
+    lines ("Failing test case: counted(", one argument a line, ")"), each "E"-prefixed."""
+    for k, line in enumerate(lines):
+        if "Falsifying" in line or "Failing" in line:
+            block = [line]
+            for more in lines[k + 1:]:
+                if not more.startswith("E "):
+                    break
+                block.append(more)
+                if more[1:].strip() == ")":
+                    break
+            return block
+    return []
 
 
 def main() -> int:
