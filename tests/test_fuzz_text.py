@@ -65,6 +65,8 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @example("May 5km")
 @example("$$0-0–0")
 @example("No.0$")
+# Found by bench/fuzz.py (issue 26), after those were fixed.
+@example("$$555-123-4567km/h")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

@@ -459,7 +459,11 @@ _RULES: list[_Rule] = [
      _day_month),
     (_MONTH_GATE, re.compile(rf"\b({_MONTH})\.?(?=\s\d{{4}}\b)"),
      lambda m: _MONTHS[_MONTH_OF[m[1].lower()] - 1]),
-    (("-", "."), re.compile(r"(?<![\w.])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-]?(\d{3})[.-](\d{4})\b"),
+    # A phone number ends where its digits do, a unit or "x" glued to it or not: the rules
+    # below would read "4567km/h" and leave "555-123-4567 kilometers per hour" for a second
+    # reading to say the number.
+    (("-", "."), re.compile(r"(?<![\w.])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-]?(\d{3})[.-](\d{4})"
+                            r"(?![\d_])"),
      lambda m: ", ".join(" ".join(group) for group in m.groups())),
     # "No." before a number is said before the rules below read the number: "No.0$" was
     # "number 0$", whose "0$" only a second reading said "0 dollars" ("No.1.2.3" the same).
