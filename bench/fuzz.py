@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import sys
 import time
 from collections import Counter
@@ -61,10 +62,36 @@ class _Counting:
         if report.failed:
             text = str(report.longrepr)
             lines = [line for line in text.splitlines() if line.strip()]
-            example = [line for line in lines if "Falsifying" in line or "Failing" in line]
+            # Hypothesis reports distinct failures as an exception group, whose last line
+            # is a frame ("    +-----"): its failures' own errors ("    | AssertionError: ...").
+            errors = [line.strip(" |") for line in lines
+                      if re.match(r"\s+\| \w+(Error|Exception)\b", line)]
+            error = "; ".join(errors) if "ExceptionGroup" in text and errors else (
+                lines[-1] if lines else "")
             self.failures.append({"test": report.nodeid, "when": report.when,
-                                  "error": lines[-1][:300] if lines else "",
-                                  "example": "\n".join(example)[:2000] or text[-2000:]})
+                                  "error": error[:300],
+                                  "example": "\n".join(_example(lines))[:2000] or text[-2000:]})
+
+
+def _example(lines: list[str]) -> list[str]:
+    """The falsifying examples in a failure's report: hypothesis writes each over several
+    lines ("Failing test case: counted(", one argument a line, ")"), each with the
+    prefix of the first ("E", or "    |" for each of the distinct failures of an
+    exception group)."""
+    out: list[str] = []
+    for k, line in enumerate(lines):
+        found = re.search(r"Falsifying|Failing", line)
+        if not found:
+            continue
+        prefix = line[:found.start()].rstrip()
+        out.append(line)
+        for more in lines[k + 1:]:
+            if not more.startswith(prefix) or re.search(r"Falsifying|Failing", more):
+                break
+            out.append(more)
+            if more[len(prefix):].strip() == ")":
+                break
+    return out
 
 
 def main() -> int:

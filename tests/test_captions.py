@@ -465,6 +465,15 @@ def test_webvtt_escapes_what_would_be_markup():
     assert [w for _, w in cue[2]] == ["a<b", "&", "-->"]
 
 
+def test_srt_words_never_make_a_timing_line():
+    from pipeline.voice.captions import CaptionWord
+
+    words = [CaptionWord(text, 0.0, 1.0, 0, line) for text, line in
+             (("0", 0), ("00:00:01,000", 1), ("-->", 1), ("00:00:02,000", 1))]
+    (cue,) = parse_srt(caption_document(words, "srt", 2.0))
+    assert cue[2] == ["0", "00:00:01,000 -\u2060-> 00:00:02,000"]
+
+
 # -- the command line -------------------------------------------------------------------
 
 @pytest.mark.parametrize("played", [False, True])

@@ -50,6 +50,23 @@ def test_normalize_spans_tile_what_was_typed_and_what_is_said(text):
 @example("#https://a.com/p?x=1")
 # Found by a longer run of this test while fixing those.
 @example("v2.13.1$")
+# Found by bench/fuzz.py (issue 26), after those were fixed.
+@example("0a.m.. $")
+@example("Nov 555-123-4567")
+@example("0-0-90s")
+# Found by a longer run of this test while fixing those.
+@example("x2 $")
+@example("0.000.00 a.m.")
+@example(".5.5$")
+@example("x2°C")
+@example("x2 2026-11-29")
+@example("Nov 8pm")
+@example("Nov 10x")
+@example("May 5km")
+@example("$$0-0–0")
+@example("No.0$")
+# Found by bench/fuzz.py (issue 26), after those were fixed.
+@example("$$555-123-4567km/h")
 def test_normalize_is_idempotent(text):
     once = normalize(text)
     assert normalize(once) == once

@@ -35,6 +35,9 @@ CASES = [
     # A sum that starts at its point is money all the same, its point read as ".5" is.
     (".5$", "point 5 dollars"),
     ("$.50", "50 cents"),
+    ("€.5", "point 5 euros"),
+    ("-.5$", "minus point 5 dollars"),
+    (".5\n$Hz", "point 5\n$Hz"),
     # A sum already named keeps the sign before it: that sign is one of its own.
     ("$ $0", "$ 0 dollars"),
     ("$5 dollars", "$5 dollars"),
@@ -57,6 +60,11 @@ CASES = [
     ("Meet at 3:00 p.m. on Friday", "Meet at 3 PM on Friday"),
     ("Call at 10 a.m. Thanks.", "Call at 10 AM. Thanks."),
     ("at 12:05am", "at 12 oh 5 AM"),
+    # Only a dotted "a.m."'s own period is taken: one typed after it, or after "am", stays.
+    ("We start at 10 a.m.. Then", "We start at 10 AM. Then"),
+    ("0a.m.. $", "0 AM. $"),
+    ("live at 10am. then", "live at 10 AM. then"),
+    ("at 10 a.m... then", "at 10 AM... then"),
     # Dates
     ("2026-11-29", "November 29th, 2026"),
     ("11/29/2026", "November 29th, 2026"),
@@ -67,6 +75,23 @@ CASES = [
     ("Jan 5, 2027", "January 5th, 2027"),
     ("in Nov 2026", "in November 2026"),
     ("2026-13-45", "2026-13-45"),
+    # A phone number's digits are no day of the month beside them.
+    ("Nov 555-123-4567", "Nov 5 5 5, 1 2 3, 4 5 6 7"),
+    ("call 555-123-4567 Nov 5", "call 5 5 5, 1 2 3, 4 5 6 7 November 5th"),
+    ("Nov 5 555-123-4567", "November 5th 5 5 5, 1 2 3, 4 5 6 7"),
+    ("Dec 5 8 PM", "December 5th 8 PM"),
+    # Nor is an hour.
+    ("Nov 8pm", "Nov 8 PM"),
+    ("Nov 8:00", "Nov 8 o'clock"),
+    ("Nov 8th 8 PM", "November 8th 8 PM"),
+    ("on 5 Nov 8 PM", "on the 5th of November 8 PM"),
+    # Nor a measure.
+    ("the May 5km run", "the May 5 kilometers run"),
+    ("Nov 5%", "Nov 5 percent"),
+    # A number before a month that has its day is no day of it.
+    ("Top 3 2026-11-29", "Top 3 November 29th, 2026"),
+    ("5 Nov, 12 people", "the 5th of November, 12 people"),
+    ("5 Nov. 40 people", "the 5th of November 40 people"),
     # Ordinals are already right.
     ("1st", "1st"),
     ("22nd", "22nd"),
@@ -80,6 +105,10 @@ CASES = [
     ("the 1900s", "the nineteen hundreds"),
     ("the 90s", "the nineties"),
     ("the '80s", "the eighties"),
+    ("the mid-90s", "the mid-nineties"),
+    ("the 80s-90s", "the eighties-nineties"),
+    # The last of a chain of numbers the range rule leaves alone is left alone too.
+    ("0-0-90s", "0-0-90s"),
     # Ranges
     ("5-10", "5 to 10"),
     ("pages 5-10.", "pages 5 to 10."),

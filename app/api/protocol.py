@@ -116,5 +116,16 @@ def field(message: dict, name: str, kind: type | tuple[type, ...], *, required: 
 
 
 def dumps(message: dict) -> str:
-    """A reply as JSON text (NaN and infinities are not JSON: callers send null)."""
-    return json.dumps(message, ensure_ascii=False, allow_nan=False)
+    """A reply as JSON text (NaN and infinities are not JSON: callers send null).
+
+    A client's string echoed back (a request's "id") may hold a lone surrogate (JSON a
+    client may send), which no UTF-8 text can: such a reply is written in ASCII, JSON's
+    escapes giving the client its own string back. Written as it was, a reply on a
+    WebSocket raised UnicodeEncodeError in the handler, which ended the connection.
+    """
+    text = json.dumps(message, ensure_ascii=False, allow_nan=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(message, ensure_ascii=True, allow_nan=False)
+    return text

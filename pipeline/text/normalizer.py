@@ -165,7 +165,8 @@ def _slash_date(m: re.Match[str]) -> str:
 
 
 def _month_day(m: re.Match[str]) -> str:
-    return _date(_MONTH_OF[m[1].lower()], int(m[2]), m[3]) or m[0]
+    day = int(m[2].rstrip("stndrh"))  # "29th"
+    return _date(_MONTH_OF[m[1].lower()], day, m[3]) or m[0]
 
 
 def _day_month(m: re.Match[str]) -> str:
@@ -212,19 +213,26 @@ _SCALE = {
 }
 
 
+def _point(m: re.Match[str]) -> str:
+    """".75" as said: espeak reads a leading point as "dot", and "75" after one as a number."""
+    return "point " + " ".join(m[1])
+
+
 def _money(sign: str | None, symbol: str, amount: str, scale: str | None) -> str:
     one, many, sub_one, sub_many = _CURRENCY[symbol]
     minus = "minus " if sign else ""
-    if scale:
-        return f"{minus}{amount} {_SCALE[scale]} {many}"
     whole, _, cents = amount.partition(".")
-    if len(cents) == 2 and sub_many:
+    if len(cents) == 2 and sub_many and not scale:
         units = int(whole.replace(",", "") or "0")
         parts = [f"{whole} {one if units == 1 else many}"] if units else []
         if int(cents):
             parts.append(f"{int(cents)} {sub_one if int(cents) == 1 else sub_many}")
         return minus + (" and ".join(parts) or f"0 {many}")
-    return f"{minus}{amount} {one if amount == '1' else many}"
+    # A sum that starts at its point ("€.5") is said as the point rule says one.
+    said = _point(re.match(r"\.(\d+)", amount)) if amount.startswith(".") else amount
+    if scale:
+        return f"{minus}{said} {_SCALE[scale]} {many}"
+    return f"{minus}{said} {one if amount == '1' else many}"
 
 
 # What _money writes after an amount: its currency's or the currency's cents' name.
@@ -414,6 +422,19 @@ _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _AMOUNT = rf"(?:{_NUM}|\.\d+)"
 _UNIT_ALTERNATION = "|".join(re.escape(u) for u, _, _ in _UNITS)
 
+# What the rules below read a number with, as typed or as they say it.
+_UNIT_WORDS = "|".join(sorted({name.split()[0] for _, one, many in _UNITS for name in (one, many)},
+                              key=len, reverse=True))
+_MEASURED = rf"\s?(?:{_UNIT_ALTERNATION})(?![\w/°])|\s?%|\s(?:times|percent|{_UNIT_WORDS})\b"
+# The day after a month's name ("Nov 29", "Nov 29th"), its suffix left out of it: not an
+# hour or a measure, as typed or as the rules below say them ("Nov 8pm" → "Nov 8 PM",
+# which a second reading said "November 8th PM"; "Nov 8:00" → "Nov 8 o'clock"; "May 5km"
+# → "May 5 kilometers"; "Nov 10x" → "Nov 10 times"), nor the first of digits said one by
+# one ("5 5 5, 1 2 3").
+_DAY_AFTER_MONTH = (r"(?:0?[1-9]|[12]\d|3[01])"
+                    r"(?=(?:st|nd|rd|th)\b|\b(?!\s(?:[AaPp]\.?[Mm]\b|o'clock\b|oh\s\d)"
+                    rf"|{_MEASURED}))"
+                    r"(?:st|nd|rd|th)?\b(?!:)(?!\s\d,?\s\d\b)")
 _MONTH_GATE = tuple(m.capitalize() for m in _MONTH_OF if len(m) == 3)
 _Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], str]]
 
@@ -424,26 +445,53 @@ _Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], 
 _RULES: list[_Rule] = [
     (("-",), re.compile(r"(\d{4})(?<!\w\d{4})-(\d{2})-(\d{2})\b"), _iso_date),
     (("/",), re.compile(r"(?<![\d/])\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b(?!/)"), _slash_date),
-    (_MONTH_GATE,
-     re.compile(rf"\b({_MONTH})\.?\s(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)(?:,?\s(\d{{4}})\b)?"),
+    # A day is no digit of a number said digit by digit, as the phone rule below and
+    # spelled codes say them ("Nov 555-123-4567" → "Nov 5 5 5, 1 2 3, 4 5 6 7", whose
+    # "Nov 5" a second reading took for November 5th; "4 5 6 7 Nov").
+    (_MONTH_GATE, re.compile(rf"\b({_MONTH})\.?\s({_DAY_AFTER_MONTH})(?:,?\s(\d{{4}})\b)?"),
      _month_day),
+    # Nor a month that has its day after it: "Top 3 2026-11-29" was "Top the 3rd of
+    # November 29th, 2026", and "x2 2026-11-29" "times 2 November 29th, 2026", whose
+    # "2 November" a second reading took for the 2nd.
     (_MONTH_GATE,
-     re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s({_MONTH})\b\.?(?:,?\s(\d{{4}})\b)?"),
+     re.compile(rf"(?<!\d\s\d\s)\b(\d{{1,2}})(?:st|nd|rd|th)?\s({_MONTH})\b"
+                rf"(?!\.?\s{_DAY_AFTER_MONTH})\.?(?:,?\s(\d{{4}})\b)?"),
      _day_month),
     (_MONTH_GATE, re.compile(rf"\b({_MONTH})\.?(?=\s\d{{4}}\b)"),
      lambda m: _MONTHS[_MONTH_OF[m[1].lower()] - 1]),
-    (("-", "."), re.compile(r"(?<![\w.])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-]?(\d{3})[.-](\d{4})\b"),
+    # A phone number ends where its digits do, a unit or "x" glued to it or not: the rules
+    # below would read "4567km/h" and leave "555-123-4567 kilometers per hour" for a second
+    # reading to say the number.
+    (("-", "."), re.compile(r"(?<![\w.])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-]?(\d{3})[.-](\d{4})"
+                            r"(?![\d_])"),
      lambda m: ", ".join(" ".join(group) for group in m.groups())),
-    ((":",), re.compile(r"(?<![\w:.])(\d{1,2}):(\d{2})(?!:?\d)(?:\s?([ap])\.?m\b\.?)?", re.I),
-     _time),
-    ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m\.|m\b\.?)", re.I), _time),
-    # Before the money rules: a number said in parts ("v2.13.1$") ends in one they read
-    # with its sign ("1$"), on this pass rather than the next.
+    # "No." before a number is said before the rules below read the number: "No.0$" was
+    # "number 0$", whose "0$" only a second reading said "0 dollars" ("No.1.2.3" the same).
+    (("o.",), re.compile(r"\b[Nn]o\.\s?(?=\d)"), "number "),
+    # A number that starts at its point is said before the rules below read what follows
+    # its first part: ".5.5$" was "point 5.5$", whose "5.5$" only a second reading said
+    # with its sign ("5.5 dollars"; ".5.5.5", ".5 pm" the same). One right after or before
+    # a currency sign is a sum the money rules say ("$.50" → "50 cents", "-.5$" → "minus
+    # point 5 dollars").
+    ((".",), re.compile(r"\.(?<![\w.$€£¥₹]\.)(?<![$€£¥₹]\s\.)(\d+)\b"
+                        r"(?!\s?[$£¥₹](?!\w))"), _point),
+    # Before the time and money rules: a number said in parts ("v2.13.1$", "0.000.00 a.m.")
+    # ends in one they read with what follows it ("1$", "00 a.m."), on this pass rather
+    # than the next. After the phone rule, whose "555.123.4567" is no number in parts.
     (("v", "V"), re.compile(r"\b(version\s)?v(\d+(?:\.\d+)+)\b", re.I),
      lambda m: (m[1] or "version ") + m[2].replace(".", " point ")),
     ((".",), re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}\b(?!\.\d)"),
      lambda m: m[0].replace(".", " dot ")),
     ((".",), re.compile(r"(?<![\w.])\d+(?:\.\d+){2,}\b"), lambda m: m[0].replace(".", " point ")),
+    # A period is taken only as the last of a dotted "a.m." (said again where a sentence
+    # ends there): one after "am" or after that one is typed punctuation and stays, or a
+    # second reading, seeing "AM.", would take it ("0a.m.. $" → "0 AM. $" → "0 AM $").
+    # One starting an ellipsis is the ellipsis's ("a.m..." → "AM...").
+    ((":",), re.compile(r"(?<![\w:.])(\d{1,2}):(\d{2})(?!:?\d)"
+                        r"(?:\s?([ap])(?:\.m\b(?:\.(?!\.\.))?|m\b))?", re.I),
+     _time),
+    ((), re.compile(r"(?<![\w:.])(\d{1,2})()\s?([ap])(?:\.m(?=\.)(?:\.(?!\.\.))?|m\b)", re.I),
+     _time),
     # Not after another currency sign: "$$0" would be "$0 dollars", then "0 dollars dollars".
     (tuple(_CURRENCY), re.compile(rf"(?<![\w.$€£¥₹])([-−])?([$€£¥₹])\s?({_AMOUNT})"
                                   r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|"
@@ -451,12 +499,21 @@ _RULES: list[_Rule] = [
      _money_before),
     (("$", "£", "¥", "₹"), re.compile(rf"(?<![\w.])([-−])?({_AMOUNT})\s?([$£¥₹])(?!\w)"),
      _money_after),
-    ((".",), re.compile(r"\.(?<![\w.]\.)(\d+)\b"), lambda m: "point " + " ".join(m[1])),
+    # Not before a currency sign: "x2$" would be "times 2$", then "times 2 dollars"; the
+    # money rule takes one a space away too ("x2 $"). Before the rules that read a number
+    # with what follows it: "x2°C" was "times 2°C", which a second reading said "times 2
+    # degrees Celsius" ("x2%", "x2-5", "x1/2" the same).
+    (("x",), re.compile(r"x(?<![\w.]x)(?!86|64)(\d{1,2})\b(?!\s?[$£¥₹])"),
+     lambda m: f"times {m[1]}"),
     (("-", "–", "—"),
      re.compile(r"(?<![\w.,–—-])(\d+(?:\.\d+)?)\s?[-–—]\s?(\d+(?:\.\d+)?)"
-                r"(?![\d_]|[.,-]\d|-?[A-Za-z]*\d)(\s*=)?"),
+                r"(?![\d_]|[.,–—-]\d|-?[A-Za-z]*\d)(\s*=)?"),
      _range),
-    (("0s",), re.compile(r"\b(1\d{3})s\b|(?<![\w'])'?([2-9]0)s\b"), _decade_words),
+    # Not a decade that ends a chain of numbers the range rule above left alone for it
+    # ("0-0-90s"): said as words, it would no longer stop that rule on a second reading
+    # ("0-0-nineties" → "0 to 0-nineties").
+    (("0s",), re.compile(r"(?<!\d[.,–—-])(?:\b(1\d{3})s\b|(?<![\w'])'?([2-9]0)s\b)"),
+     _decade_words),
     ((), re.compile(r"\b((?:[Ii]n|[Ss]ince|[Uu]ntil|[Tt]ill|[Yy]ear|[Cc]irca|[Bb]efore|[Aa]fter|"
                     r"[Dd]uring|[Ee]arly|[Ll]ate|[Mm]id|[Ff]rom)[\s-])(1[1-9]\d\d)\b(?![.,]\d)"),
      lambda m: m[1] + _year(int(m[2]))),
@@ -464,11 +521,8 @@ _RULES: list[_Rule] = [
     ((), re.compile(rf"(?<![\w.])({_NUM})\s?({_UNIT_ALTERNATION})(?![\w/°])"), _unit),
     (("%",), re.compile(rf"(?<![\w.])({_NUM})\s?%"), lambda m: f"{m[1]} percent"),
     (("x",), re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)x\b"), lambda m: f"{m[1]} times"),
-    # Not before a currency sign: "x2$" would be "times 2$", then "times 2 dollars".
-    (("x",), re.compile(r"x(?<![\w.]x)(?!86|64)(\d{1,2})\b(?![$£¥₹])"), lambda m: f"times {m[1]}"),
     (("~",), re.compile(r"~(?<![\w~]~)\s?(?=\d)"), "about "),
     (("#",), re.compile(r"#(?<![\w#&]#)([A-Za-z0-9][\w-]*)"), _hashtag),
-    (("o.",), re.compile(r"\b[Nn]o\.\s?(?=\d)"), "number "),
     ((".",), re.compile(r"\b(Dr|Mr|Mrs|Ms|Prof|St|Mt|Gen|Sgt|Capt|Gov|Sen|Rep|Rev)\.\s+(?=[A-Z])"),
      _title),
     (("St", "Ave", "Rd", "Blvd"),

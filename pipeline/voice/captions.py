@@ -495,6 +495,13 @@ def webvtt(words: Sequence[CaptionWord], until: float = math.inf) -> str:
     return "\n".join(out)
 
 
+# SRT has no escapes, and a line of a cue that reads as a timing line ("00:00:01,000 -->
+# 00:00:02,000", typed words) starts a new cue in its readers (FFmpeg took the line and
+# one before it that reads as a cue's number out of the cue): an arrow in a word is
+# written with a word joiner, which shows nothing, inside it.
+_SRT_ARROW = "-\u2060->"
+
+
 def srt(words: Sequence[CaptionWord], until: float = math.inf) -> str:
     """An SRT file: one cue per block (SRT has no timing inside a cue)."""
     out = []
@@ -503,7 +510,7 @@ def srt(words: Sequence[CaptionWord], until: float = math.inf) -> str:
         for w in block:
             while len(lines) <= w.line:
                 lines.append([])
-            lines[-1].append(w.text)
+            lines[-1].append(w.text.replace("-->", _SRT_ARROW))
         out += [str(n), f"{_clock(_ms(start), ',')} --> {_clock(_ms(end), ',')}",
                 *(" ".join(line) for line in lines), ""]
     return "\n".join(out)
