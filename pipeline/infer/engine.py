@@ -10,9 +10,9 @@ and replayed after, one launch instead of one per node.
 
 Runs of every engine in the process go through one queue per kind (_DeviceLane: one
 thread of its own on the device; _DeviceQueue: a lane per core on the CPU), earliest
-deadline first: a run asked
-for with the deadline of the audio it makes, so a stream's first chunk is not stuck
-behind another stream's chunks that are seconds ahead of their playback. Runs of one
+deadline first: a run asked for with the deadline of the audio it makes, so a stream's
+first chunk is not stuck behind another stream's chunks that are seconds ahead of their
+playback. Runs of one
 engine and key waiting together go as one batch (on the device the sizes in
 `batch_sizes`, on the CPU any size up to CPU_BATCH), so 50 streams starting at once cost
 a few runs, not 50 times each.
@@ -235,9 +235,11 @@ class _DeviceLane(_DeviceQueue):
     cuda_execution_provider.h), and with graphs on it never releases a thread's
     context. A session captured on one thread replays nothing on another: there it
     makes new handles, runs twice without its graph and captures it again, mid-stream;
-    and every thread that ever ran it keeps a context for the life of the process. On the
-    lent H100 (bench/results/gpu_h100.json) a speaker's first chunk took 50-60 ms on a
-    fresh thread against 6.3 ms on the thread that warmed the engines up. One thread
+    and every thread that ever ran it keeps a context for the life of the process. On a
+    lent H100, with runs on the callers' threads, first audio took 63.7 ms (P50) on a
+    fresh thread against 7.9 ms on the thread that warmed the engines up
+    (bench/results/gpu_h100_callers_threads.json); on this lane, 6.9 against 7.1 ms
+    (bench/results/gpu_h100.json, first_audio_by_thread). One thread
     also keeps captures away from runs on other threads, which break them (see
     _DeviceQueue). The hand-over costs two thread switches a run (tens of µs)."""
 
@@ -248,21 +250,15 @@ class _DeviceLane(_DeviceQueue):
 
     def run(self, engine: Engine, key: tuple, feed: dict[str, np.ndarray],
             deadline: float) -> list[np.ndarray]:
-        request = _Request(deadline, next(self._order), engine, key, feed)
-        self._submit(request)
-        if request.error is not None:
-            raise request.error
-        return request.outputs
+        return self._submit(_Request(deadline, next(self._order), engine, key, feed))
 
     def exclusive(self, work) -> None:
         """Call `work()` on the device's thread, before any run still waiting."""
-        request = _Request(float("-inf"), next(self._order), _Call(work), (), {})
-        self._submit(request)
-        if request.error is not None:
-            raise request.error
+        self._submit(_Request(float("-inf"), next(self._order), _Call(work), (), {}))
 
-    def _submit(self, request: _Request) -> None:
-        """Queue `request` and wait until the device's thread has run it."""
+    def _submit(self, request: _Request) -> list[np.ndarray] | None:
+        """Queue `request`, wait until the device's thread has run it, and give its
+        outputs (what it raised, raised here)."""
         with self._work:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="device runs", daemon=True)
@@ -270,6 +266,9 @@ class _DeviceLane(_DeviceQueue):
             heapq.heappush(self._heap, request)
             self._work.notify()
         request.wake.wait()
+        if request.error is not None:
+            raise request.error
+        return request.outputs
 
     def _serve(self) -> None:
         while True:
