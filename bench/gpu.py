@@ -21,6 +21,10 @@ same for the photo rig's mouth frame (render/gpu/cuda_photo_renderer.py against
 PhotoRenderer) on portraits of 1024 and 2048 pixels, and the whole avatar frame around
 it, whose composite is GL's in both.
 
+50 streams are also started at several Python switch intervals in turn (the gil
+section): the device lane's thread needs the GIL back after every run, and how long a
+busy stream may keep it is the interval.
+
 The lip-shape model's 10 ms step on the CPU (what the app runs) and as a CUDA graph
 through the engine layer: which is faster decides where it runs.
 
@@ -193,6 +197,18 @@ def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float
             "synthesis_p50_ms": round(float(np.percentile(synthesis, 50)), 2),
             "underruns": int(underruns), "dropped_samples": int(output.dropped),
             "leads_ms": [round(v, 1) for v in leads]}
+
+
+def _first_audio_after_idle(tts: StreamingTTS, mode, runs: int) -> dict:
+    """First audio of the short text asked for directly (no Speaker) after the idle gap
+    each of _heard_first_audio's speeches has before it (50 ms and a random part of a
+    block): the synthesis the Speaker's first chunk would take if it added nothing."""
+    rng = np.random.default_rng(2)
+    times = []
+    for _ in range(runs):
+        time.sleep(0.05 + rng.uniform(0, 256 / 48000))
+        times.append(_first_audio_ms(tts, TEXTS["short5"], mode))
+    return _p50_p99(times)
 
 
 def _by_thread(tts: StreamingTTS, mode, runs: int) -> dict:
@@ -462,7 +478,11 @@ def _lip_shape(runs: int) -> dict:
     return report
 
 
-SECTIONS = ("voice", "threads", "heard", "python", "lip", "mouth", "photo", "streams", "knee", "cudnn")
+SECTIONS = ("voice", "threads", "heard", "python", "lip", "mouth", "photo", "gil", "streams", "knee",
+            "cudnn")
+# Python switch intervals the 50 streams are started at in the gil section (5 ms is
+# Python's default; the device lane ships pipeline/infer/engine.DEVICE_SWITCH_INTERVAL_S).
+SWITCH_INTERVALS_S = (0.005, 0.001, 0.0005, 0.0002)
 # Candidate start-lead floors on the GPU path beside the shipped one, at a JACK/PipeWire
 # low-latency period of 256 samples (48 kHz), and the shipped floor at 128. The speeches
 # play on the wall clock, so the sweep speaks the shortest text (1.8 s) 10 times a
@@ -529,7 +549,8 @@ def main() -> None:
         shipped = _heard_first_audio(gpu, [TEXTS["short5"], TEXTS["medium20"]], mode, floor, 256, 20,
                                      np.random.default_rng(1))
         report["heard_first_audio"] = {"device_ms": round(DEVICE_S * 1000, 2), "sweep": sweep,
-                                       "shipped_floor": shipped}
+                                       "shipped_floor": shipped,
+                                       "direct_after_idle": _first_audio_after_idle(gpu, mode, 20)}
         report["heard_first_audio_p50_ms"] = shipped["heard_p50_ms"]
         report["heard_first_audio_underruns"] = shipped["underruns"]
         print("heard", report["heard_first_audio"], flush=True)
@@ -561,7 +582,7 @@ def main() -> None:
         report["host_copies_per_frame"] = max(report.get("host_copies_per_frame", 0.0),
                                               *(photo[f"host_copies_per_frame_{s}"] for s in (1024, 2048)))
         checkpoint()
-    if sections & {"streams", "knee"}:
+    if sections & {"gil", "streams", "knee"}:
         _streams_section(report, sections, args.streams, mode, args.knee_budget_s)
         checkpoint()
     if "cudnn" in sections:
@@ -625,22 +646,22 @@ def _streams_section(report: dict, sections: set[str], count: int, mode, knee_bu
     def tts_of() -> StreamingTTS:
         return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES)
 
-    if "streams" in sections:
-        from pipeline.infer import engine as engine_module
-
-        stages = counted.engines.values()
-        batched, runs = (sum(s.transfers.batched for s in stages), sum(s.transfers.runs for s in stages))
-        engine_module._QUEUE.trace = trace = []
-        started = time.perf_counter()
+    stages = list(counted.engines.values())
+    if "gil" in sections:
+        shipped = sys.getswitchinterval()
+        sweep = []
         try:
-            report["streams50"] = _streams(tts_of, TEXTS["medium20"], mode, count)
+            for interval in SWITCH_INTERVALS_S:
+                sys.setswitchinterval(interval)
+                result = _traced_streams(tts_of, stages, TEXTS["medium20"], mode, count)
+                sweep.append({"switch_interval_ms": interval * 1000, **result})
+                print("gil", sweep[-1], flush=True)
         finally:
-            engine_module._QUEUE.trace = None
-        report["streams50"]["device_runs"] = _trace_summary(
-            trace, started, started + report["streams50"]["ttfa_p99_ms"] / 1000)
-        report["streams50"]["requests_per_run"] = round(
-            (sum(s.transfers.batched for s in stages) - batched)
-            / max(1, sum(s.transfers.runs for s in stages) - runs), 2)
+            sys.setswitchinterval(shipped)
+        report["streams50_by_switch_interval"] = {"shipped_ms": shipped * 1000, "runs": sweep}
+    if "streams" in sections:
+        report["streams50"] = _traced_streams(tts_of, stages, TEXTS["medium20"], mode, count)
+        report["streams50"]["switch_interval_ms"] = sys.getswitchinterval() * 1000
         report["streams50_ttfa_p50_ms"] = report["streams50"]["ttfa_p50_ms"]
         report["streams50_ttfa_p99_ms"] = report["streams50"]["ttfa_p99_ms"]
         report["streams50_underruns"] = report["streams50"]["underruns"]
@@ -653,6 +674,25 @@ def _streams_section(report: dict, sections: set[str], count: int, mode, knee_bu
             knees[name] = _knee(tts_of, TEXTS["medium20"], each, counts, deadline)
         report["knee"] = knees
         report["realtime_voices_max"] = {name: k["realtime_voices_max"] for name, k in knees.items()}
+
+
+def _traced_streams(tts_of, stages: list, text: str, mode, count: int) -> dict:
+    """_streams, with where the device lane's time went (_trace_summary) and how many
+    requests shared a run."""
+    from pipeline.infer import engine as engine_module
+
+    batched, runs = (sum(s.transfers.batched for s in stages), sum(s.transfers.runs for s in stages))
+    engine_module._QUEUE.trace = trace = []
+    started = time.perf_counter()
+    try:
+        result = _streams(tts_of, text, mode, count)
+    finally:
+        engine_module._QUEUE.trace = None
+    result["device_runs"] = _trace_summary(trace, started, started + result["ttfa_p99_ms"] / 1000)
+    result["requests_per_run"] = round(
+        (sum(s.transfers.batched for s in stages) - batched)
+        / max(1, sum(s.transfers.runs for s in stages) - runs), 2)
+    return result
 
 
 def _cudnn_search(gpu: StreamingTTS, mode, runs: int) -> dict:

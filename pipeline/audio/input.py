@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 import select
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -63,6 +62,7 @@ from pipeline.audio.devices import (
 )
 from pipeline.core.clock import MediaClock
 from pipeline.core.events import InputStatus
+from pipeline.core.gil import hand_over_within
 from pipeline.lipsync.features import MAX_ABS_SAMPLE
 
 
@@ -196,7 +196,7 @@ class AudioInput:
             missing = exc
         # At Python's default 5 ms switch interval a busy thread can hold the GIL past a
         # whole JACK period (measured on the output side); capture needs the same.
-        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
+        hand_over_within(0.001)
         self._open(info)
         self.standing_in = missing is not None
         if isinstance(missing, NotADevice):

@@ -7,7 +7,6 @@ mouth frames can be stamped before the sound plays.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 
@@ -24,6 +23,7 @@ from pipeline.audio.devices import (
 )
 from pipeline.audio.timeline import AudioTimeline
 from pipeline.core.clock import MediaClock
+from pipeline.core.gil import hand_over_within
 
 
 class AudioOutput:
@@ -95,7 +95,7 @@ class AudioOutput:
         self._fallback_latency = float(self._stream.latency)
         # At Python's default 5 ms switch interval a busy thread can hold the GIL past a
         # whole 5.3 ms JACK period; measured: hundreds of xruns in 3 s, none at 1 ms.
-        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
+        hand_over_within(0.001)
         try:
             start_stream(self._stream)
         except sd.PortAudioError as exc:
