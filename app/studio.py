@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -139,6 +140,17 @@ class Studio(QObject):
                                      SpeechNotice, SpeechFailed, InputStatus, DeviceNotice)
         self.tts = None
         self._voice_asked = 0  # the latest load_voice's number: an older load that ends later is dropped
+        # Library avatars (use_avatar) are read here. One worker: reads queue rather than
+        # compete with the display and the voice for a 2-core machine's CPU, and a choice
+        # passed over before its turn is never read. An executor, not QThreadPool: the rig
+        # comes back through call_soon either way, and it needs no QRunnable.
+        self._avatar_reader = ThreadPoolExecutor(1, thread_name_prefix="avatar-reader")
+        # The latest avatar choice's number (use_avatar, or any avatar shown): a read for an
+        # older choice that ends later is not shown.
+        self._avatar_asked = 0
+        # The latest use_avatar's avatar while it is read, else None: next/previous step
+        # from it, so quick presses move one place each.
+        self._avatar_reading: Avatar | None = None
         self.rig: AvatarRig | None = None
         self.first_audio: FirstAudio | None = None
         self.finished: SpeechFinished | None = None
@@ -221,6 +233,8 @@ class Studio(QObject):
         self.outputs.close()
         self.obs.close()
         self.engine.close()
+        # A read under way ends on its own; what it read is not shown (_show_read_avatar).
+        self._avatar_reader.shutdown(wait=False, cancel_futures=True)
 
     def call_soon(self, call: Callable[[], None]) -> None:
         """Run `call()` on the studio's thread (from any thread; it returns at once)."""
@@ -448,8 +462,9 @@ class Studio(QObject):
                     self.tell(f"The clipboard was not spoken. {exc}", Severity.INFO,
                               seconds=EVENT_SECONDS)
         elif action in ("next_avatar", "previous_avatar"):
-            self.use_avatar(self.library.step(self.settings.avatar_manifest,
-                                              1 if action == "next_avatar" else -1))
+            chosen = (self.settings.avatar_manifest if self._avatar_reading is None
+                      else self._avatar_reading.setting)
+            self.use_avatar(self.library.step(chosen, 1 if action == "next_avatar" else -1))
         elif action.startswith("expression:"):
             self.set_expression(action.removeprefix("expression:"))
         elif action == "toggle_avatar":
@@ -631,6 +646,11 @@ class Studio(QObject):
         return rig
 
     def show_rig(self, rig: AvatarRig) -> None:
+        """Show `rig` in every output. Whatever chose it (a library choice, the API, the
+        settings, an import), it is the newest choice: a library read still under way is
+        for an older one and is not shown."""
+        self._avatar_asked += 1
+        self._avatar_reading = None
         self.rig = rig
         self.outputs.set_rig(rig)
         self.avatar_changed.emit()
@@ -675,14 +695,39 @@ class Studio(QObject):
             self.load_voice()
 
     def use_avatar(self, avatar: Avatar) -> None:
-        """Show a library avatar (the view's choice, next/previous), with its own voice."""
-        before = self.voice_choice()
+        """Show a library avatar (the view's choice, next/previous), with its own voice. It
+        is read on the avatar reader, not on this (the GUI) thread, whose display ticks the
+        read would hold up (43 ms for the bundled sprite rig, 90-140 ms for a photo one on
+        the 2-vCPU VM), and set here once read (set_avatar) unless another avatar was chosen
+        or shown meanwhile: the latest choice wins. One that cannot be read is told and the
+        avatar stays as it was."""
+        self._avatar_asked += 1
+        self._avatar_reading = avatar
+        self._avatar_reader.submit(self._read_avatar, self._avatar_asked, avatar)
+
+    def _read_avatar(self, asked: int, avatar: Avatar) -> None:
+        """On the avatar reader: read choice number `asked` and hand the rig, or the error
+        reading it raised, to the studio's thread."""
+        if asked != self._avatar_asked:
+            return  # chosen over before its turn came: it would not be shown
         try:
-            self.set_avatar(avatar.setting)
-        except (RigError, PortraitError) as exc:
-            self.tell(f"{avatar.name} could not be shown: {exc.message} The avatar stays as "
+            read: AvatarRig | Exception = read_avatar(avatar.setting)
+        except Exception as exc:  # told, or raised, on the studio's thread
+            read = exc
+        self.call_soon(lambda: self._show_read_avatar(asked, avatar, read))
+
+    def _show_read_avatar(self, asked: int, avatar: Avatar, read: AvatarRig | Exception) -> None:
+        if asked != self._avatar_asked or self.closed.is_set():
+            return  # another avatar was chosen or shown since, or nothing shows avatars now
+        self._avatar_reading = None  # next/previous step from the avatar shown again
+        if isinstance(read, (RigError, PortraitError)):
+            self.tell(f"{avatar.name} could not be shown: {read.message} The avatar stays as "
                       "it was.", key=AVATAR)
             return
+        if isinstance(read, Exception):
+            raise read  # a bug, not the avatar's fault: it fails here, as when read here
+        before = self.voice_choice()
+        self.set_avatar(avatar.setting, read)
         if self.voice_choice() != before:
             self.load_voice()
 

@@ -133,9 +133,11 @@ def test_the_library_view_marks_the_avatar_the_studio_shows(window):
     view = window.library_view
     assert view.in_use == window.settings.avatar_manifest  # the astronaut, imported above
     window.studio.do_action("next_avatar")  # the library wraps round to the bundled one
-    assert window.settings.avatar_manifest is None and view.in_use is None
+    pump_until(lambda: window.settings.avatar_manifest is None, 10, "the bundled avatar")
+    assert view.in_use is None
     window.studio.do_action("previous_avatar")
-    assert view.in_use == window.settings.avatar_manifest is not None
+    pump_until(lambda: window.settings.avatar_manifest is not None, 10, "the astronaut")
+    assert view.in_use == window.settings.avatar_manifest
 
 
 def test_several_faces_ask_which_one(window, pictures):

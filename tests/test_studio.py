@@ -152,14 +152,117 @@ def test_each_avatar_keeps_its_voice_and_next_avatar_brings_it(qt_app, tmp_path)
         assert _wait(qt_app, lambda: s.tts is not None)
         assert s.tts.voice.name == "en_US-joe-medium"
         s.do_action("next_avatar")
-        assert s.settings.avatar_manifest == str(sprite / "manifest.json")
+        assert _wait(qt_app, lambda: s.settings.avatar_manifest == str(sprite / "manifest.json"))
         assert _wait(qt_app, lambda: s.tts.voice.name == "de_DE-joe-medium")
         s.do_action("previous_avatar")
-        assert s.settings.avatar_manifest is None  # the bundled one, first in the library
+        # The bundled one, first in the library.
+        assert _wait(qt_app, lambda: s.settings.avatar_manifest is None)
         assert _wait(qt_app, lambda: s.tts.voice.name == "en_US-joe-medium")
     finally:
         s.close()
         shutil.rmtree(voices_folder())
+
+
+
+def _twins(studio, count: int) -> list:
+    """`count` sprite avatars in the studio's library after the bundled one: its files
+    under other folders."""
+    import shutil
+
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+
+    twins = []
+    for number in range(count):
+        folder = studio.library.folder / f"twin{number}"
+        shutil.copytree(DEFAULT_AVATAR_MANIFEST.parent, folder)
+        twins.append(studio.library.adopt(folder / "manifest.json"))
+    return twins
+
+
+def _reading(monkeypatch, first_seconds: float = 0.0):
+    """Who reads the avatars the studio shows: a list of (thread id, setting), in the
+    order read, and an event set once the first read started (it takes `first_seconds`
+    longer)."""
+    import threading
+    import time
+
+    import app.studio
+
+    read = app.studio.read_avatar
+    readers = []
+    first = threading.Event()
+
+    def reading(setting):
+        readers.append((threading.get_ident(), setting))
+        if len(readers) == 1:
+            first.set()
+            time.sleep(first_seconds)
+        return read(setting)
+
+    monkeypatch.setattr(app.studio, "read_avatar", reading)
+    return readers, first
+
+
+def test_a_library_choice_is_read_off_the_gui_thread_and_shown_once_read(
+        qt_app, studio, monkeypatch):
+    """Reading an avatar held the GUI thread, which draws every output's frames, for
+    43-140 ms: the avatar froze at each switch."""
+    import threading
+
+    studio.load_avatar(None)
+    bundled = studio.rig
+    [twin] = _twins(studio, 1)
+    readers, _ = _reading(monkeypatch, first_seconds=0.3)
+    studio.use_avatar(twin)
+    assert studio.rig is bundled  # still reading: the GUI thread went on
+    assert _wait(qt_app, lambda: studio.rig is not bundled, timeout=10.0)
+    assert studio.settings.avatar_manifest == twin.setting
+    assert [setting for _, setting in readers] == [twin.setting]
+    assert threading.main_thread().ident not in [ident for ident, _ in readers]
+
+
+def test_quick_next_avatar_presses_end_on_the_last_choice_even_when_the_first_reads_last(
+        qt_app, studio, monkeypatch):
+    """Each press steps from the avatar chosen last, not the one still shown, and a read
+    for a choice passed over is not shown (nor, if not started, made)."""
+    studio.load_avatar(None)
+    twins = _twins(studio, 3)
+    readers, first = _reading(monkeypatch, first_seconds=0.5)
+    shown = []
+    studio.avatar_changed.connect(lambda: shown.append(studio.settings.avatar_manifest))
+    studio.do_action("next_avatar")
+    assert first.wait(10)  # the first read is under way, and takes the longest
+    studio.do_action("next_avatar")
+    studio.do_action("next_avatar")
+    assert _wait(qt_app, lambda: studio.settings.avatar_manifest == twins[2].setting, 10.0)
+    assert not _wait(qt_app, lambda: studio.settings.avatar_manifest != twins[2].setting, 1.0)
+    assert shown == [twins[2].setting]
+    assert [setting for _, setting in readers] == [twins[0].setting, twins[2].setting]
+
+
+def test_an_unreadable_avatar_chosen_is_told_and_the_avatar_stays(qt_app, studio, monkeypatch):
+    """The error raised reading it is told on the GUI thread, also when it was chosen
+    over another still being read; the next avatar then steps from the one shown."""
+    import threading
+
+    studio.load_avatar(None)
+    bundled = studio.rig
+    good, broken = _twins(studio, 2)
+    broken.manifest.write_text("{")
+    readers, first = _reading(monkeypatch, first_seconds=0.3)
+    studio.do_action("next_avatar")
+    assert first.wait(10)
+    studio.use_avatar(broken)
+    told = f"{broken.name} could not be shown: "
+    assert _wait(qt_app, lambda: any(m.text.startswith(told) for m in studio.messages.shown()),
+                 timeout=10.0)
+    message = next(m.text for m in studio.messages.shown() if m.text.startswith(told))
+    assert message.endswith(" The avatar stays as it was.")
+    assert not _wait(qt_app, lambda: studio.rig is not bundled, timeout=1.0)
+    assert studio.settings.avatar_manifest is None
+    assert threading.main_thread().ident not in [ident for ident, _ in readers]
+    studio.do_action("next_avatar")
+    assert _wait(qt_app, lambda: studio.settings.avatar_manifest == good.setting, 10.0)
 
 
 def test_the_studio_hears_its_hotkeys_while_another_program_has_focus(
