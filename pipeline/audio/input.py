@@ -62,7 +62,7 @@ from pipeline.audio.devices import (
 )
 from pipeline.core.clock import MediaClock
 from pipeline.core.events import InputStatus
-from pipeline.core.gil import hand_over_within
+from pipeline.core.gil import AUDIO_SWITCH_INTERVAL_S, hand_over_within
 from pipeline.lipsync.features import MAX_ABS_SAMPLE
 
 
@@ -196,7 +196,7 @@ class AudioInput:
             missing = exc
         # At Python's default 5 ms switch interval a busy thread can hold the GIL past a
         # whole JACK period (measured on the output side); capture needs the same.
-        hand_over_within(0.001)
+        hand_over_within(AUDIO_SWITCH_INTERVAL_S)
         self._open(info)
         self.standing_in = missing is not None
         if isinstance(missing, NotADevice):

@@ -23,7 +23,7 @@ from pipeline.audio.devices import (
 )
 from pipeline.audio.timeline import AudioTimeline
 from pipeline.core.clock import MediaClock
-from pipeline.core.gil import hand_over_within
+from pipeline.core.gil import AUDIO_SWITCH_INTERVAL_S, hand_over_within
 
 
 class AudioOutput:
@@ -95,7 +95,7 @@ class AudioOutput:
         self._fallback_latency = float(self._stream.latency)
         # At Python's default 5 ms switch interval a busy thread can hold the GIL past a
         # whole 5.3 ms JACK period; measured: hundreds of xruns in 3 s, none at 1 ms.
-        hand_over_within(0.001)
+        hand_over_within(AUDIO_SWITCH_INTERVAL_S)
         try:
             start_stream(self._stream)
         except sd.PortAudioError as exc:

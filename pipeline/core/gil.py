@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import sys
 
+# What the audio threads ask for: at 5 ms a busy thread held the GIL past a whole 5.3 ms
+# JACK period (hundreds of xruns in 3 s), at 1 ms none (pipeline/audio/output.py).
+AUDIO_SWITCH_INTERVAL_S = 0.001
+
 
 def hand_over_within(seconds: float) -> None:
     """Make a busy thread give the GIL up to one waiting for it within about `seconds`

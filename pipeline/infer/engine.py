@@ -41,7 +41,6 @@ import numpy as np
 import onnx
 import onnxruntime
 
-from pipeline.core.gil import hand_over_within
 from pipeline.infer.sessions import build_session, choose_provider, static_session
 from pipeline.infer.static_graph import dense_masked_indexing, fixed_shapes
 
@@ -58,14 +57,6 @@ _DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
 # the session is built, on the device's thread (_DeviceLane), so no capture is ever under
 # way while a stream runs.
 _RUNS_TO_CAPTURE = 3
-
-# How soon the device's thread gets the GIL back from the streams' threads. It waits for
-# the GIL after every device run (onnxruntime releases it while the GPU works) and every
-# wake-up, and at Python's default switch interval a busy stream keeps it 5 ms each
-# time: with 50 streams starting together, batches of 8 acoustic runs took ~15 ms
-# (bench/results/gpu_h100.json, streams50.device_runs). bench/gpu.py's gil sweep
-# measures 5, 1, 0.5 and 0.2 ms in one run.
-DEVICE_SWITCH_INTERVAL_S = 0.0005
 
 Shapes = tuple[tuple[str, tuple[int, ...]], ...]
 
@@ -270,7 +261,6 @@ class _DeviceLane(_DeviceQueue):
         outputs (what it raised, raised here)."""
         with self._work:
             if self._thread is None:
-                hand_over_within(DEVICE_SWITCH_INTERVAL_S)
                 self._thread = threading.Thread(target=self._serve, name="device runs", daemon=True)
                 self._thread.start()
             heapq.heappush(self._heap, request)
