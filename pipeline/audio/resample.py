@@ -8,6 +8,7 @@ the device must play.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import gcd
 
 import numpy as np
@@ -34,17 +35,8 @@ class StreamResampler:
             raise ValueError(f"sample rates must be positive, got {src_rate} and {dst_rate}")
         g = gcd(int(src_rate), int(dst_rate))
         self.up, self.down = dst_rate // g, src_rate // g
-        # Cut-off relative to the input's Nyquist frequency: below the output's when
-        # downsampling, so nothing folds back.
-        fc = CUTOFF * min(1.0, self.up / self.down)
-        self.half = int(np.ceil(ZERO_CROSSINGS / fc))
-        taps = np.arange(2 * self.half)
-        # weights[p, j]: output phase p/up between inputs, tap j at input offset j - half + 1.
-        x = (np.arange(self.up)[:, None] / self.up) + (self.half - 1 - taps)[None, :]
-        window = np.kaiser(2 * self.half + 1, KAISER_BETA)
-        w = np.interp(x, np.arange(-self.half, self.half + 1), window)
-        self._weights = (fc * np.sinc(fc * x) * w).astype(np.float32)
-        self._taps = taps
+        self.half, self._weights = _filter(self.up, self.down)
+        self._taps = np.arange(2 * self.half)
         self._buffer = np.zeros(self.half, np.float32)  # zeros before the stream starts
         self._base = -self.half  # input index of _buffer[0]
         self._received = 0
@@ -82,6 +74,26 @@ class StreamResampler:
             self._buffer = self._buffer[keep_from:]
             self._base += keep_from
         return out
+
+
+@lru_cache(maxsize=8)
+def _filter(up: int, down: int) -> tuple[int, np.ndarray]:
+    """(half-width in input samples, weights[p, j]) of the filter for a rate ratio up/down,
+    made once per ratio and shared, read-only: a speaker makes a resampler for every
+    sentence, and making the filter took 0.8 ms of each first chunk (22,050 to 48,000 Hz,
+    2-vCPU VM)."""
+    # Cut-off relative to the input's Nyquist frequency: below the output's when
+    # downsampling, so nothing folds back.
+    fc = CUTOFF * min(1.0, up / down)
+    half = int(np.ceil(ZERO_CROSSINGS / fc))
+    taps = np.arange(2 * half)
+    # weights[p, j]: output phase p/up between inputs, tap j at input offset j - half + 1.
+    x = (np.arange(up)[:, None] / up) + (half - 1 - taps)[None, :]
+    window = np.kaiser(2 * half + 1, KAISER_BETA)
+    w = np.interp(x, np.arange(-half, half + 1), window)
+    weights = (fc * np.sinc(fc * x) * w).astype(np.float32)
+    weights.flags.writeable = False
+    return half, weights
 
 
 def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
