@@ -43,7 +43,8 @@ from pipeline.face.landmarks import (
     find_face,
     load_portrait,
 )
-from render.rigs.loader import PHOTO, RIG_KINDS, SPRITE, AvatarRig, load_avatar_rig, manifest_kind
+from render.rigs.loader import (PHOTO, RIG_KINDS, SPRITE, AvatarRig, load_avatar_rig, manifest_kind,
+                                ready_to_draw)
 from render.rigs.manifest import RigError
 from render.rigs.photo import PhotoRig, build_photo_rig
 from render.rigs.photo_manifest import MANIFEST, load_photo_rig, save_photo_rig
@@ -113,9 +114,10 @@ class Avatar:
 
 
 def read_avatar(setting: str | None) -> AvatarRig:
-    """The avatar a setting names (None: the bundled one), read and built; RigError or
-    PortraitError when it cannot be. Safe on any thread: it only reads files."""
-    return load_avatar_rig(Path(setting) if setting else DEFAULT_AVATAR_MANIFEST)
+    """The avatar a setting names (None: the bundled one), read, built and ready to draw
+    (ready_to_draw); RigError or PortraitError when it cannot be. Safe on any thread: it
+    only reads files and computes."""
+    return ready_to_draw(load_avatar_rig(Path(setting) if setting else DEFAULT_AVATAR_MANIFEST))
 
 
 BUNDLED = Avatar(BUNDLED_NAME, SPRITE.name, DEFAULT_AVATAR_MANIFEST)

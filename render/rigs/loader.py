@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.json_text import parse_json
 from render.gl.photo_renderer import PhotoRenderer
-from render.gl.sprite_renderer import SpriteGLRenderer
+from render.gl.sprite_renderer import SpriteGLRenderer, premultiply_rig
 from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
 from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer
 from render.gpu.mouth_path import CUDA, OPENGL
@@ -40,13 +40,18 @@ class RigKind:
     cuda_renderer: type  # the same, its mouth frames made by CUDA (render/gpu/)
     # The expressions the avatar draws besides neutral, for AvatarMotion.set_offered.
     expressions: Callable[[AvatarRig], tuple[str, ...]]
+    # What every renderer of the rig needs made from it alone, done ahead on any thread
+    # (ready_to_draw), so that showing it leaves the GUI thread only GL work.
+    ready: Callable[[AvatarRig], None]
 
 
 SPRITE = RigKind("sprite", SPRITE_FORMAT, SpriteRig, load_sprite_rig, SpriteGLRenderer,
-                 CudaSpriteRenderer, lambda rig: tuple(rig.expressions))  # the rig's own
-# A photo rig warps the face by every one of the state's weights.
+                 CudaSpriteRenderer, lambda rig: tuple(rig.expressions),  # the rig's own
+                 premultiply_rig)
+# A photo rig warps the face by every one of the state's weights. Its renderers make
+# nothing from it alone that a thread could make ahead: their set_rig is GL work.
 PHOTO = RigKind("photo", PHOTO_FORMAT, PhotoRig, load_photo_rig, PhotoRenderer, CudaPhotoRenderer,
-                lambda rig: EXPRESSIONS)
+                lambda rig: EXPRESSIONS, lambda rig: None)
 RIG_KINDS = (SPRITE, PHOTO)
 
 
@@ -85,6 +90,13 @@ def load_avatar_rig(path: str | Path) -> AvatarRig:
         raise RigError(f"Avatar {path} cannot be read: {exc.strerror or exc}.") from None
     # A manifest of no known format: the sprite rig loader explains what is wrong with it.
     return (manifest_kind(manifest) or SPRITE).load(manifest)
+
+
+def ready_to_draw(rig: AvatarRig) -> AvatarRig:
+    """`rig`, with what its renderers make from it alone made already (RigKind.ready):
+    call it where the rig is read, off the GUI thread."""
+    kind_of(rig).ready(rig)
+    return rig
 
 
 def rig_expressions(rig: AvatarRig) -> tuple[str, ...]:
