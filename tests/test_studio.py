@@ -163,7 +163,6 @@ def test_each_avatar_keeps_its_voice_and_next_avatar_brings_it(qt_app, tmp_path)
         shutil.rmtree(voices_folder())
 
 
-
 def _twins(studio, count: int) -> list:
     """`count` sprite avatars in the studio's library after the bundled one: its files
     under other folders."""
