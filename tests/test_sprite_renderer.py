@@ -186,3 +186,20 @@ def test_premultiplying_is_exact_and_done_once_per_image():
     del image
     gc.collect()
     assert len(sprite_renderer._PREMULTIPLIED) == entries - 1
+
+
+@pytest.mark.parametrize("transparent_share", [0.0, 0.7, 0.999, 1.0])
+def test_premultiplied_is_round_c_times_a_over_255_outside_the_visible_box_too(transparent_share):
+    # Only the box around the visible pixels is computed; a straight-alpha image may hold
+    # any colour under alpha 0, which must come out 0.
+    from render.gl.sprite_renderer import premultiplied
+
+    rng = np.random.default_rng(7)
+    image = rng.integers(0, 256, (41, 67, 4), dtype=np.uint8)
+    image[..., 3][rng.random((41, 67)) < transparent_share] = 0
+    out = premultiplied(image)
+    alpha = image[..., 3:4].astype(np.uint32)
+    expected = ((image[..., :3].astype(np.uint32) * alpha * 2 + 255) // 510).astype(np.uint8)
+    np.testing.assert_array_equal(out[..., :3], expected)
+    np.testing.assert_array_equal(out[..., 3], image[..., 3])
+    assert not out.flags.writeable

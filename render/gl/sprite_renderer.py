@@ -96,12 +96,21 @@ def premultiplied(image: np.ndarray) -> np.ndarray:
     done = _PREMULTIPLIED.get(key)
     if done is not None and done[0]() is image:
         return done[1]
-    # round(c·a/255) for c·a ≤ 255², exactly, by shifts: (t + 128 + (t + 128) >> 8) >> 8.
-    t = image[..., :3].astype(np.uint16) * image[..., 3:4]
-    t += 128
-    out = np.empty_like(image)
-    out[..., :3] = (t + (t >> 8)) >> 8
-    out[..., 3] = image[..., 3]
+    # Only the rectangle around the visible pixels is computed: outside it alpha is 0, so
+    # every premultiplied channel is 0. A sprite layer covers a few percent of the canvas
+    # (the bundled avatar's 25 images: 0.1-48%, median 0.6%), and the whole canvas took
+    # 123 ms for them on the 2-vCPU VM.
+    out = np.zeros_like(image)
+    alpha = image[..., 3]
+    rows, cols = np.flatnonzero(alpha.any(axis=1)), np.flatnonzero(alpha.any(axis=0))
+    if rows.size:
+        box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+        part = image[box]
+        # round(c·a/255) for c·a ≤ 255², exactly, by shifts: (t + 128 + (t + 128) >> 8) >> 8.
+        t = part[..., :3].astype(np.uint16) * part[..., 3:4]
+        t += 128
+        out[box][..., :3] = (t + (t >> 8)) >> 8
+        out[box][..., 3] = part[..., 3]
     out.flags.writeable = False
     _PREMULTIPLIED[key] = (weakref.ref(image), out)
     weakref.finalize(image, _PREMULTIPLIED.pop, key, None)
