@@ -476,9 +476,20 @@ def _assert_readable(window, text: str) -> None:
     while parent is not None and not isinstance(parent, QScrollArea):
         parent = parent.parentWidget()
     assert label.wordWrap(), f"{text!r} is not wrapped"
-    needed = label.heightForWidth(label.width())
-    assert label.height() >= needed, (
-        f"{text!r} is cut: its label is {label.height()} px tall, its text needs {needed}")
+
+    def tall_enough() -> bool:
+        return label.height() >= label.heightForWidth(label.width())
+
+    # Laid out again until it holds: a message coming meanwhile (the mic's delay notice
+    # came during one full run) has the area laid out on the event loop's next pass, and
+    # till then a label kept its old height (26 px for a text needing 28). One still too
+    # short after 2 s (40 passes) is cut.
+    deadline = time.monotonic() + 2.0
+    while not tall_enough():
+        assert time.monotonic() < deadline, (
+            f"{text!r} is cut: its label is {label.height()} px tall, its text needs "
+            f"{label.heightForWidth(label.width())}")
+        pump(0.05)
 
     def scrolled_to_in_full() -> bool:
         if parent is not None:
