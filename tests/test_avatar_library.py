@@ -494,7 +494,7 @@ def test_the_view_shows_marks_and_switches(qt_app, folder, pictures, landmarker,
 
 
 def test_an_avatar_read_comes_with_its_images_premultiplied_for_the_gui_thread():
-    # Read on a worker at a switch (read_avatar): premultiplying the bundled avatar's 26
+    # Read on a worker at a switch (read_avatar): premultiplying the bundled avatar's 25
     # images there, not on the GUI thread, took a switch to it from 105 to 27 ms of the
     # GUI thread (2-vCPU VM, the view and the avatar window).
     from render.gl import sprite_renderer

@@ -101,10 +101,8 @@ def premultiplied(image: np.ndarray) -> np.ndarray:
     # (the bundled avatar's 25 images: 0.1-48%, median 0.6%), and the whole canvas took
     # 123 ms for them on the 2-vCPU VM.
     out = np.zeros_like(image)
-    alpha = image[..., 3]
-    rows, cols = np.flatnonzero(alpha.any(axis=1)), np.flatnonzero(alpha.any(axis=0))
-    if rows.size:
-        box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    box = visible_box(image[..., 3])
+    if box is not None:
         part = image[box]
         # round(c·a/255) for c·a ≤ 255², exactly, by shifts: (t + 128 + (t + 128) >> 8) >> 8.
         t = part[..., :3].astype(np.uint16) * part[..., 3:4]
@@ -125,10 +123,19 @@ _PREMULTIPLIED: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 def premultiply_rig(rig: SpriteRigLike) -> None:
     """Premultiply every image of the rig ahead of its upload (premultiplied), on any
     thread: a rig read afresh at an avatar switch has new images, and premultiplying
-    the bundled avatar's 26 took 80 ms of the GUI thread at each switch to it (2-vCPU
+    the bundled avatar's 25 took 80 ms of the GUI thread at each switch to it (2-vCPU
     VM, the window's view and the avatar window)."""
     for image in rig_images(rig).values():
         premultiplied(image)
+
+
+def visible_box(alpha: np.ndarray) -> tuple[slice, slice] | None:
+    """(rows, columns) of the smallest rectangle holding every nonzero pixel of `alpha`
+    (an image's alpha, or a mask), None if there is none."""
+    rows, cols = np.flatnonzero(alpha.any(axis=1)), np.flatnonzero(alpha.any(axis=0))
+    if not rows.size:
+        return None
+    return slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1)
 
 
 def coverage_rect(*images: np.ndarray) -> tuple[float, float, float, float]:
@@ -137,12 +144,12 @@ def coverage_rect(*images: np.ndarray) -> tuple[float, float, float, float]:
     alpha = np.zeros(images[0].shape[:2], dtype=bool)
     for image in images:
         alpha |= image[..., 3] > 0
-    rows, cols = np.nonzero(alpha.any(axis=1))[0], np.nonzero(alpha.any(axis=0))[0]
-    if not len(rows):
+    box = visible_box(alpha)
+    if box is None:
         return (0.0, 0.0, 0.0, 0.0)
-    h, w = alpha.shape
-    return (max(cols[0] - 1, 0) / w, max(rows[0] - 1, 0) / h,
-            min(cols[-1] + 2, w) / w, min(rows[-1] + 2, h) / h)
+    (rows, cols), (h, w) = box, alpha.shape
+    return (max(cols.start - 1, 0) / w, max(rows.start - 1, 0) / h,
+            min(cols.stop + 1, w) / w, min(rows.stop + 1, h) / h)
 
 
 def upload_texture(image: np.ndarray) -> int:
