@@ -183,7 +183,7 @@ def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float
         for k in range(speeches):
             events.clear()
             done.clear()
-            time.sleep(0.05 + rng.uniform(0, block / 48000))
+            _idle_before_speech(rng, block)
             leads.append(speaker.start_lead.lead_s * 1000)
             speaker.say(texts[k % len(texts)])
             done.wait(30)
@@ -203,14 +203,20 @@ def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float
             "leads_ms": [round(v, 1) for v in leads]}
 
 
-def _first_audio_after_idle(tts: StreamingTTS, mode, runs: int) -> dict:
+def _idle_before_speech(rng: np.random.Generator, block: int) -> None:
+    """The gap before each speech of _heard_first_audio: 50 ms, then a random part of a
+    `block`-sample block at 48 kHz (a random phase to the output's callbacks)."""
+    time.sleep(0.05 + rng.uniform(0, block / 48000))
+
+
+def _first_audio_after_idle(tts: StreamingTTS, mode, block: int, runs: int) -> dict:
     """First audio of the short text asked for directly (no Speaker) after the idle gap
-    each of _heard_first_audio's speeches has before it (50 ms and a random part of a
-    block): the synthesis the Speaker's first chunk would take if it added nothing."""
+    each of _heard_first_audio's speeches has before it: the synthesis the Speaker's
+    first chunk would take if it added nothing."""
     rng = np.random.default_rng(2)
     times = []
     for _ in range(runs):
-        time.sleep(0.05 + rng.uniform(0, 256 / 48000))
+        _idle_before_speech(rng, block)
         times.append(_first_audio_ms(tts, TEXTS["short5"], mode))
     return _p50_p99(times)
 
@@ -554,7 +560,7 @@ def main() -> None:
                                      np.random.default_rng(1))
         report["heard_first_audio"] = {"device_ms": round(DEVICE_S * 1000, 2), "sweep": sweep,
                                        "shipped_floor": shipped,
-                                       "direct_after_idle": _first_audio_after_idle(gpu, mode, 20)}
+                                       "direct_after_idle": _first_audio_after_idle(gpu, mode, 256, 20)}
         report["heard_first_audio_p50_ms"] = shipped["heard_p50_ms"]
         report["heard_first_audio_underruns"] = shipped["underruns"]
         print("heard", report["heard_first_audio"], flush=True)

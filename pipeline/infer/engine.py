@@ -12,10 +12,9 @@ Runs of every engine in the process go through one queue per kind (_DeviceLane: 
 thread of its own on the device; _DeviceQueue: a lane per core on the CPU), earliest
 deadline first: a run asked for with the deadline of the audio it makes, so a stream's
 first chunk is not stuck behind another stream's chunks that are seconds ahead of their
-playback. Runs of one
-engine and key waiting together go as one batch (on the device the sizes in
-`batch_sizes`, on the CPU any size up to CPU_BATCH), so 50 streams starting at once cost
-a few runs, not 50 times each.
+playback. Runs of one engine and key waiting together go as one batch (on the device the
+sizes in `batch_sizes`, on the CPU any size up to CPU_BATCH), so 50 streams starting at
+once cost a few runs, not 50 times each.
 
 Where a shape's graph still has a node the device cannot run, that shape runs without
 a CUDA graph, with onnxruntime's copies around the node: `notes` says which shape and
