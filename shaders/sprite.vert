@@ -2,11 +2,13 @@
 // One layer of a canvas-sized image, drawn only over u_rect (x0, y0, x1, y1): the
 // part of the canvas where the layer has any coverage, so mostly transparent layers
 // (eyes, mouth) cost a few fragments instead of the whole canvas. Canvas units are
-// 0..1 with y down (the rig's images are top row first), so they are also the
-// texture coordinates.
+// 0..1 with y down (the rig's images are top row first). The layer's textures hold
+// only the part of the canvas under u_stored (its coverage: u_rect itself, unless the
+// base reaches below the canvas, where the clamped bottom row repeats).
 layout(location = 0) in vec2 a_pos;
 
 uniform vec4 u_rect;
+uniform vec4 u_stored;
 
 // Breathing: the figure stretches upward from its bottom edge and rises a little.
 uniform float u_offset_y;
@@ -24,7 +26,7 @@ out vec2 v_uv;
 
 void main() {
     vec2 p = mix(u_rect.xy, u_rect.zw, a_pos);
-    v_uv = p;
+    v_uv = (p - u_stored.xy) / (u_stored.zw - u_stored.xy);
     vec3 breathed = vec3(p.x, 1.0 - (1.0 - p.y) * u_scale_y - u_offset_y, 1.0);
     float x = dot(u_place_x, breathed);
     float y = dot(u_place_y, breathed);

@@ -284,15 +284,19 @@ def test_nothing_is_drawn_below_the_canvas_in_a_view_taller_than_it(rig):
 
 
 def test_no_strength_draws_todays_frames_exactly(target):
-    """Frames of the renderer as it was before motion (the golden file was drawn by
-    commit bcfc5e1's SpriteGLRenderer from the same states on this machine's llvmpipe)."""
+    """Frames of the renderer with no motion at all (the golden file holds the frames this
+    SpriteGLRenderer draws of the same states without AvatarMotion, on this machine's
+    llvmpipe). Its first version came from commit bcfc5e1's renderer, before motion
+    existed; keeping only each layer's rectangle in its textures moved 14 pixels of one
+    of the frames by 1 of 255 (rounding of the texture coordinates), so it was drawn
+    again then."""
     from pathlib import Path
 
     from render.gl.offscreen import OffscreenTarget
     from render.gl.sprite_renderer import SpriteGLRenderer
     from tests.harness.drawn_rig import drawn_rig
 
-    golden = np.load(Path(__file__).parent / "data" / "sprite_frames_before_motion.npz")
+    golden = np.load(Path(__file__).parent / "data" / "sprite_frames_still.npz")
     motion = AvatarMotion(strengths=MotionStrengths())
     with OffscreenTarget(200, 150):
         r = SpriteGLRenderer()

@@ -169,6 +169,37 @@ def test_draws_the_default_avatar_rig(gl_target):
     assert np.nonzero(mouth)[0].mean() > np.nonzero(eyes)[0].mean() + 10
 
 
+def test_each_texture_holds_only_its_layers_rectangle(gl_target):
+    """The bundled avatar's textures hold each image over its layer's rectangle (7.2% of
+    its 25 canvases at 512 px), not the whole canvas: what set_rig uploads at every avatar
+    switch, per output, on the GUI thread."""
+    from OpenGL import GL
+
+    from pipeline.core.resources import DEFAULT_AVATAR_MANIFEST
+    from render.gl.sprite_renderer import SpriteGLRenderer, rig_images, sprite_layout
+    from render.rigs.sprite import load_sprite_rig
+
+    rig = load_sprite_rig(DEFAULT_AVATAR_MANIFEST, size=512)
+    w, h = rig.canvas_size
+    stored = sprite_layout(rig).stored_rects()
+    r = SpriteGLRenderer()
+    r.initialize()
+    r.set_rig(rig)
+    try:
+        sizes = {}
+        for name, texture in r._textures.items():
+            GL.glBindTexture(GL.GL_TEXTURE_2D, texture)
+            sizes[name] = (GL.glGetTexLevelParameteriv(GL.GL_TEXTURE_2D, 0, GL.GL_TEXTURE_WIDTH),
+                           GL.glGetTexLevelParameteriv(GL.GL_TEXTURE_2D, 0, GL.GL_TEXTURE_HEIGHT))
+    finally:
+        r.release()
+    assert set(sizes) == set(stored) <= set(rig_images(rig))
+    for name, (x0, y0, x1, y1) in stored.items():
+        assert sizes[name] == (round((x1 - x0) * w), round((y1 - y0) * h)), name
+    # Measured: 7.2% of the pixels of all 25 images; the whole canvases were 100%.
+    assert sum(tw * th for tw, th in sizes.values()) < 0.08 * len(rig_images(rig)) * w * h
+
+
 def test_premultiplying_is_exact_and_done_once_per_image():
     import gc
 
@@ -182,10 +213,14 @@ def test_premultiplying_is_exact_and_done_once_per_image():
     assert np.array_equal(made[..., 3], a)
     # Each output of the app asks for the same rig's images: one copy, read-only, for all.
     assert sprite_renderer.premultiplied(image) is made and not made.flags.writeable
-    entries = len(sprite_renderer._PREMULTIPLIED)
+    # Its visible box, found with it, is kept as long as it too (sprite_layout asks for it
+    # at every set_rig).
+    assert sprite_renderer.image_box(image) == (slice(1, 256), slice(0, 256))
+    entries = len(sprite_renderer._PREMULTIPLIED), len(sprite_renderer._BOXES)
     del image
     gc.collect()
-    assert len(sprite_renderer._PREMULTIPLIED) == entries - 1
+    assert (len(sprite_renderer._PREMULTIPLIED), len(sprite_renderer._BOXES)) == (
+        entries[0] - 1, entries[1] - 1)
 
 
 @pytest.mark.parametrize("transparent_share", [0.0, 0.7, 0.999, 1.0])

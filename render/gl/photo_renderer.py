@@ -115,7 +115,7 @@ class PhotoRenderer:
                                    "u_clear")
         self._mouth_u = uniforms(self.mouth_program, "u_rect", "u_offset_y", "u_scale_y", "u_fit",
                                  "u_picture", "u_mouth", "u_mouth_rect", "u_canvas", "u_feather",
-                                 "u_opacity", "u_clear", "u_place_x", "u_place_y")
+                                 "u_opacity", "u_clear", "u_place_x", "u_place_y", "u_stored")
         self._face_u = uniforms(self.face_program, "u_scale", "u_offset", "u_viewport", "u_copy", "u_frame")
         GL.glUseProgram(self.face_program)
         GL.glUniform1i(self._face_u["u_frame"], 0)
@@ -129,6 +129,9 @@ class PhotoRenderer:
         # its background stays.
         GL.glUniform3f(self._mouth_u["u_place_x"], 1.0, 0.0, 0.0)
         GL.glUniform3f(self._mouth_u["u_place_y"], 0.0, 1.0, 0.0)
+        # Its textures are whole canvases (sprite.vert's texture coordinates then are canvas
+        # units, as photo_mouth.frag reads them).
+        GL.glUniform4f(self._mouth_u["u_stored"], 0.0, 0.0, 1.0, 1.0)
         GL.glUseProgram(0)
 
         self._quad_vao, self._quad_vbo = unit_quad()

@@ -92,16 +92,16 @@ def premultiplied(image: np.ndarray) -> np.ndarray:
     feeds), and each premultiplied the bundled avatar's 25 images again, 117 ms a time on
     the 2-core VM, on the GUI thread at every avatar switch (the soak's longest stalls).
     The result is read-only, shared by all."""
-    key = id(image)
-    done = _PREMULTIPLIED.get(key)
-    if done is not None and done[0]() is image:
-        return done[1]
+    return _once_per_image(_PREMULTIPLIED, image, _premultiply)
+
+
+def _premultiply(image: np.ndarray) -> np.ndarray:
     # Only the rectangle around the visible pixels is computed: outside it alpha is 0, so
     # every premultiplied channel is 0. A sprite layer covers a few percent of the canvas
     # (the bundled avatar's 25 images: 0.1-48%, median 0.6%), and the whole canvas took
     # 123 ms for them on the 2-vCPU VM.
     out = np.zeros_like(image)
-    box = visible_box(image[..., 3])
+    box = image_box(image)
     if box is not None:
         part = image[box]
         # round(c·a/255) for c·a ≤ 255², exactly, by shifts: (t + 128 + (t + 128) >> 8) >> 8.
@@ -110,14 +110,34 @@ def premultiplied(image: np.ndarray) -> np.ndarray:
         out[box][..., :3] = (t + (t >> 8)) >> 8
         out[box][..., 3] = part[..., 3]
     out.flags.writeable = False
-    _PREMULTIPLIED[key] = (weakref.ref(image), out)
-    weakref.finalize(image, _PREMULTIPLIED.pop, key, None)
     return out
 
 
-# id(straight image) → (a weak reference to it, its premultiplied copy); an entry goes
-# when its image does.
+def image_box(image: np.ndarray) -> tuple[slice, slice] | None:
+    """visible_box of an RGBA image's alpha, found once while the image lives: each
+    output's set_rig lays the rig out again (sprite_layout), and finding the boxes of the
+    bundled avatar's 25 images took 4.6 ms of each, on the GUI thread at every avatar
+    switch (2-vCPU VM)."""
+    return _once_per_image(_BOXES, image, lambda im: visible_box(im[..., 3]))
+
+
+def _once_per_image(cache: dict, image: np.ndarray, make):
+    """make(image), made once while `image` lives and kept in `cache` (a rig's images are
+    not written once read, so an image's identity stands for its pixels)."""
+    key = id(image)
+    done = cache.get(key)
+    if done is not None and done[0]() is image:
+        return done[1]
+    value = make(image)
+    cache[key] = (weakref.ref(image), value)
+    weakref.finalize(image, cache.pop, key, None)
+    return value
+
+
+# id(straight image) → (a weak reference to it, what was made of it); an entry goes when
+# its image does.
 _PREMULTIPLIED: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+_BOXES: dict[int, tuple[weakref.ref, tuple[slice, slice] | None]] = {}
 
 
 def premultiply_rig(rig: SpriteRigLike) -> None:
@@ -140,27 +160,34 @@ def visible_box(alpha: np.ndarray) -> tuple[slice, slice] | None:
 
 def coverage_rect(*images: np.ndarray) -> tuple[float, float, float, float]:
     """Canvas-unit rectangle (x0, y0, x1, y1) holding every non-transparent pixel of
-    the images, one pixel wider on each side for linear filtering; (0, 0, 0, 0) if none."""
-    alpha = np.zeros(images[0].shape[:2], dtype=bool)
-    for image in images:
-        alpha |= image[..., 3] > 0
-    box = visible_box(alpha)
-    if box is None:
+    the images (all of one size), one pixel wider on each side for linear filtering;
+    (0, 0, 0, 0) if none."""
+    boxes = [box for box in map(image_box, images) if box is not None]
+    if not boxes:
         return (0.0, 0.0, 0.0, 0.0)
-    (rows, cols), (h, w) = box, alpha.shape
-    return (max(cols.start - 1, 0) / w, max(rows.start - 1, 0) / h,
-            min(cols.stop + 1, w) / w, min(rows.stop + 1, h) / h)
+    h, w = images[0].shape[:2]
+    top, bottom = min(r.start for r, _ in boxes), max(r.stop for r, _ in boxes)
+    left, right = min(c.start for _, c in boxes), max(c.stop for _, c in boxes)
+    return (max(left - 1, 0) / w, max(top - 1, 0) / h,
+            min(right + 1, w) / w, min(bottom + 1, h) / h)
 
 
-def upload_texture(image: np.ndarray) -> int:
-    """A new RGBA8 texture (linear filtering, clamped) holding a straight-alpha RGBA8
-    image as premultiplied alpha; the image's top row is texture row 0."""
+def upload_texture(image: np.ndarray,
+                   rect: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)) -> int:
+    """A new RGBA8 texture (linear filtering, clamped) holding the part of a straight-alpha
+    RGBA8 image under `rect` (image units, on pixel edges; all of it by default) as
+    premultiplied alpha; its top row is texture row 0. An empty rect gives one transparent
+    texel."""
     tex = int(GL.glGenTextures(1))
     GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
     GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 1)
     h, w = image.shape[:2]
-    GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, w, h, 0, GL.GL_RGBA,
-                    GL.GL_UNSIGNED_BYTE, np.ascontiguousarray(premultiplied(image)))
+    x0, y0, x1, y1 = (round(v * n) for v, n in zip(rect, (w, h, w, h)))
+    part = premultiplied(image)[y0:y1, x0:x1]
+    if not part.size:
+        part = np.zeros((1, 1, 4), np.uint8)
+    GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, part.shape[1], part.shape[0], 0, GL.GL_RGBA,
+                    GL.GL_UNSIGNED_BYTE, np.ascontiguousarray(part))
     GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER, GL.GL_LINEAR)
     GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MAG_FILTER, GL.GL_LINEAR)
     GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_WRAP_S, GL.GL_CLAMP_TO_EDGE)
@@ -231,6 +258,18 @@ class SpriteLayout:
     mouth_rect: tuple[float, float, float, float]
     overlay_rects: dict[str, tuple[float, float, float, float]]
     aspect: float  # the canvas's width over its height
+
+    def stored_rects(self) -> dict[str, tuple[float, float, float, float]]:
+        """The canvas rectangle each image (by name) is kept over: its layer's. Every
+        image a layer binds shares that layer's rectangle, and outside it the image is
+        transparent, so a renderer may keep only that part of it."""
+        rects = {}
+        for images in self.expressions.values():
+            rects[images.base] = self.base_rect
+            rects[images.eyes_open] = rects[images.eyes_closed] = self.eyes_rect
+            rects.update((o, self.overlay_rects[o]) for o in images.overlays)
+        rects.update((name, self.mouth_rect) for name in self.viseme_images)
+        return rects
 
     def base_rect_at(self, state: AvatarState) -> tuple[float, float, float, float]:
         """The base's rectangle, reaching below the canvas by as much as breathing in and
@@ -387,6 +426,7 @@ class SpriteGLRenderer:
         self._vbo = 0
         self._uniforms: dict[int, dict[str, int]] = {}  # by program
         self._textures: dict[str, int] = {}
+        self._stored: dict[str, tuple[float, float, float, float]] = {}  # by image name
         self._layout: SpriteLayout | None = None
         self._state = AvatarState()  # draw()'s scratch
         self.canvas_size = (0, 0)
@@ -407,7 +447,7 @@ class SpriteGLRenderer:
         program = build_program(self.shaders_dir / "sprite.vert", self.shaders_dir / "sprite.frag",
                                 defines)
         self._uniforms[program] = {name: GL.glGetUniformLocation(program, name) for name in
-                                   ("u_offset_y", "u_scale_y", "u_fit", "u_rect", "u_place_x",
+                                   ("u_offset_y", "u_scale_y", "u_fit", "u_rect", "u_stored", "u_place_x",
                                     "u_place_y", *_SAMPLERS, "u_mix", "u_alpha")}
         GL.glUseProgram(program)
         for unit, sampler in enumerate(_SAMPLERS):
@@ -416,11 +456,19 @@ class SpriteGLRenderer:
         return program
 
     def set_rig(self, rig: SpriteRigLike) -> None:
-        """Upload the rig's images as textures (replacing any previous rig's)."""
+        """Upload the rig's images that its layers draw as textures (replacing any previous
+        rig's), each only over its layer's rectangle (SpriteLayout.stored_rects).
+
+        The whole canvas of each was uploaded before: 9 ms a set_rig for the bundled
+        avatar's 25 images at 512 px (2-vCPU VM, llvmpipe), on the GUI thread once per
+        output at every avatar switch, and 26 MB of textures per output, where the
+        rectangles hold 7% of those pixels."""
         layout = sprite_layout(rig)
         images = rig_images(rig)
         self._delete_textures()
-        self._textures = {name: upload_texture(img) for name, img in images.items()}
+        self._stored = layout.stored_rects()
+        self._textures = {name: upload_texture(images[name], rect)
+                          for name, rect in self._stored.items()}
         self._layout = layout
         self.canvas_size = rig.canvas_size
         self._update_fit()
@@ -467,6 +515,7 @@ class SpriteGLRenderer:
                 GL.glUniform3f(u["u_place_x"], *place[0])
                 GL.glUniform3f(u["u_place_y"], *place[1])
             GL.glUniform4f(u["u_rect"], *layer.rect)
+            GL.glUniform4f(u["u_stored"], *self._stored[layer.images[0]])
             for unit, name in enumerate(layer.images if program == self._fade_program
                                         else layer.images[:2]):
                 GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
