@@ -278,23 +278,30 @@ MODULES_BEFORE_SUBPACKAGES = {
 def photo_renderer_at(revision: str) -> type:
     """PhotoRenderer and its shaders as committed at `revision` (against today's rig
     and GL helpers), loaded from a scratch folder."""
-    folder = Path(tempfile.mkdtemp(prefix="photo_renderer_"))
+    module, shaders = gl_module_at(revision, "photo_renderer")
+    return lambda **kw: module.PhotoRenderer(shaders_dir=shaders, **kw)
+
+
+def gl_module_at(revision: str, name: str):
+    """(render/gl/`name`.py as committed at `revision`, a scratch folder of that revision's
+    shaders), the module loaded from a scratch folder against today's other modules."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}_"))
     git = lambda *a: subprocess.run(["git", *a], cwd=REPO, check=True, capture_output=True).stdout  # noqa: E731
     files = git("ls-tree", "-r", "--name-only", revision, "render/").decode().split()
-    source = "render/gl/photo_renderer.py" if "render/gl/photo_renderer.py" in files else "render/photo_renderer.py"
-    (folder / "photo_renderer.py").write_bytes(git("show", f"{revision}:{source}"))
+    source = f"render/gl/{name}.py" if f"render/gl/{name}.py" in files else f"render/{name}.py"
+    (folder / f"{name}.py").write_bytes(git("show", f"{revision}:{source}"))
     shaders = folder / "shaders"
     shaders.mkdir()
-    for name in git("ls-tree", "--name-only", revision, "shaders/").decode().split():
-        (shaders / Path(name).name).write_bytes(git("show", f"{revision}:{name}"))
-    spec = importlib.util.spec_from_file_location(f"photo_renderer_{revision}", folder / "photo_renderer.py")
+    for path in git("ls-tree", "--name-only", revision, "shaders/").decode().split():
+        (shaders / Path(path).name).write_bytes(git("show", f"{revision}:{path}"))
+    spec = importlib.util.spec_from_file_location(f"{name}_{revision}", folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     # Registered first: dataclasses look their module up while the module runs.
     sys.modules[spec.name] = module
     for old, new in MODULES_BEFORE_SUBPACKAGES.items():  # what a revision before them imports
         sys.modules.setdefault(old, importlib.import_module(new))
     spec.loader.exec_module(module)
-    return lambda **kw: module.PhotoRenderer(shaders_dir=shaders, **kw)
+    return module, shaders
 
 
 def bench_clear_floor(frames: int) -> dict:
