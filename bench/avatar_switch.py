@@ -16,7 +16,6 @@ Last line of output: one JSON object.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.gl_session import gl_session  # noqa: E402
 from bench.machine import describe, publish  # noqa: E402
 from bench.render import gl_module_at  # noqa: E402
 
@@ -38,27 +38,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from tests.harness.services import Xvfb
-
-    xvfb = Xvfb()
-    os.environ["DISPLAY"] = xvfb.display
-    os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from PySide6.QtGui import QGuiApplication
-
-    app = QGuiApplication(["avatar-switch-bench"])
-    try:
-        result = _measure(args)
-    finally:
-        # Qt's X connection goes before the X server, or Qt aborts the process.
-        import shiboken6
-
-        shiboken6.delete(app)
-        xvfb.stop()
+    with gl_session("avatar-switch-bench") as gl:
+        result = _measure(args, gl)
     publish(result, args.out)
     return 0
 
 
-def _measure(args) -> dict:
+def _measure(args, gl: str) -> dict:
     from OpenGL import GL
 
     from app.avatar_library import read_avatar
@@ -69,7 +55,6 @@ def _measure(args) -> dict:
     previous, previous_shaders = gl_module_at(args.previous, "sprite_renderer")
     times: dict[str, list[float]] = {"current": [], "previous": []}
     with OffscreenTarget(args.size, args.size):
-        gl = f"{GL.glGetString(GL.GL_RENDERER).decode()}, GL {GL.glGetString(GL.GL_VERSION).decode()}"
         renderers = {"current": sprite_renderer.SpriteGLRenderer(),
                      "previous": previous.SpriteGLRenderer(shaders_dir=previous_shaders)}
         for renderer in renderers.values():

@@ -47,6 +47,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.gl_session import gl_session  # noqa: E402
 from bench.machine import busy_cores_seconds, describe, publish  # noqa: E402
 from bench.render import percentiles, poses  # noqa: E402
 
@@ -166,33 +167,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from tests.harness.services import Xvfb
-
-    xvfb = Xvfb()
-    os.environ["DISPLAY"] = xvfb.display
-    os.environ["QT_QPA_PLATFORM"] = "xcb"
-    from PySide6.QtGui import QGuiApplication
-
-    app = QGuiApplication(["readback-bench"])
-    from OpenGL import GL
-
-    from render.gl.offscreen import OffscreenTarget
-
-    with OffscreenTarget(4, 4):
-        gl = f"{GL.glGetString(GL.GL_RENDERER).decode()}, GL {GL.glGetString(GL.GL_VERSION).decode()}"
     load_before = os.getloadavg()
-    wall0, busy0, own0 = time.monotonic(), busy_cores_seconds(), sum(os.times()[:2])
-    try:
+    with gl_session("readback-bench", platform="xcb") as gl:
+        wall0, busy0, own0 = time.monotonic(), busy_cores_seconds(), sum(os.times()[:2])
         ticks = bench_ticks(args.ticks)
         wall = time.monotonic() - wall0
         # What the rest of the machine took meanwhile: others share these cores.
         others = (busy_cores_seconds() - busy0 - (sum(os.times()[:2]) - own0)) / wall
-    finally:
-        # Qt's X connection goes before the X server, or Qt aborts the process.
-        import shiboken6
-
-        shiboken6.delete(app)
-        xvfb.stop()
     p50 = {name: case["p50_ms"] for name, case in ticks["ticks"].items()}
     delta = round(p50["async"] - p50["off"], 3)
     result = {

@@ -43,6 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.gl_session import gl_session  # noqa: E402
 from bench.machine import describe, publish  # noqa: E402
 
 REGIONS = (512, 1024)
@@ -160,6 +161,7 @@ class MouthOnlyRig:
     eyes_closed: np.ndarray = field(default=None)
     mouths: dict = field(default_factory=dict)
     viseme_to_mouth: dict = field(default_factory=dict)
+    expressions: dict = field(default_factory=dict)  # none: the mouth alone
 
     def __post_init__(self) -> None:
         from PIL import Image
@@ -389,24 +391,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from tests.harness.services import Xvfb
-
-    xvfb = Xvfb()
-    os.environ["DISPLAY"] = xvfb.display
-    os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from PySide6.QtGui import QGuiApplication
-
-    app = QGuiApplication(["render-bench"])
-    from OpenGL import GL
-
-    from render.gl.offscreen import OffscreenTarget
-    from render.gl.photo_renderer import PhotoRenderer
-
-    with OffscreenTarget(4, 4):
-        gl = f"{GL.glGetString(GL.GL_RENDERER).decode()}, GL {GL.glGetString(GL.GL_VERSION).decode()}"
     load_before = os.getloadavg()
     clear = (0.1, 0.1, 0.1, 1.0)
-    try:
+    with gl_session("render-bench") as gl:
+        from render.gl.photo_renderer import PhotoRenderer
+
         rigs = astronaut_rigs()
         floor = bench_clear_floor(args.frames)
         sprite = bench_sprite(args.frames)
@@ -417,12 +406,6 @@ def main() -> int:
         photos = bench_photo(makers, rigs, args.frames)
         photo, previous = photos["current"], photos.get("previous")
         cpu = bench_cpu_warp(args.frames)
-    finally:
-        # Qt's X connection goes before the X server, or Qt aborts the process.
-        import shiboken6
-
-        shiboken6.delete(app)
-        xvfb.stop()
     result = {
         "bench": "render",
         "machine": describe(f"Xvfb + {gl}"),
