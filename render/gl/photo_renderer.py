@@ -41,6 +41,7 @@ from pipeline.core.resources import SHADERS_DIR
 from render.gl.sprite_renderer import (
     build_program,
     letterbox_fit,
+    premultiplied,
     read_framebuffer,
     unit_quad,
     upload_texture,
@@ -53,6 +54,13 @@ _FLOAT = 4
 # Phase stills: a row is shown within 1/16 of its place.
 PHASES = 8
 STILLS_BUDGET_BYTES = 128 << 20
+
+
+def premultiply_picture(rig: PhotoRig) -> None:
+    """Premultiply the rig's picture ahead of its upload (premultiplied), on any thread:
+    the first output to show a photo rig read afresh did it on the GUI thread, 5-9 ms for a
+    512 px picture and 30-37 ms for a 1024 px one (2-vCPU VM)."""
+    premultiplied(rig.image)
 
 
 class PhotoRenderer:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipeline.core.avatar_state import EXPRESSIONS
 from pipeline.core.json_text import parse_json
-from render.gl.photo_renderer import PhotoRenderer
+from render.gl.photo_renderer import PhotoRenderer, premultiply_picture
 from render.gl.sprite_renderer import SpriteGLRenderer, premultiply_rig
 from render.gpu.cuda_photo_renderer import CudaPhotoRenderer
 from render.gpu.cuda_sprite_renderer import CudaSpriteRenderer
@@ -48,10 +48,11 @@ class RigKind:
 SPRITE = RigKind("sprite", SPRITE_FORMAT, SpriteRig, load_sprite_rig, SpriteGLRenderer,
                  CudaSpriteRenderer, lambda rig: tuple(rig.expressions),  # the rig's own
                  premultiply_rig)
-# A photo rig warps the face by every one of the state's weights. Its renderers make
-# nothing from it alone that a thread could make ahead: their set_rig is GL work.
+# A photo rig warps the face by every one of the state's weights. Of what its renderers
+# make, only the picture's premultiplied copy comes from the rig alone; the rest of their
+# set_rig is GL work.
 PHOTO = RigKind("photo", PHOTO_FORMAT, PhotoRig, load_photo_rig, PhotoRenderer, CudaPhotoRenderer,
-                lambda rig: EXPRESSIONS, lambda rig: None)
+                lambda rig: EXPRESSIONS, premultiply_picture)
 RIG_KINDS = (SPRITE, PHOTO)
 
 
