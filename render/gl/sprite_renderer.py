@@ -459,10 +459,11 @@ class SpriteGLRenderer:
         """Upload the rig's images that its layers draw as textures (replacing any previous
         rig's), each only over its layer's rectangle (SpriteLayout.stored_rects).
 
-        The whole canvas of each was uploaded before: 9 ms a set_rig for the bundled
-        avatar's 25 images at 512 px (2-vCPU VM, llvmpipe), on the GUI thread once per
-        output at every avatar switch, and 26 MB of textures per output, where the
-        rectangles hold 7% of those pixels."""
+        The whole canvas of each was uploaded before, on the GUI thread once per output at
+        every avatar switch: 26 MB of textures per output for the bundled avatar's 25
+        images at 512 px, where the rectangles hold 7.2% of those pixels. set_rig and the
+        first frame, 11.91 -> 5.21 ms P50 (bench/avatar_switch.py, 2-vCPU VM, llvmpipe:
+        bench/results/avatar_switch_vm_2core_epyc.json)."""
         layout = sprite_layout(rig)
         images = rig_images(rig)
         self._delete_textures()
@@ -535,6 +536,7 @@ class SpriteGLRenderer:
         if self._textures:
             GL.glDeleteTextures(len(self._textures), list(self._textures.values()))
         self._textures = {}
+        self._stored = {}
         self._layout = None
 
     def release(self) -> None:
