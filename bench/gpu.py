@@ -489,7 +489,7 @@ def _lip_shape(runs: int) -> dict:
 
 
 SECTIONS = ("voice", "threads", "heard", "python", "lip", "mouth", "photo", "gil", "streams", "knee",
-            "cudnn")
+            "cudnn", "api")
 # Python switch intervals the 50 streams are started at in the gil section: 5 ms is
 # Python's default, 1 ms what the app sets with a sound device (pipeline/audio/output.py).
 SWITCH_INTERVALS_S = (0.005, 0.001, 0.0005, 0.0002)
@@ -598,6 +598,14 @@ def main() -> None:
     if "cudnn" in sections:
         report["cudnn_algo_search"] = _cudnn_search(gpu, mode, args.runs)
         print("cudnn", report["cudnn_algo_search"], flush=True)
+        checkpoint()
+    if "api" in sections:
+        api = {provider: _api_streams(provider, args.streams) for provider in ("auto", "cpu")}
+        report["api50"] = api
+        report["api50_ttfb_p50_ms"] = api["auto"]["ttfb_p50_ms"]
+        report["api50_ttfb_p99_ms"] = api["auto"]["ttfb_p99_ms"]
+        report["api50_underruns"] = api["auto"]["underruns"]
+        print("api", api, flush=True)
     publish(report, args.out)
 
 
@@ -703,6 +711,38 @@ def _traced_streams(tts_of, stages: list, text: str, mode, count: int) -> dict:
         (sum(s.transfers.batched for s in stages) - batched)
         / max(1, sum(s.transfers.runs for s in stages) - runs), 2)
     return result
+
+
+def _api_streams(provider: str, count: int) -> dict:
+    """`count` /stream clients opened at once on the real app (`lipsync-studio --headless
+    --api-port P`, its voice on `provider`), read to their ends by bench/api.py's clients:
+    time to first byte P50/P99 and underruns (a client plays from its first byte in real
+    time). The app's process is its own, as a user runs it; its line saying where the
+    voice runs is kept, so a fallback to the CPU shows."""
+    import tempfile
+
+    from bench.api import concurrent
+    from tests.harness.app_process import HeadlessApp, cli, free_port
+
+    config = Path(tempfile.mkdtemp(prefix="bench-gpu-api-"))
+    made = cli(config, "api", "token", "create", "bench")
+    if made.returncode != 0:
+        return {"skipped": f"no API token: {made.stderr.strip()}"}
+    port = free_port()
+    app = HeadlessApp(config, {"mic_enabled": False, "latency_mode": DEFAULT_MODE,
+                               "inference_provider": provider}, "--api-port", str(port))
+    try:
+        runs_on = app.output.until("The voice runs on", 300).strip()
+        app.output.until("Voice ready", 300)
+        app.base, app.token = f"http://127.0.0.1:{port}", made.stdout.strip()
+        concurrent(app, 1)  # the server's first stream: what a client after start-up meets
+        ttfbs, late = concurrent(app, count)
+    finally:
+        app.stop()
+    return {"clients": count, "voice": runs_on,
+            "ttfb_p50_ms": round(float(np.percentile(ttfbs, 50)), 2),
+            "ttfb_p99_ms": round(float(np.percentile(ttfbs, 99)), 2),
+            "ttfb_max_ms": round(max(ttfbs), 2), "underruns": int(late)}
 
 
 def _cudnn_search(gpu: StreamingTTS, mode, runs: int) -> dict:
