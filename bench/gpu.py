@@ -28,6 +28,12 @@ busy stream may keep it is the interval.
 The lip-shape model's 10 ms step on the CPU (what the app runs) and as a CUDA graph
 through the engine layer: which is faster decides where it runs.
 
+The api section: 50 /stream clients opened at once on the real app (`lipsync-studio
+--headless --api-port P` in a process of its own, bench/api.py's clients), its voice on
+the GPU and then on the CPU path, in the same run. The app builds its engines at batch
+size 1 (the streams section's engines are built at STREAM_BATCHES), so this is the API as
+a user gets it today. On the lent GPU machine it needs packaging/carry_app.sh's pieces.
+
 Last line of output: one JSON object.
 Usage: python bench/gpu.py [--runs 20] [--streams 50] [--out bench/results/gpu.json]
 """
