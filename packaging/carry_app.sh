@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what the app itself (`lipsync-studio --headless`, for bench/gpu.py's api section:
-# 50 /stream clients on the real server) needs on the lent GPU machine beyond what
+# 50 /stream clients on the real server) and those clients need on the lent GPU machine beyond what
 # ../shared/recipes/gpu/carry.sh brings for the engines and the GPU tests: Qt (PySide6)
 # and the app's other packages at the GPU lock's versions, and the Debian libraries Qt's
 # offscreen platform links against, in pieces that fit the device tool's 64 MiB a call.
@@ -14,6 +14,8 @@
 # brings each library whose soname the machine lacks (dpkg -x into /), and runs the
 # command through carry.sh's on-device.sh with /tmp/appsite on PYTHONPATH after /tmp/site.
 # PortAudio is left out: the machine has no sound card, and the app says so and runs on.
+# Seen on a lent H100 (stop 35): the machine lacked fontconfig, dbus, freetype, glib and
+# xkbcommon of these; the api section ran through it.
 set -euo pipefail
 grep -qx '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
 [ -f .carry/last/on-device.sh ] || { echo "run ../shared/recipes/gpu/carry.sh first"; exit 1; }
@@ -26,9 +28,12 @@ packages=(pyside6-essentials shiboken6 aiohttp aiohappyeyeballs aiosignal attrs 
           jaraco-context jaraco-functools more-itertools secretstorage jeepney cryptography
           obsws-python websocket-client websockets python-osc typing-extensions ml-dtypes
           pynput python-xlib six)
-pattern=$(printf '%s|' "${packages[@]}"); pattern="^(${pattern%|})=="
-grep -E "$pattern" packaging/locks/gpu-py3.12.txt | cut -d' ' -f1 > "$work/pins.txt"
-[ "$(wc -l < "$work/pins.txt")" -eq "${#packages[@]}" ] || { echo "a package is not in the lock"; exit 1; }
+# bench/api.py's clients check the server's messages against docs' schemas (jsonschema):
+# test packages, from the test lock.
+checks=(jsonschema jsonschema-specifications referencing rpds-py)
+pins() { local lock=$1; shift; local p; p=$(printf '%s|' "$@"); grep -E "^(${p%|})==" "$lock" | cut -d' ' -f1; }
+{ pins packaging/locks/gpu-py3.12.txt "${packages[@]}"; pins packaging/locks/test-py3.12.txt "${checks[@]}"; } > "$work/pins.txt"
+[ "$(wc -l < "$work/pins.txt")" -eq $(( ${#packages[@]} + ${#checks[@]} )) ] || { echo "a package is not in its lock"; exit 1; }
 python3 -m pip download -q --no-deps --only-binary :all: --python-version 3.12 \
     --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform any -d "$work/wheels" -r "$work/pins.txt"
