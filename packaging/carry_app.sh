@@ -17,10 +17,13 @@
 # Seen on a lent H100 (stop 35): the machine lacked fontconfig, dbus, freetype, glib and
 # xkbcommon of these; the api section ran through it.
 set -euo pipefail
+source "$(dirname "$0")/carry_pieces.sh"
 grep -qx '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
 [ -f .carry/last/on-device.sh ] || { echo "run ../shared/recipes/gpu/carry.sh first"; exit 1; }
 work=.carry/app
-rm -rf "$work/site" "$work/parts" "$work/pack.txz" && mkdir -p "$work/wheels" "$work/site" "$work/debs" "$work/parts" "$work/last"
+# appsite and appdebs are named as they are unpacked into /tmp on the device.
+rm -rf "$work/appsite" "$work/parts" "$work/pack.txz"
+mkdir -p "$work/wheels" "$work/appsite" "$work/appdebs" "$work/parts" "$work/last"
 # What `python -X importtime -m app --headless` loads beyond carry.sh's site and the
 # machine's own numpy, onnx, pillow and scipy (read on the development VM).
 packages=(pyside6-essentials shiboken6 aiohttp aiohappyeyeballs aiosignal attrs frozenlist
@@ -37,20 +40,20 @@ pins() { local lock=$1; shift; local p; p=$(printf '%s|' "$@"); grep -E "^(${p%|
 python3 -m pip download -q --no-deps --only-binary :all: --python-version 3.12 \
     --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform any -d "$work/wheels" -r "$work/pins.txt"
-for wheel in "$work"/wheels/*.whl; do python3 -m zipfile -e "$wheel" "$work/site/"; done
+for wheel in "$work"/wheels/*.whl; do python3 -m zipfile -e "$wheel" "$work/appsite/"; done
 # Qt's tools, QML and translations: the headless app loads Core, Gui, OpenGL and the
 # offscreen platform only.
-qt="$work/site/PySide6"
+qt="$work/appsite/PySide6"
 rm -rf "$qt"/Qt/qml "$qt"/Qt/translations "$qt"/Qt/libexec "$qt"/{designer,linguist,assistant,lupdate,lrelease,qmllint,qmlformat,qmlls,balsam,balsamui} \
     "$qt"/Qt/lib/libQt6{Designer,Quick,Qml,Pdf,Quick3D,ShaderTools,3D,Charts,DataVisualization,Graphs,Multimedia,WebEngine}* \
-    "$work"/site/*.data
+    "$work"/appsite/*.data
 # Qt Gui's and its platform's libraries outside the wheel (ldd on the VM), as bookworm's
 # packages: each goes in only where the machine lacks its soname (on-device script).
 debs=(libxkbcommon0 libfontconfig1 fontconfig-config fonts-dejavu-core libfreetype6
       libglib2.0-0 libdbus-1-3 libx11-6 libx11-data libxcb1 libxau6 libxdmcp6 libbsd0 libmd0
       libpng16-16 libbrotli1 libexpat1 libpcre2-8-0 libsystemd0 libcap2 libgcrypt20
       libgpg-error0 liblz4-1 libzstd1)
-(cd "$work/debs" && apt-get download "${debs[@]}" >/dev/null)
+(cd "$work/appdebs" && apt-get download "${debs[@]}" >/dev/null)
 cat > "$work/last/on-device.sh" <<'EOF'
 #!/usr/bin/env bash
 # Made by packaging/carry_app.sh. On the device: /tmp/appsite from the pieces in /tmp/ac,
@@ -58,7 +61,6 @@ cat > "$work/last/on-device.sh" <<'EOF'
 set -o pipefail
 if [ ! -d /tmp/appsite ]; then
   (cd /tmp/ac && cat a.* | xz -dc -T0 | tar x -C /tmp) || { echo "carry_app: pieces missing in /tmp/ac"; exit 97; }
-  mv /tmp/site-app /tmp/appsite
   for deb in /tmp/appdebs/*.deb; do
     libs=$(dpkg-deb -c "$deb" | grep -oE '/[^/ ]+\.so\.[0-9]+( |$)' | tr -d '/ ' | sort -u)
     missing=0
@@ -72,13 +74,8 @@ export PYTHONPATH=/tmp/appsite${PYTHONPATH:+:$PYTHONPATH}
 here=$(cd "$(dirname "$0")" && pwd)
 exec bash "$here/../../last/on-device.sh" "$1"
 EOF
-mv "$work/site" "$work/site-app" && cp -r "$work/debs" "$work/appdebs"
-tar cf - -C "$work" site-app appdebs | xz -6 -T0 > "$work/pack.txz"
-mv "$work/site-app" "$work/site" && rm -rf "$work/appdebs"
-tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- | tail -1 | cut -f1)
-piece=$(( 64 * 1024 * 1024 - tree - 2 * 1024 * 1024 ))
-pieces=$(( ($(stat -c %s "$work/pack.txz") + piece - 1) / piece ))
-split -n "$pieces" -d -a 1 "$work/pack.txz" "$work/parts/a."
+tar cf - -C "$work" appsite appdebs | xz -6 -T0 > "$work/pack.txz"
+pieces=$(split_for_device "$work/pack.txz" "$work/parts/a.")
 rm -f "$work/pack.txz"
 echo "# $(du -sh "$work/parts" | cut -f1) in $pieces pieces; make the calls while carry.sh's machine is warm"
 for i in $(seq 0 $((pieces - 1))); do

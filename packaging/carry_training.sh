@@ -11,6 +11,7 @@
 # unpacks /tmp/site and /tmp/real.npz and runs the training. Seen this session: 4 pieces
 # of 42 MB (a 65 MB site, the 104 MB corpus).
 set -euo pipefail
+source "$(dirname "$0")/carry_pieces.sh"
 real=${1:-.cache/real_corpus.npz}
 [ -f "$real" ] || { echo "no $real: make it with packaging/real_speech_corpus.py"; exit 1; }
 grep -qx '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
@@ -27,10 +28,7 @@ rm -rf "$work"/site/piper/hebrew/*.onnx "$work"/site/piper/tashkeel/*.onnx \
 tar cf - -C "$work" site | xz -6 -T0 > "$work/site.txz"
 xz -3 -T0 -c "$real" > "$work/real.npz.xz"
 tar cf "$work/both.tar" -C "$work" site.txz real.npz.xz
-tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- | tail -1 | cut -f1)
-piece=$(( 64 * 1024 * 1024 - tree - 2 * 1024 * 1024 ))
-pieces=$(( ($(stat -c %s "$work/both.tar") + piece - 1) / piece ))
-split -n "$pieces" -d -a 1 "$work/both.tar" "$work/parts/p."
+pieces=$(split_for_device "$work/both.tar" "$work/parts/p.")
 rm -f "$work/both.tar"
 last=$((pieces - 1))
 for i in $(seq 0 $((last - 1))); do
