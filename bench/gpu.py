@@ -733,7 +733,7 @@ def _api_streams(provider: str, count: int) -> dict:
     config = Path(tempfile.mkdtemp(prefix="bench-gpu-api-"))
     made = cli(config, "api", "token", "create", "bench")
     if made.returncode != 0:
-        return {"skipped": f"no API token: {made.stderr.strip()}"}
+        raise RuntimeError(f"the app made no API token: {made.stderr.strip()}")
     port = free_port()
     app = HeadlessApp(config, {"mic_enabled": False, "latency_mode": DEFAULT_MODE,
                                "inference_provider": provider}, "--api-port", str(port))

@@ -62,7 +62,9 @@ def _once_per_voice(set_voice: Callable[[str], None]) -> Callable[[str], None]:
     per 3,000 calls, every time; get_phonemes alone: none). Phonemes read after one
     set_voice equal those read after one per text (1,560 texts, soak prose and
     abbreviations, numbers, accents: all equal). A voice that fails to set is not
-    remembered. Callers hold _ESPEAK."""
+    remembered. Callers hold _ESPEAK. Invariant: every voice change in the process goes
+    through piper's bridge; the training synth that calls espeak-ng's library directly
+    (packaging/lipsync_data.Espeak) runs in processes of its own, as it must anyway."""
     current: str | None = None
 
     def set_once(voice: str) -> None:
