@@ -28,6 +28,10 @@ busy stream may keep it is the interval.
 The lip-shape model's 10 ms step on the CPU (what the app runs) and as a CUDA graph
 through the engine layer: which is faster decides where it runs.
 
+The tf32 section: the flow and the vocoder with TF32 allowed in their GPU convolutions
+against full FP32 (what ships): the audio's distance from FP32's, first audio, and 50
+streams at once, where a run at a batch of 64 is bound by arithmetic, not launches.
+
 The api section: 50 /stream clients opened at once on the real app (`lipsync-studio
 --headless --api-port P` in a process of its own, bench/api.py's clients), its voice on
 the GPU and then on the CPU path, in the same run. The app builds its engines at batch
@@ -495,7 +499,10 @@ def _lip_shape(runs: int) -> dict:
 
 
 SECTIONS = ("voice", "threads", "heard", "python", "lip", "mouth", "photo", "gil", "streams", "knee",
-            "cudnn", "api")
+            "cudnn", "tf32", "api")
+# The tf32 section's variants: engines whose GPU convolutions may round to TF32
+# (streaming_tts.TF32_ENGINES), the shipped full FP32 first.
+TF32_VARIANTS = {"fp32": (), "tf32_flow_vocoder": ("flow", "vocoder")}
 # Python switch intervals the 50 streams are started at in the gil section: 5 ms is
 # Python's default, 1 ms what the app sets with a sound device (pipeline/audio/output.py).
 SWITCH_INTERVALS_S = (0.005, 0.001, 0.0005, 0.0002)
@@ -604,6 +611,10 @@ def main() -> None:
     if "cudnn" in sections:
         report["cudnn_algo_search"] = _cudnn_search(gpu, mode, args.runs)
         print("cudnn", report["cudnn_algo_search"], flush=True)
+        checkpoint()
+    if "tf32" in sections:
+        report["tf32"] = _tf32(args.streams, mode, args.runs)
+        print("tf32", report["tf32"], flush=True)
         checkpoint()
     if "api" in sections:
         api = {provider: _api_streams(provider, args.streams) for provider in ("auto", "cpu")}
@@ -776,6 +787,68 @@ def _cudnn_search(gpu: StreamingTTS, mode, runs: int) -> dict:
             times[other, name].append(_first_audio_ms(alternative, TEXTS[name], mode))
     return {which: {name: _p50_p99(times[which, name]) for name in LENGTHS}
             for which in (shipped, other)}
+
+
+def _tf32(count: int, mode, runs: int) -> dict:
+    """Each of TF32_VARIANTS on the streams section's engines (batch sizes STREAM_BATCHES):
+    how far its audio is from full FP32's on the GPU, with the CPU path's distance from
+    that as the yardstick (the same texts and seed on each); first audio alone,
+    interleaved run by run; and `count` streams started at once, the variants in turn,
+    twice."""
+    from pipeline.voice import streaming_tts
+
+    shipped = streaming_tts.TF32_ENGINES
+
+    def tts_of(engines: tuple[str, ...], seed: int | None = None) -> StreamingTTS:
+        streaming_tts.TF32_ENGINES = engines  # the engines are cached per TF32_ENGINES
+        try:
+            return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES, seed=seed)
+        finally:
+            streaming_tts.TF32_ENGINES = shipped
+
+    def audio(tts: StreamingTTS, text: str) -> np.ndarray:
+        return np.concatenate([item.samples for item in tts.stream(text, mode)
+                               if isinstance(item, AudioChunk)])
+
+    def distance(a: np.ndarray, b: np.ndarray) -> dict:
+        if len(a) != len(b):
+            return {"samples": [len(a), len(b)]}
+        error = float(np.sum((a - b).astype(np.float64) ** 2))
+        return {"max_abs_diff": round(float(np.max(np.abs(a - b))), 6),
+                "snr_db": round(10 * np.log10(float(np.sum(a.astype(np.float64) ** 2)) / error), 1)
+                if error else None}
+
+    result: dict = {"variants": {name: list(engines) for name, engines in TF32_VARIANTS.items()}}
+    loaded = {}
+    for name, engines in TF32_VARIANTS.items():
+        start = time.perf_counter()
+        loaded[name] = tts_of(engines)
+        loaded[name].warm_up()
+        result[f"{name}_warm_up_s"] = round(time.perf_counter() - start, 1)
+    seeded = {name: tts_of(engines, seed=7) for name, engines in TF32_VARIANTS.items()}
+    cpu_seeded = StreamingTTS(provider="cpu", seed=7)
+    result["audio_against_fp32"] = {}
+    for text_name in LENGTHS:
+        reference = audio(seeded["fp32"], TEXTS[text_name])
+        row = {name: distance(reference, audio(tts, TEXTS[text_name]))
+               for name, tts in seeded.items() if name != "fp32"}
+        row["cpu_path"] = distance(reference, audio(cpu_seeded, TEXTS[text_name]))
+        result["audio_against_fp32"][text_name] = row
+    times: dict = {(name, text): [] for name in TF32_VARIANTS for text in LENGTHS}
+    for _ in range(runs):
+        for text in LENGTHS:
+            for name, tts in loaded.items():
+                times[name, text].append(_first_audio_ms(tts, TEXTS[text], mode))
+    result["first_audio"] = {name: {text: _p50_p99(times[name, text]) for text in LENGTHS}
+                             for name in TF32_VARIANTS}
+    result["streams"] = {name: [] for name in TF32_VARIANTS}
+    for _ in range(2):
+        for name, engines in TF32_VARIANTS.items():
+            stages = list(loaded[name].engines.values())
+            result["streams"][name].append(_traced_streams(
+                lambda engines=engines: tts_of(engines), stages, TEXTS["medium20"], mode, count))
+            print("tf32 streams", name, result["streams"][name][-1], flush=True)
+    return result
 
 
 if __name__ == "__main__":

@@ -311,15 +311,17 @@ class Engine:
 
     On a device, inputs whose first dimension is 1 are batched along it, up to the
     largest of `batch_sizes` (each a graph of its own); requests are batched only when
-    their other inputs are equal."""
+    their other inputs are equal. With `tf32`, a device's convolutions and matrix
+    products may round their inputs to TF32 (pipeline/infer/sessions.py says when not)."""
 
     def __init__(self, name: str, model: onnx.ModelProto, provider: str, threads: int = 1,
-                 batch_sizes: Sequence[int] = (1,)):
+                 batch_sizes: Sequence[int] = (1,), tf32: bool = False):
         if not batch_sizes or min(batch_sizes) != 1:
             raise ValueError(f"batch sizes must include 1, got {tuple(batch_sizes)}")
         self.name = name
         self._model = model
         self._threads = threads
+        self._tf32 = tf32
         self.batch_sizes = tuple(sorted(set(batch_sizes)))
         self.choice = choose_provider(provider)
         self.on_device = self.choice.used != "cpu"
@@ -406,7 +408,7 @@ class Engine:
         """`static`'s session with device buffers bound, run on `feed` until its CUDA
         graph is captured (with `graph`)."""
         session, copies = static_session(static.SerializeToString(), self.choice.used,
-                                         self._threads, graph)
+                                         self._threads, graph, self._tf32)
         inputs = {name: onnxruntime.OrtValue.ortvalue_from_numpy(
             np.ascontiguousarray(feed[name]), "cuda", 0) for name in self.input_names}
         binding = session.io_binding()

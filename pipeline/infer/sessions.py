@@ -160,7 +160,7 @@ def _chosen(requested: str, used: str, available: list[str], missing: list[str],
 COUNT_COPIES_ENV = "LIPSYNC_STUDIO_COUNT_COPY_NODES"
 
 
-def static_session(model: bytes, used: str, threads: int, graph: bool
+def static_session(model: bytes, used: str, threads: int, graph: bool, tf32: bool = False
                    ) -> tuple[onnxruntime.InferenceSession, int | None]:
     """A session for `model` (static shapes) on `used` ("cuda" or "tensorrt"), and the
     number of host↔device copy nodes onnxruntime put in it (None where it was not
@@ -177,7 +177,7 @@ def static_session(model: bytes, used: str, threads: int, graph: bool
     options.log_severity_level = 3
     if graph:
         options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    providers = _device_providers(used, graph)
+    providers = _device_providers(used, graph, tf32)
     if not os.environ.get(COUNT_COPIES_ENV):
         return onnxruntime.InferenceSession(model, sess_options=options, providers=providers,
                                             enable_fallback=0), None
@@ -201,12 +201,15 @@ def static_session(model: bytes, used: str, threads: int, graph: bool
 CUDNN_CONV_ALGO_SEARCH = "HEURISTIC"
 
 
-def _device_providers(used: str, graph: bool) -> list:
+def _device_providers(used: str, graph: bool, tf32: bool = False) -> list:
     # TF32 rounds convolution inputs to 10-bit mantissas: the voice's durations (a
-    # Ceil of a sum) would then drift from the CPU's. Its convolutions are small and
-    # bound by launches, not arithmetic, so full FP32 costs next to nothing.
+    # Ceil of a sum) would then drift from the CPU's, so it is off unless asked for
+    # (`tf32`, an engine whose output is not a duration). One stream's convolutions are
+    # small and bound by launches, not arithmetic, so full FP32 costs next to nothing
+    # there; at a batch of 64 a run takes 12-14 ms on an H100 (bench/results/
+    # gpu_h100_66a60f7.json, streams50's busy time per run).
     cuda = ("CUDAExecutionProvider", {"enable_cuda_graph": "1" if graph else "0",
-                                      "use_tf32": "0",
+                                      "use_tf32": "1" if tf32 else "0",
                                       "cudnn_conv_algo_search": CUDNN_CONV_ALGO_SEARCH})
     # Without the CPU provider listed: with `graph` the session must refuse a CPU node.
     cpu = [] if graph else ["CPUExecutionProvider"]
