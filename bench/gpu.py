@@ -28,9 +28,9 @@ busy stream may keep it is the interval.
 The lip-shape model's 10 ms step on the CPU (what the app runs) and as a CUDA graph
 through the engine layer: which is faster decides where it runs.
 
-The tf32 section: the flow and the vocoder with TF32 allowed in their GPU convolutions
-against full FP32 (what ships): the audio's distance from FP32's, first audio, and 50
-streams at once, where a run at a batch of 64 is bound by arithmetic, not launches.
+The precision section: the flow and the vocoder computing in TF32 and in float16 on the
+GPU against FP32 (what ships): the audio's distance from FP32's, first audio, and 50
+streams at once, where a run at a batch of 64 may be bound by arithmetic, not launches.
 
 The api section: 50 /stream clients opened at once on the real app (`lipsync-studio
 --headless --api-port P` in a process of its own, bench/api.py's clients), its voice on
@@ -499,10 +499,10 @@ def _lip_shape(runs: int) -> dict:
 
 
 SECTIONS = ("voice", "threads", "heard", "python", "lip", "mouth", "photo", "gil", "streams", "knee",
-            "cudnn", "tf32", "api")
-# The tf32 section's variants: engines whose GPU convolutions may round to TF32
-# (streaming_tts.TF32_ENGINES), the shipped full FP32 first.
-TF32_VARIANTS = {"fp32": (), "tf32_flow_vocoder": ("flow", "vocoder")}
+            "cudnn", "precision", "api")
+# The precision section's variants (streaming_tts.ENGINE_PRECISION), what ships first.
+PRECISION_VARIANTS = {"fp32": {}, "tf32_flow_vocoder": {"flow": "tf32", "vocoder": "tf32"},
+                      "fp16_flow_vocoder": {"flow": "fp16", "vocoder": "fp16"}}
 # Python switch intervals the 50 streams are started at in the gil section: 5 ms is
 # Python's default, 1 ms what the app sets with a sound device (pipeline/audio/output.py).
 SWITCH_INTERVALS_S = (0.005, 0.001, 0.0005, 0.0002)
@@ -612,9 +612,9 @@ def main() -> None:
         report["cudnn_algo_search"] = _cudnn_search(gpu, mode, args.runs)
         print("cudnn", report["cudnn_algo_search"], flush=True)
         checkpoint()
-    if "tf32" in sections:
-        report["tf32"] = _tf32(args.streams, mode, args.runs)
-        print("tf32", report["tf32"], flush=True)
+    if "precision" in sections:
+        report["precision"] = _precision(args.streams, mode, args.runs)
+        print("precision", report["precision"], flush=True)
         checkpoint()
     if "api" in sections:
         api = {provider: _api_streams(provider, args.streams) for provider in ("auto", "cpu")}
@@ -789,22 +789,22 @@ def _cudnn_search(gpu: StreamingTTS, mode, runs: int) -> dict:
             for which in (shipped, other)}
 
 
-def _tf32(count: int, mode, runs: int) -> dict:
-    """Each of TF32_VARIANTS on the streams section's engines (batch sizes STREAM_BATCHES):
-    how far its audio is from full FP32's on the GPU, with the CPU path's distance from
-    that as the yardstick (the same texts and seed on each); first audio alone,
-    interleaved run by run; and `count` streams started at once, the variants in turn,
-    twice."""
+def _precision(count: int, mode, runs: int) -> dict:
+    """Each of PRECISION_VARIANTS on the streams section's engines (batch sizes
+    STREAM_BATCHES): how far its audio is from fp32's on the GPU, with the CPU path's
+    distance from that as the yardstick (the same texts and seed on each); first audio
+    alone, interleaved run by run; and `count` streams started at once, the variants in
+    turn, twice. A variant that cannot be built says why and the others go on."""
     from pipeline.voice import streaming_tts
 
-    shipped = streaming_tts.TF32_ENGINES
+    shipped = streaming_tts.ENGINE_PRECISION
 
-    def tts_of(engines: tuple[str, ...], seed: int | None = None) -> StreamingTTS:
-        streaming_tts.TF32_ENGINES = engines  # the engines are cached per TF32_ENGINES
+    def tts_of(precision: dict, seed: int | None = None) -> StreamingTTS:
+        streaming_tts.ENGINE_PRECISION = precision  # the engines are cached per precision
         try:
             return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES, seed=seed)
         finally:
-            streaming_tts.TF32_ENGINES = shipped
+            streaming_tts.ENGINE_PRECISION = shipped
 
     def audio(tts: StreamingTTS, text: str) -> np.ndarray:
         return np.concatenate([item.samples for item in tts.stream(text, mode)
@@ -818,14 +818,21 @@ def _tf32(count: int, mode, runs: int) -> dict:
                 "snr_db": round(10 * np.log10(float(np.sum(a.astype(np.float64) ** 2)) / error), 1)
                 if error else None}
 
-    result: dict = {"variants": {name: list(engines) for name, engines in TF32_VARIANTS.items()}}
+    result: dict = {"variants": PRECISION_VARIANTS}
     loaded = {}
-    for name, engines in TF32_VARIANTS.items():
+    for name, precision in PRECISION_VARIANTS.items():
         start = time.perf_counter()
-        loaded[name] = tts_of(engines)
-        loaded[name].warm_up()
+        try:
+            tts = tts_of(precision)
+            tts.warm_up()
+        except Exception as exc:  # noqa: BLE001 - reported; the other variants go on
+            result[f"{name}_failed"] = f"{type(exc).__name__}: {exc}"[:2000]
+            print("precision", name, "failed:", result[f"{name}_failed"], flush=True)
+            continue
+        loaded[name] = tts
         result[f"{name}_warm_up_s"] = round(time.perf_counter() - start, 1)
-    seeded = {name: tts_of(engines, seed=7) for name, engines in TF32_VARIANTS.items()}
+        result[f"{name}_engine_notes"] = [n for stage in tts.engines.values() for n in stage.notes]
+    seeded = {name: tts_of(PRECISION_VARIANTS[name], seed=7) for name in loaded}
     cpu_seeded = StreamingTTS(provider="cpu", seed=7)
     result["audio_against_fp32"] = {}
     for text_name in LENGTHS:
@@ -834,20 +841,21 @@ def _tf32(count: int, mode, runs: int) -> dict:
                for name, tts in seeded.items() if name != "fp32"}
         row["cpu_path"] = distance(reference, audio(cpu_seeded, TEXTS[text_name]))
         result["audio_against_fp32"][text_name] = row
-    times: dict = {(name, text): [] for name in TF32_VARIANTS for text in LENGTHS}
+    print("precision audio", result["audio_against_fp32"], flush=True)
+    times: dict = {(name, text): [] for name in loaded for text in LENGTHS}
     for _ in range(runs):
         for text in LENGTHS:
             for name, tts in loaded.items():
                 times[name, text].append(_first_audio_ms(tts, TEXTS[text], mode))
     result["first_audio"] = {name: {text: _p50_p99(times[name, text]) for text in LENGTHS}
-                             for name in TF32_VARIANTS}
-    result["streams"] = {name: [] for name in TF32_VARIANTS}
+                             for name in loaded}
+    result["streams"] = {name: [] for name in loaded}
     for _ in range(2):
-        for name, engines in TF32_VARIANTS.items():
-            stages = list(loaded[name].engines.values())
+        for name, tts in loaded.items():
             result["streams"][name].append(_traced_streams(
-                lambda engines=engines: tts_of(engines), stages, TEXTS["medium20"], mode, count))
-            print("tf32 streams", name, result["streams"][name][-1], flush=True)
+                lambda p=PRECISION_VARIANTS[name]: tts_of(p), list(tts.engines.values()),
+                TEXTS["medium20"], mode, count))
+            print("precision streams", name, result["streams"][name][-1], flush=True)
     return result
 
 

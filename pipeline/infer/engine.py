@@ -41,7 +41,7 @@ import onnx
 import onnxruntime
 
 from pipeline.infer.sessions import build_session, choose_provider, static_session
-from pipeline.infer.static_graph import dense_masked_indexing, fixed_shapes
+from pipeline.infer.static_graph import dense_masked_indexing, fixed_shapes, half_precision
 
 log = logging.getLogger(__name__)
 
@@ -305,23 +305,31 @@ def _batched(value: np.ndarray) -> bool:
     return value.shape[:1] == (1,)
 
 
+# What an engine may compute in on a device (Engine's `precision`).
+PRECISIONS = ("fp32", "tf32", "fp16")
+
+
 class Engine:
     """`model` (an onnx graph whose inputs may have symbolic sizes) on `provider` (one
     of pipeline.infer.sessions.PROVIDERS) with `threads` intra-op CPU threads.
 
     On a device, inputs whose first dimension is 1 are batched along it, up to the
     largest of `batch_sizes` (each a graph of its own); requests are batched only when
-    their other inputs are equal. With `tf32`, a device's convolutions and matrix
-    products may round their inputs to TF32 (pipeline/infer/sessions.py says when not)."""
+    their other inputs are equal. `precision` is what a device computes in: "fp32";
+    "tf32", its convolutions and matrix products rounding their inputs to TF32
+    (pipeline/infer/sessions.py says when not); or "fp16" (static_graph.half_precision).
+    The CPU computes in fp32 whatever is asked."""
 
     def __init__(self, name: str, model: onnx.ModelProto, provider: str, threads: int = 1,
-                 batch_sizes: Sequence[int] = (1,), tf32: bool = False):
+                 batch_sizes: Sequence[int] = (1,), precision: str = "fp32"):
         if not batch_sizes or min(batch_sizes) != 1:
             raise ValueError(f"batch sizes must include 1, got {tuple(batch_sizes)}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.name = name
         self._model = model
         self._threads = threads
-        self._tf32 = tf32
+        self.precision = precision
         self.batch_sizes = tuple(sorted(set(batch_sizes)))
         self.choice = choose_provider(provider)
         self.on_device = self.choice.used != "cpu"
@@ -391,6 +399,8 @@ class Engine:
 
     def _bind(self, shapes: Shapes, size: int, feed: dict[str, np.ndarray]) -> _Bound:
         static = dense_masked_indexing(fixed_shapes(self._model, dict(shapes)))
+        if self.precision == "fp16":
+            static = half_precision(static)
         try:
             bound = self._bound_session(static, feed, graph=True)
         except (RuntimeError, *_OrtError) as exc:
@@ -408,7 +418,7 @@ class Engine:
         """`static`'s session with device buffers bound, run on `feed` until its CUDA
         graph is captured (with `graph`)."""
         session, copies = static_session(static.SerializeToString(), self.choice.used,
-                                         self._threads, graph, self._tf32)
+                                         self._threads, graph, self.precision == "tf32")
         inputs = {name: onnxruntime.OrtValue.ortvalue_from_numpy(
             np.ascontiguousarray(feed[name]), "cuda", 0) for name in self.input_names}
         binding = session.io_binding()

@@ -90,10 +90,11 @@ log = logging.getLogger(__name__)
 # P99 1037-1588 / 2349-3406 ms without, 512-581 / 858-956 ms at 0.25 s, 629-662 /
 # 1023-1143 ms at 1 s; underruns 592-600 in every case. One stream alone is not changed.
 FIRST_AUDIO_PRIORITY_S = 0.25
-# Engines whose GPU convolutions may round to TF32 (pipeline/infer/sessions.py): none.
-# The acoustic engine never: its durations are a Ceil of a sum. bench/gpu.py's tf32
-# section measures the flow and the vocoder with it against without.
-TF32_ENGINES: tuple[str, ...] = ()
+# What each engine computes in on a GPU (Engine's precision), where not in fp32: none.
+# The acoustic engine stays in fp32 whatever: its durations are a Ceil of a sum, which
+# any rounding moves. bench/gpu.py's precision section measures the flow and the
+# vocoder in tf32 and in fp16 against fp32.
+ENGINE_PRECISION: dict[str, str] = {}
 
 # The bundled voice, as the API and the command line name it.
 VOICE_NAME = BUNDLED_VOICE.name
@@ -844,14 +845,17 @@ class StreamingTTS:
 # 720 MB resident on the 2-core VM and switching back and forth stayed at 742 MB, while
 # letting a voice's engines go when unused gave back only ~16 MB (the allocator keeps the
 # pages) and made each switch back load again (2.8 s against 1.7 s).
-_ENGINES: dict[tuple[Path, str, int, tuple[int, ...], tuple[str, ...]],
+_ENGINES: dict[tuple[Path, str, int, tuple[int, ...], tuple[tuple[str, str], ...]],
                tuple[dict[str, Engine], int]] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
 def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
              batch_sizes: tuple[int, ...]) -> tuple[dict[str, Engine], int]:
-    key = (voice.model.resolve(), provider, threads, batch_sizes, TF32_ENGINES)
+    precision = tuple(sorted(ENGINE_PRECISION.items()))
+    if ENGINE_PRECISION.get("acoustic", "fp32") != "fp32":
+        raise ValueError("the acoustic engine computes in fp32: its durations move with rounding")
+    key = (voice.model.resolve(), provider, threads, batch_sizes, precision)
     with _ENGINES_LOCK:
         if key in _ENGINES:
             return _ENGINES[key]
@@ -870,7 +874,7 @@ def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
                     f"Lipsync Studio streams (its graph has no {', '.join(inputs + outputs)} "
                     "where the voice is split).") from None
             return Engine(name, noise_as_input(graph) if noise else graph, provider, threads,
-                          batch_sizes, tf32=name in TF32_ENGINES)
+                          batch_sizes, ENGINE_PRECISION.get(name, "fp32"))
 
         projection = next((i for i in model.graph.initializer if i.name == _PRIOR_PROJECTION),
                           None)
