@@ -173,6 +173,7 @@ def half_precision(model: onnx.ModelProto) -> onnx.ModelProto:
     by onnxruntime's converter, which keeps in float32 the ops it lists as unsafe in
     half precision and each value it would overflow. Its cast nodes are appended, not
     sorted in: onnxruntime sorts the graph itself, onnx's checker would refuse it."""
+    # Imported when first asked for: ~80 ms at start-up otherwise, for a path off by default.
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     return convert_float_to_float16(model, keep_io_types=True)
