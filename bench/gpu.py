@@ -110,7 +110,11 @@ def _streams(tts_of, text: str, mode, count: int) -> dict:
     def one(i: int) -> None:
         tts = tts_of()
         barrier.wait()
-        ready, samples, _ = _speak(tts, text, mode)
+        try:
+            ready, samples, _ = _speak(tts, text, mode)
+        except Exception as exc:  # noqa: BLE001 - raised below, from the caller's thread
+            results[i] = exc
+            return
         results[i] = (ready, samples, tts.sample_rate)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
@@ -118,6 +122,10 @@ def _streams(tts_of, text: str, mode, count: int) -> dict:
         thread.start()
     for thread in threads:
         thread.join()
+    failed = [r for r in results if isinstance(r, Exception)]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {count} streams failed, the first with: "
+                           f"{type(failed[0]).__name__}: {failed[0]}") from failed[0]
     first = [r[0][0] * 1000 for r in results]
     underruns = sum(_underruns(ready, samples, rate, START_LEAD_INITIAL_S)
                     for ready, samples, rate in results)
