@@ -840,7 +840,7 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
                     "streams": {}}
     reference: dict[str, np.ndarray] = {}
     cpu_seeded = StreamingTTS(provider="cpu", seed=7)
-    for name in [*(n for n in PRECISION_VARIANTS if n in only), "fp32"]:
+    for name in ["fp32", *(n for n in PRECISION_VARIANTS if n in only and n != "fp32"), "fp32"]:
         label = name if name not in result["first_audio"] else f"{name}_again"
         start = time.perf_counter()
         search = sessions.CUDNN_CONV_ALGO_SEARCH
