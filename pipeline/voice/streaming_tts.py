@@ -96,7 +96,7 @@ FIRST_AUDIO_PRIORITY_S = 0.25
 # vocoder in tf32 and in fp16 against fp32; on a lent H100 (bench/results/
 # gpu_h100_precision.json) neither paid: tf32 first audio 6.4-7.9 ms against 6.9-7.8,
 # but 50 streams' P99 1.3-1.6 s against 0.11-0.14 s, and audio 47-54 dB from fp32's
-# (the CPU path: 91-101 dB); fp16 first audio 8.0-9.4 ms against 7.0-8.3, audio 43-47
+# (the CPU path: 91-105 dB); fp16 first audio 8.0-9.4 ms against 7.0-8.3, audio 43-47
 # dB, and cuDNN had no fp16 algorithm for the vocoder's dilated convolutions at some
 # batch shapes (5 of 50 streams failed, EXHAUSTIVE search or not).
 ENGINE_PRECISION: dict[str, str] = {}
