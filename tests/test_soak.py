@@ -224,6 +224,8 @@ def test_the_summary_counts_from_the_first_sample_and_fits_growth_after_the_warm
     assert result["late_frames"] == 2 * 2 * (3 - 1)
     # Growth from the samples at 60, 90 and 120 s: 1 MB a minute, 10 per 10 minutes.
     assert math.isclose(result["rss_growth_mb_per_10min"], 10.0)
+    # The second half (from 60 s of 120): 960, 960.5 and 961 MB, 10 per 10 minutes too.
+    assert math.isclose(result["rss_growth_mb_per_10min_second_half"], 10.0)
     assert result["fds_start"] == 31 and result["fds_end"] == 30
     # With the avatars switching, each held at a level of its own (120 MB apart, as the
     # photo and sprite avatars in the 60-minute soak), the growth is what both share.
