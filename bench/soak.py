@@ -730,7 +730,8 @@ def summarise(samples: list[dict], warm_up_s: float) -> dict:
         # The same over the run's second half: what fills up and levels off (allocator
         # arenas reaching the largest shapes a voice ran) shows above but not here; a
         # leak shows in both. The hour's soak at 6f00f4f: RSS +1.5 MB per 10 minutes
-        # from its 5.5-minute warm-up's end, -0.8 over its second half.
+        # from its 5.5-minute warm-up's end, -0.8 over its second half; at cb827d5 +2.1
+        # and +1.5, so what grows there does not level off within the hour.
         "rss_growth_mb_per_10min_second_half": rounded(_slope_per_10min(second_half, "rss_mb")),
         "malloc_growth_mb_per_10min_second_half": rounded(_slope_per_10min(second_half,
                                                                            "malloc_mb")),

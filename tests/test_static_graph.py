@@ -126,7 +126,8 @@ def test_half_precision_flow_and_vocoder_stay_close_to_fp32_on_a_real_sentence()
             ratios.append(10 * np.log10(np.sum(want ** 2) / np.sum((want - got) ** 2)))
         worst[stage] = min(ratios)
     # Measured: worst 65.0 dB (flow) and 56.6 dB (vocoder) on this sentence; 66.8 and
-    # 57.1 over three benchmark texts' 37 flow and 75 vocoder runs. float16's 11-bit mantissa rounds each stored value
-    # to ~66 dB, and the vocoder's ~20 layers add theirs. 50 dB leaves the GPU's other
-    # order of sums room; a graph cast wrongly (a value overflowing float16) is far below.
+    # 57.1 over three benchmark texts' 37 flow and 75 vocoder runs. float16's 11-bit
+    # mantissa rounds each stored value to ~66 dB, and the vocoder's ~20 layers add
+    # theirs. 50 dB leaves the GPU's other order of sums room; a graph cast wrongly (a
+    # value overflowing float16) is far below.
     assert worst["flow"] > 50 and worst["vocoder"] > 50, worst

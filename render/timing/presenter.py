@@ -125,10 +125,10 @@ class Presenter:
         self._blinking = True
         self._breathing = True
         self.avatar_motion: AvatarMotion | None = None
-        # Written through now: calloc's zeros are mapped only as rows are first written,
-        # so the app's RSS climbed 1.5 MB per output until the log first wrapped (~17
-        # minutes at 36 ticks a second), which the hour's soak read as growth.
-        self._log = np.zeros(log_rows, dtype=LOG_DTYPE)
+        # Written through at once: calloc's zeros (np.zeros) are mapped only as rows are
+        # first written, so the app's RSS climbed 1.5 MB per output until the log first
+        # wrapped (~17 minutes at 36 ticks a second), which the hour's soak read as growth.
+        self._log = np.empty(log_rows, dtype=LOG_DTYPE)
         self._log.view(np.uint8).fill(0)
         self._log_count = 0
         self._tick_times = np.zeros(120, dtype=np.float64)
