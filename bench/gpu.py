@@ -10,6 +10,10 @@ graphs; and 50 voice streams started at once, each pulled on its own thread and
 played back in simulation from the app's start lead: first audio P50/P99 and
 underruns (bench/tts_latency.py's player). Their runs are ordered by deadline and
 batched (pipeline/infer/engine.py); `requests_per_run` says how many shared a run.
+Where one stream's first audio goes (`first_audio_parts_ms`, each path): each engine's
+runs before its first chunk, uploads and downloads included, and the time outside them
+(the stream's Python and waits), each a P50 of its own, so they need not sum to the
+total's P50. The stream's Python alone is the python section's `python_ms_per_stream`.
 
 Mouth frames (where CUDA-GL interop works): the sprite rig's frame made by the CUDA
 kernel (render/gpu/cuda_sprite_renderer.py) against the GL shader path on the same GPU,
@@ -45,6 +49,7 @@ Usage: python bench/gpu.py [--runs 20] [--streams 50] [--out bench/results/gpu.j
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -336,6 +341,37 @@ def _trace_summary(trace: list, started: float, until: float) -> dict:
     busy = sum(row["busy_ms_before_p99"] for row in summary.values())
     return {"engines": summary, "lane_busy_share_before_p99": round(busy / max(1e-9, (until - started) * 1000), 3),
             "first_run_after_ms": round((trace[0][0] - started) * 1000, 2) if trace else None}
+
+
+def _first_audio_parts(tts: StreamingTTS, mode, runs: int) -> dict:
+    """Where one stream's first audio goes, per text length: each engine's runs on the
+    lane before the first chunk (engine._DeviceQueue.trace: the run with its uploads and
+    downloads), and the rest (the stream's Python, and waits between runs), P50 over
+    `runs` of each, in ms: what a shorter time to first audio has to cut."""
+    from pipeline.infer import engine as engine_module
+
+    queue = engine_module._QUEUE if tts.on_device else engine_module._CPU_QUEUE
+    parts: dict = {name: {} for name in LENGTHS}
+    for _ in range(runs):
+        for name in LENGTHS:
+            queue.trace = trace = []
+            try:
+                started = time.perf_counter()
+                total = _first_audio_ms(tts, TEXTS[name], mode)
+            finally:
+                queue.trace = None
+            until = started + total / 1000
+            row = {"total": total}
+            for start, end, engine, _, _, _ in trace:
+                if start < until:
+                    row[engine] = row.get(engine, 0.0) + (end - start) * 1000
+                    row[f"{engine}_runs"] = row.get(f"{engine}_runs", 0) + 1
+            row["outside_runs"] = total - sum(v for k, v in row.items()
+                                              if k != "total" and not k.endswith("_runs"))
+            for key, value in row.items():
+                parts[name].setdefault(key, []).append(value)
+    return {name: {key: round(float(np.percentile(values, 50)), 3) for key, values in rows.items()}
+            for name, rows in parts.items()}
 
 
 def _p50_p99(milliseconds: list[float]) -> dict:
@@ -656,6 +692,10 @@ def _voice(report: dict, gpu: StreamingTTS, cpu: StreamingTTS, mode, runs: int, 
                         "cpu_over_gpu": round(float(c / g), 2)}
         print(name, report[name], flush=True)
 
+    report["first_audio_parts_ms"] = {path: _first_audio_parts(tts, mode, runs)
+                                      for path, tts in (("gpu", gpu), ("cpu", cpu))}
+    print("first audio parts", report["first_audio_parts_ms"], flush=True)
+
     # CPU time per second of speech, and copies per chunk, on one paragraph each.
     text = TEXTS["long60"]
     for path, tts in (("gpu", gpu), ("cpu", cpu)):
@@ -811,8 +851,6 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
     the GPU, with the CPU path's distance from that as the yardstick (the same texts and
     seed on each); first audio alone; and `count` streams started at once, twice. A
     variant that cannot be built or run says why and the others go on."""
-    import gc
-
     from pipeline.voice import streaming_tts
 
     shipped = streaming_tts.ENGINE_PRECISION
