@@ -1,0 +1,69 @@
+"""Where the acoustic engine's time goes (issue 25: first audio under 5 ms): the engine
+and its two halves timed apart on the device the engines run on: the text encoder (ids ->
+hidden states, prior mean and log-scale) and the stochastic duration predictor (hidden
+states -> frames per id), each built as the app builds an engine (static shapes, a CUDA
+graph where it can), at the first window's bucket. The whole engine is the baseline.
+
+Usage: python bench/acoustic_split.py [RUNS] [auto|cpu]. Last line: one JSON object.
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx.utils import Extractor  # noqa: E402
+
+from pipeline.infer.engine import Engine  # noqa: E402
+from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input  # noqa: E402
+from pipeline.voice import streaming_tts as st  # noqa: E402
+from pipeline.voice.voice_files import BUNDLED_VOICE  # noqa: E402
+
+runs = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+provider = sys.argv[2] if len(sys.argv) > 2 else "auto"
+HIDDEN, MASK = "/enc_p/encoder/Mul_2_output_0", "/enc_p/Cast_1_output_0"
+model = onnx.load(str(BUNDLED_VOICE.model))
+ex = Extractor(model)
+bucket = st.BUCKETS[0]
+engines = {
+    "whole acoustic": Engine("acoustic", noise_as_input(ex.extract_model(
+        [st._IDS, st._ID_LENGTHS, st._SCALES],
+        [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES])), provider, 1, (1,)),
+    "encoder": Engine("encoder", ex.extract_model(
+        [st._IDS, st._ID_LENGTHS], [HIDDEN, st._PRIOR_MEAN, st._PRIOR_LOG_SCALE]),
+        provider, 1, (1,)),
+    # The id mask is fed, not taken from the encoder: on a GPU every output needs a
+    # static shape, and the mask's has none.
+    "duration predictor": Engine("dp", noise_as_input(ex.extract_model(
+        [HIDDEN, MASK, st._SCALES], [st._ID_FRAMES])), provider, 1, (1,)),
+}
+ids = np.zeros((1, bucket), np.int64)
+ids[0, :20] = np.arange(1, 21)
+lengths = np.array([20], np.int64)
+scales = np.array([0.667, 1.0, 0.8], np.float32)
+noise = np.random.default_rng(0).standard_normal((1, 2, bucket), np.float32)
+hidden, _, _ = engines["encoder"].run({st._IDS: ids, st._ID_LENGTHS: lengths})
+mask = (np.arange(bucket) < 20).astype(np.float32)[None, None]
+feeds = {
+    "whole acoustic": {st._IDS: ids, st._ID_LENGTHS: lengths, st._SCALES: scales,
+                       NOISE_INPUT: noise},
+    "encoder": {st._IDS: ids, st._ID_LENGTHS: lengths},
+    "duration predictor": {HIDDEN: hidden, MASK: mask, st._SCALES: scales, NOISE_INPUT: noise},
+}
+out = {"bucket": bucket, "on_device": engines["encoder"].on_device, "nodes": {}}
+for name, engine in engines.items():
+    out["nodes"][name] = len(engine._model.graph.node)
+    for _ in range(5):
+        engine.run(feeds[name])
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        engine.run(feeds[name])
+        times.append((time.perf_counter() - start) * 1e3)
+    out[name] = {"p50_ms": round(float(np.median(times)), 3),
+                 "p99_ms": round(float(np.percentile(times, 99)), 3),
+                 "graphs": engine.graphs if engine.on_device else None}
+print(json.dumps(out))
