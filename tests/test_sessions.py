@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from pipeline.infer.providers import PROVIDERS
-from pipeline.infer.sessions import ProviderChoice, build_session
+from pipeline.infer.sessions import ProviderChoice, _options, build_session
 from pipeline.lipsync.model import DEFAULT_MODEL
 
 AVAILABLE = onnxruntime.get_available_providers()
@@ -45,6 +45,12 @@ def test_cpu_sessions_get_the_real_time_options(threads):
     assert options.get_session_config_entry("session.use_env_allocators") == "1"
     (y,) = session.run(None, {"x": np.array([1, 2, 3], np.float32)})
     np.testing.assert_array_equal(y, [2, 4, 6])
+
+
+def test_device_sessions_keep_arenas_of_their_own():
+    # Their CUDA graphs were measured with each session's own arena; the entry is absent.
+    with pytest.raises(RuntimeError):
+        _options(1).get_session_config_entry("session.use_env_allocators")
 
 
 def test_a_model_file_is_loaded_by_path():
@@ -89,6 +95,15 @@ def test_an_unknown_provider_is_refused():
         build_session(_doubler(), "gpu")
 
 
+LONG_SENTENCES = (
+    "Welcome back to the stream everyone, today we are building a tiny robot out of paper "
+    "and glue, and it is going to be great fun for all of us here.",
+    "Please remember to follow the channel if you enjoy the show, because the weather "
+    "outside is cold and I made a big cup of cocoa for the long night ahead.",
+    "Thanks for the raid everyone who just joined, let me read the donation message from "
+    "my friend quickly before the next round starts in a minute or two.")
+
+
 def test_the_voice_engines_draw_on_one_arena():
     """Each CPU session's own onnxruntime arena doubled to the largest run it had seen and
     kept it: over these three long sentences in premium mode the voice's malloc in use
@@ -109,12 +124,3 @@ def test_the_voice_engines_draw_on_one_arena():
                           timeout=120, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     assert float(done.stdout) < 16.0, done.stdout
-
-
-LONG_SENTENCES = (
-    "Welcome back to the stream everyone, today we are building a tiny robot out of paper "
-    "and glue, and it is going to be great fun for all of us here.",
-    "Please remember to follow the channel if you enjoy the show, because the weather "
-    "outside is cold and I made a big cup of cocoa for the long night ahead.",
-    "Thanks for the raid everyone who just joined, let me read the donation message from "
-    "my friend quickly before the next round starts in a minute or two.")

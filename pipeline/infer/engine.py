@@ -291,8 +291,9 @@ _QUEUE = _DeviceLane()
 # CPU runs: a lane per core, earliest deadline first, one request a run. Batching on the
 # CPU was measured and lost (50 streams starting at once on the 2-core development VM,
 # bench-like text, balanced mode): unbatched, first audio P50 444 / P99 775 ms, 14.0 s in
-# all, +60 MB; batches padded to 4, 394 / 596 ms but +205 MB (onnxruntime's CPU arena
-# keeps the largest of every shape and batch it has run); batches of any size up to 8,
+# all, +60 MB; batches padded to 4, 394 / 596 ms but +205 MB (onnxruntime's CPU arenas
+# keep the largest of every shape and batch they have run; measured when each session had
+# its own, before sessions.py's shared one); batches of any size up to 8,
 # twice as slow in all (20 s) and +355 MB. Without the queue (each stream's thread running
 # its own sessions, as before it) the first audio was 932 / 1606 ms.
 CPU_BATCH = 1

@@ -48,19 +48,22 @@ class ProviderChoice:
 # the voice alone went from 387 to 424 MB of malloc in use over 60 of the soak's random
 # speeches (a 33 MB step at the second long sentence in premium mode), and the app took a
 # ~66 MB step at some point in each avatar-switching probe. Shared: 286 to 290 MB, RSS 364
-# MB against 430, synthesis as fast (37.8 s against 38.8 s for the 60). With no arena at
-# all: 223 to 227 MB but 15-19 % slower synthesis (44.3 s). 2-vCPU VM, one process each.
-_SHARED_ARENA = threading.Lock()
+# MB against 430, synthesis as fast (36.4-37.8 s against 38.1-38.8 s for the 60). With no
+# arena at all: 223 to 227 MB but synthesis took 44.3-45.6 s. 2-vCPU VM, a process each.
+# It is registered once per process: older onnxruntime refuses a second registration, and
+# newer ones (1.32 here) replace the first, which would split the one arena in two.
+_SHARED_ARENA_LOCK = threading.Lock()
 _shared_arena_made = False
 
 
 def _shared_cpu_arena() -> None:
     """Register the process's one CPU arena with onnxruntime, once."""
     global _shared_arena_made
-    with _SHARED_ARENA:
+    with _SHARED_ARENA_LOCK:
         if not _shared_arena_made:
-            memory = onnxruntime.OrtMemoryInfo("Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR,
-                                               0, onnxruntime.OrtMemType.DEFAULT)
+            memory = onnxruntime.OrtMemoryInfo(
+                "Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                onnxruntime.OrtMemType.DEFAULT)
             # onnxruntime's defaults: no limit, grow by doubling, default first chunk.
             onnxruntime.create_and_register_allocator(memory, onnxruntime.OrtArenaCfg(0, 0, -1, -1))
             _shared_arena_made = True

@@ -1,12 +1,13 @@
 """The voice's sampling noise for its prior latents, read from one table of standard
 normals made once per process instead of drawn afresh for every window.
 
-A stream's first window needs noise for its committed frames and its lookahead (77
-frames x 192 channels for a 5-word text): numpy's Generator.standard_normal took 62 us
-for 7,104 float32 values, and the two draws were ~18 % of a stream's Python before its
-first chunk (py-spy, engines stubbed out, 2-vCPU VM), which streams started together pay
-one after another under the GIL. A slice of the table at an offset drawn from the
-stream's own generator costs one random integer (2.4 us).
+A stream's first window needs noise for its committed frames and its lookahead, two
+draws (37 and 40 frames x 192 channels for a 5-word text): numpy's
+Generator.standard_normal took 62 us for the first's 7,104 float32 values, and the two
+draws were ~18 % of a stream's Python before its first chunk (py-spy, engines stubbed
+out, 2-vCPU VM), which streams started together pay one after another under the GIL. A
+slice of the table at an offset drawn from the stream's own generator costs one random
+integer (2.4 us).
 
 Within a draw the values are independent standard normals, as before. Two draws may
 overlap in the table (the same values at other frames, or in another stream): the
@@ -21,13 +22,20 @@ import threading
 
 import numpy as np
 
-# 4 MB of float32, made in 19-39 ms on first use (the voice's warm-up). Half of it covers
-# 2,730 frames of a 192-channel voice (31 s of audio at 86 frames a second) in one draw;
-# a window is at most 256 ids, and a larger draw is generated as before.
+# 4 MB of float32, made in 19-39 ms (2-vCPU VM) by the voice's warm-up (prepare). Half of
+# it covers 2,730 frames of a 192-channel voice (32 s of audio at 86 frames a second) in
+# one draw, more than any window but premium's longest first ones (up to 480 phonemes),
+# whose draws are generated as before.
 TABLE_VALUES = 1 << 20
 _TABLE_SEED = 0x5EED
 _table: np.ndarray | None = None
 _table_lock = threading.Lock()
+
+
+def prepare() -> None:
+    """Make the table now (the voice's warm-up), so that no stream's first chunk waits
+    for it: made on first use, it cost the first speech after loading 19-39 ms."""
+    _the_table()
 
 
 def _the_table() -> np.ndarray:

@@ -456,6 +456,7 @@ class StreamingTTS:
         request pays no start-up. `progress` gets the fraction done after each run. Once
         `cancel` is set no further shape is run. Returns whether every shape ran."""
         phonemize(self._voice, "Ready.")
+        prior_noise.prepare()
         buckets = self.shape_buckets(channels=self.channels)
         runs = [(stage, shape) for stage in ("acoustic", "flow", "vocoder")
                 for shape in sorted(buckets[stage])]
