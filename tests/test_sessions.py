@@ -1,9 +1,7 @@
 """The one session builder against the real onnxruntime: the real-time options, CPU
 sessions that run, and CUDA/TensorRT asked for where this onnxruntime lacks them."""
 
-import subprocess
-import sys
-from pathlib import Path
+import json
 
 import numpy as np
 import onnx
@@ -14,6 +12,7 @@ from onnx import TensorProto, helper
 from pipeline.infer.providers import PROVIDERS
 from pipeline.infer.sessions import ProviderChoice, _options, build_session
 from pipeline.lipsync.model import DEFAULT_MODEL
+from tests.harness.services import run_in_child
 
 AVAILABLE = onnxruntime.get_available_providers()
 GPU = {"cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
@@ -110,17 +109,19 @@ def test_the_voice_engines_draw_on_one_arena():
     grew 37.1 MB (a doubling step of 32 MB or more); from the process's one arena, 4.1 MB
     (2-vCPU VM). The bound is half a step. In a process of its own, so that no earlier
     test has grown the arena already."""
-    code = (
-        "from app.heap import heap_figures\n"
-        "from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS\n"
-        "tts = StreamingTTS()\n"
-        "tts.warm_up()\n"
-        "before = heap_figures()['malloc_mb']\n"
-        f"for text in {LONG_SENTENCES!r}:\n"
-        "    for _ in tts.stream(text, LATENCY_MODES['premium']):\n"
-        "        pass\n"
-        "print(heap_figures()['malloc_mb'] - before)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parent.parent)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert float(done.stdout) < 16.0, done.stdout
+    _, grown = run_in_child("tests.test_sessions:voice_malloc_growth", timeout=120)
+    assert grown["mb"] < 16.0, grown
+
+
+def voice_malloc_growth() -> None:
+    """(In a child) the voice's malloc growth over LONG_SENTENCES in premium mode."""
+    from app.heap import heap_figures
+    from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
+
+    tts = StreamingTTS()
+    tts.warm_up()
+    before = heap_figures()["malloc_mb"]
+    for text in LONG_SENTENCES:
+        for _ in tts.stream(text, LATENCY_MODES["premium"]):
+            pass
+    print(json.dumps({"mb": heap_figures()["malloc_mb"] - before}))
