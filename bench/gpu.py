@@ -318,27 +318,36 @@ def _python_ms(tts: StreamingTTS, texts: list[str], mode) -> dict:
     return {"to_first_chunk": _p50_p99(first), "per_later_chunk": _p50_p99(later)}
 
 
+def _busy_before(trace: list, until: float) -> dict[str, tuple[int, float]]:
+    """Per engine, its runs on the lane (engine._DeviceQueue.trace) that began before
+    `until`, and their busy ms up to it."""
+    busy: dict[str, tuple[int, float]] = {}
+    for start, end, name, _, _, _ in trace:
+        if start < until:
+            runs, ms = busy.get(name, (0, 0.0))
+            busy[name] = (runs + 1, ms + (min(end, until) - start) * 1000)
+    return busy
+
+
 def _trace_summary(trace: list, started: float, until: float) -> dict:
     """Where the device lane's time went while streams ran (engine._DeviceQueue.trace):
     per engine its runs, requests, batch sizes and busy time, in all and before `until`
     (the P99 stream's first audio), and the lane's busy share of that first stretch."""
     summary: dict = {}
+    before = _busy_before(trace, until)
     for _, _, name, _, _, _ in trace:
-        summary.setdefault(name, {"runs": 0, "requests": 0, "busy_ms": 0.0, "runs_before_p99": 0,
-                                  "busy_ms_before_p99": 0.0, "batch_sizes": {}})
+        runs, ms = before.get(name, (0, 0.0))
+        summary.setdefault(name, {"runs": 0, "requests": 0, "busy_ms": 0.0, "runs_before_p99": runs,
+                                  "busy_ms_before_p99": round(ms, 2), "batch_sizes": {}})
     for start, end, name, size, requests, _ in trace:
         row = summary[name]
         row["runs"] += 1
         row["requests"] += requests
         row["busy_ms"] += (end - start) * 1000
         row["batch_sizes"][str(size)] = row["batch_sizes"].get(str(size), 0) + 1
-        if start < until:
-            row["runs_before_p99"] += 1
-            row["busy_ms_before_p99"] += (min(end, until) - start) * 1000
     for row in summary.values():
         row["busy_ms"] = round(row["busy_ms"], 2)
-        row["busy_ms_before_p99"] = round(row["busy_ms_before_p99"], 2)
-    busy = sum(row["busy_ms_before_p99"] for row in summary.values())
+    busy = sum(ms for _, ms in before.values())
     return {"engines": summary, "lane_busy_share_before_p99": round(busy / max(1e-9, (until - started) * 1000), 3),
             "first_run_after_ms": round((trace[0][0] - started) * 1000, 2) if trace else None}
 
@@ -362,10 +371,8 @@ def _first_audio_parts(tts: StreamingTTS, mode, runs: int) -> dict:
                 queue.trace = None
             until = started + total / 1000
             row = {"total": total}
-            for start, end, engine, _, _, _ in trace:
-                if start < until:
-                    row[engine] = row.get(engine, 0.0) + (end - start) * 1000
-                    row[f"{engine}_runs"] = row.get(f"{engine}_runs", 0) + 1
+            for engine, (engine_runs, ms) in _busy_before(trace, until).items():
+                row[engine], row[f"{engine}_runs"] = ms, engine_runs
             row["outside_runs"] = total - sum(v for k, v in row.items()
                                               if k != "total" and not k.endswith("_runs"))
             for key, value in row.items():
