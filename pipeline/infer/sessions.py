@@ -52,7 +52,7 @@ class ProviderChoice:
 # arena at all: 223 to 227 MB but synthesis took 44.3-45.6 s. 2-vCPU VM, a process each.
 # The lip-shape model's small runs share the arena's lock with the voice's: its step
 # while a voice spoke took P99 0.41-0.46 ms on the shared arena and 0.41-0.46 ms on one
-# of its own (P50 0.19-0.21 and 0.20-0.24; two processes each, 20 s of 10 ms steps).
+# of its own (P50 0.19-0.21 and 0.20-0.24; two processes each, 20 s of 10 ms steps, 2-vCPU VM).
 # It is registered once per process: older onnxruntime refuses a second registration, and
 # newer ones (1.32 here) replace the first, which would split the one arena in two.
 _SHARED_ARENA_LOCK = threading.Lock()
