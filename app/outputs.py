@@ -254,6 +254,9 @@ class Outputs:
         # Why an output the settings want is not on (told once per cause).
         self.problems: dict[str, str] = {}
         self._attached: list = []
+        # The outputs still to get the newest rig (set_rig), and whether a turn is queued.
+        self._rig_round: list = []
+        self._rig_turn_due = False
         self._blinking, self._breathing = settings.blinking, settings.breathing
         # Told when the user closes the avatar window, so the app can save it as off.
         self.window_closed: Callable[[], None] | None = None
@@ -312,12 +315,37 @@ class Outputs:
         self._wire(output)
 
     def set_rig(self, rig: AvatarRig) -> None:
+        """Show `rig` in every output: the first now, each other in a turn of the event
+        loop of its own, so the outputs' ticks run between them. Uploading a rig into an
+        output's GL takes 6-23 ms on the GUI thread (2-vCPU VM, llvmpipe, in the running
+        app); all of them at once, 25-57 ms, held the ticks past a stall (2.5 periods,
+        42 ms at 60 fps): 6-8 busy stalls in 8 switches, 78 of the hour's soak's 99
+        (bench/results/soak_60min_vm_2core_xeon.json). An output opened meanwhile gets
+        the new rig when it is wired; one closed meanwhile is skipped; a newer rig
+        restarts the round."""
         self._rig = rig
         told = self.avatar_motion.set_offered(rig_expressions(rig))
         if told is not None:
             self._tell(told)
-        for output in self.pullers():
-            output.set_rig(rig)
+        self._rig_round = list(self.pullers())
+        self._next_rig_turn()
+
+    def _next_rig_turn(self) -> None:
+        """Give the current rig to the next output of the round still open; the one after
+        it in the next turn of the event loop."""
+        open_now = self.pullers()
+        while self._rig_round:
+            output = self._rig_round.pop(0)
+            if output in open_now:
+                output.set_rig(self._rig)
+                break
+        if self._rig_round and not self._rig_turn_due:
+            self._rig_turn_due = True
+            QTimer.singleShot(0, self._rig_turn)
+
+    def _rig_turn(self) -> None:
+        self._rig_turn_due = False
+        self._next_rig_turn()
 
     def connect_sources(self) -> None:
         """Follow the engine's current mouth source and media clock (after a device
@@ -401,6 +429,7 @@ class Outputs:
             self.window_closed()
 
     def close(self) -> None:
+        self._rig_round.clear()
         self._caption_timer.stop()
         if self._unsubscribe_captions is not None:
             self._unsubscribe_captions()
