@@ -460,9 +460,31 @@ def _mouth_frames(runs: int) -> dict:
             times = interleaved_ms(renderers, runs, {"frame": sprite_frame}, after=compare)
             for name in renderers:
                 result[f"{name}_{side}"] = _p50_p99(times[name, "frame"])
+            _alone(result, renderers, runs, "frame", sprite_frame, f"_alone_{side}")
             result[f"gl_gpu_time_{side}"] = _gpu_ms(lambda i: sprite_frame(renderers["gl"], i), runs)
             _close(result, side, worst[0], renderers, copies_before, runs)
     return result
+
+
+def _alone(result: dict, renderers: dict, runs: int, step: str, make, suffix: str) -> None:
+    """Each path's frames drawn alone, as the app draws once it has chosen a path, into
+    `result` under name + `suffix`. Interleaved frame by frame with the other path (the
+    figures above, and the app's choice), a frame also pays for the GPU turning between
+    CUDA's work and GL's: on a lent H100 the GL sprite frame at 1024² took P99 0.36-0.40 ms
+    interleaved and 0.25-0.32 ms alone, the photo mouth 0.22-0.36 and 0.15-0.27
+    (.carry/probe/mouth_alone.py, not committed; four runs of 600 frames)."""
+    from render.gpu.path_timing import interleaved_ms
+
+    for name, renderer in renderers.items():
+        alone = interleaved_ms({name: renderer}, runs, {step: make})
+        result[f"{name}{suffix}"] = _p50_p99(alone[name, step])
+
+
+def _picked(frames: dict, part: str, side: int) -> dict:
+    """The path the app picks at `side` (the lower P99 interleaved, render/gpu/
+    mouth_path.py) and its P50/P99 drawn alone, as the app then draws."""
+    name = min(("gl", "cuda"), key=lambda n: frames[f"{n}{part}_{side}"]["p99_ms"])  # a tie: GL
+    return {"path": name, **frames[f"{name}{part}_alone_{side}"]}
 
 
 def _photo_frames(runs: int) -> dict:
@@ -505,6 +527,7 @@ def _photo_frames(runs: int) -> dict:
                                    after=compare)
             for (name, part), values in times.items():
                 result[f"{name}_{part}_{side}"] = _p50_p99(values)
+            _alone(result, renderers, runs, "mouth", photo_mouth_frame, f"_mouth_alone_{side}")
             result[f"mouth_frame_size_{side}"] = list(renderers["cuda"].mouth_size)
             result[f"tie_pixels_over_2_{side}"] = found[1]
             _close(result, side, found[0], renderers, copies_before, runs)
@@ -651,6 +674,7 @@ def main() -> None:
         if "skipped" not in mouth:
             report["mouth_frame_p99_ms"] = {f"{s}": mouth[f"cuda_{s}"]["p99_ms"] for s in (512, 1024)}
             report["gl_mouth_frame_p99_ms"] = {f"{s}": mouth[f"gl_{s}"]["p99_ms"] for s in (512, 1024)}
+            report["picked_mouth_frame_ms"] = {f"{s}": _picked(mouth, "", s) for s in (512, 1024)}
             report["host_copies_per_frame"] = max(mouth[f"host_copies_per_frame_{s}"] for s in (512, 1024))
         checkpoint()
     if "photo" in sections:
@@ -659,6 +683,7 @@ def main() -> None:
         print("photo", photo, flush=True)
         report["photo_mouth_frame_p99_ms"] = {f"{s}": photo[f"cuda_mouth_{s}"]["p99_ms"] for s in (1024, 2048)}
         report["gl_photo_mouth_frame_p99_ms"] = {f"{s}": photo[f"gl_mouth_{s}"]["p99_ms"] for s in (1024, 2048)}
+        report["picked_photo_mouth_frame_ms"] = {f"{s}": _picked(photo, "_mouth", s) for s in (1024, 2048)}
         report["host_copies_per_frame"] = max(report.get("host_copies_per_frame", 0.0),
                                               *(photo[f"host_copies_per_frame_{s}"] for s in (1024, 2048)))
         checkpoint()
