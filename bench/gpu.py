@@ -470,9 +470,9 @@ def _alone(result: dict, renderers: dict, runs: int, step: str, make, suffix: st
     """Each path's frames drawn alone, as the app draws once it has chosen a path, into
     `result` under name + `suffix`. Interleaved frame by frame with the other path (the
     figures above, and the app's choice), a frame also pays for the GPU turning between
-    CUDA's work and GL's: on a lent H100 the GL sprite frame at 1024² took P99 0.36-0.40 ms
-    interleaved and 0.25-0.32 ms alone, the photo mouth 0.22-0.36 and 0.15-0.27
-    (.carry/probe/mouth_alone.py, not committed; four runs of 600 frames)."""
+    CUDA's work and GL's: on a lent H100 the GL sprite frame at 1024² took P99 0.48-0.51 ms
+    interleaved and 0.23-0.24 ms alone, the photo mouth 0.28-0.33 and 0.15-0.16
+    (bench/results/gpu_h100_df05219.json, gpu_h100_df05219_mouth_again.json)."""
     from render.gpu.path_timing import interleaved_ms
 
     for name, renderer in renderers.items():
