@@ -468,9 +468,9 @@ def _mouth_frames(runs: int) -> dict:
 
 def _alone(result: dict, renderers: dict, runs: int, step: str, make, suffix: str) -> None:
     """Each path's frames drawn alone, as the app draws once it has chosen a path, into
-    `result` under name + `suffix`. Interleaved frame by frame with the other path (the
-    figures above, and the app's choice), a frame also pays for the GPU turning between
-    CUDA's work and GL's: on a lent H100 the GL sprite frame at 1024² took P99 0.48-0.51 ms
+    `result` under name + `suffix`. Interleaved frame by frame with the other path (as
+    these sections time both, and as the app times its choice), a frame also pays for the
+    GPU turning between CUDA's work and GL's: on a lent H100 the GL sprite frame at 1024² took P99 0.48-0.51 ms
     interleaved and 0.23-0.24 ms alone, the photo mouth 0.28-0.33 and 0.15-0.16
     (bench/results/gpu_h100_df05219.json, gpu_h100_df05219_mouth_again.json)."""
     from render.gpu.path_timing import interleaved_ms
