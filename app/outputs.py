@@ -319,10 +319,11 @@ class Outputs:
         loop of its own, so the outputs' ticks run between them. Uploading a rig into an
         output's GL takes 6-30 ms on the GUI thread (2-vCPU VM, llvmpipe, in the running
         app); all of them at once, 25-57 ms, held the ticks past a stall (2.5 periods,
-        42 ms at 60 fps): 29 busy stalls in 40 switches beside the soak's load, 3 with
-        the outputs' turns apart (a probe, four runs of 10 each way, interleaved). An
-        output opened meanwhile gets the new rig when it is wired; one closed meanwhile
-        is skipped; a newer rig restarts the round."""
+        42 ms at 60 fps): beside the soak's load, 18 busy stalls in 20 switches (at 7 of
+        them), and 3 (at 1) with the outputs' turns apart, interleaved in one run
+        (bench/results/switch_stalls_vm_2core_xeon.json). An output opened meanwhile gets
+        the new rig when it is wired; one closed meanwhile is skipped; a newer rig
+        restarts the round."""
         self._rig = rig
         told = self.avatar_motion.set_offered(rig_expressions(rig))
         if told is not None:

@@ -510,11 +510,11 @@ class Soak:
         """Do `action`; one that fails is noted and the soak goes on, unless the app is
         gone."""
         try:
-            before = self._stalls()
+            before = self.stalls()
             self._count_stalls("between", self._after, before)
             getattr(self, f"_{action}")()
             self.counts[action] += 1
-            self._after = self._stalls()
+            self._after = self.stalls()
             self._count_stalls(action, before, self._after)
         except (AssertionError, OSError, TimeoutError) as exc:
             if self.app.proc.poll() is not None:
@@ -586,7 +586,7 @@ class Soak:
             self.stalls_by_action[what] = [n + b - a for n, a, b in zip(
                 self.stalls_by_action[what], before, after)]
 
-    def _stalls(self) -> tuple[int, int]:
+    def stalls(self) -> tuple[int, int]:
         """(stalls, busy stalls) of every output so far."""
         frames = self.control.ask({"type": "status"})["frames"]
         return sum(f["stalls"] for f in frames), sum(f["busy_stalls"] for f in frames)
