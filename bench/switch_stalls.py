@@ -87,8 +87,8 @@ def main() -> None:
                     workdir.mkdir()
                     runs[variant].append(switches(workdir, args.switches))
                     print(variant, runs[variant][-1], flush=True)
-            os.chdir(REPO)
     finally:
+        os.chdir(REPO)  # out of the tree before it is removed
         jack.stop()
         xvfb.stop()
     totals = {variant: {key: sum(r[key] for r in rows) for key in rows[0]}
