@@ -254,9 +254,11 @@ class Outputs:
         # Why an output the settings want is not on (told once per cause).
         self.problems: dict[str, str] = {}
         self._attached: list = []
-        # The outputs still to get the newest rig (set_rig), and whether a turn is queued.
+        # The outputs still to get the newest rig (set_rig), one per turn of the event loop.
         self._rig_round: list = []
-        self._rig_turn_due = False
+        self._rig_turn = QTimer()
+        self._rig_turn.setSingleShot(True)
+        self._rig_turn.timeout.connect(self._next_rig_turn)
         self._blinking, self._breathing = settings.blinking, settings.breathing
         # Told when the user closes the avatar window, so the app can save it as off.
         self.window_closed: Callable[[], None] | None = None
@@ -340,13 +342,8 @@ class Outputs:
             if output in open_now:
                 output.set_rig(self._rig)
                 break
-        if self._rig_round and not self._rig_turn_due:
-            self._rig_turn_due = True
-            QTimer.singleShot(0, self._rig_turn)
-
-    def _rig_turn(self) -> None:
-        self._rig_turn_due = False
-        self._next_rig_turn()
+        if self._rig_round and not self._rig_turn.isActive():
+            self._rig_turn.start(0)
 
     def connect_sources(self) -> None:
         """Follow the engine's current mouth source and media clock (after a device
@@ -430,7 +427,7 @@ class Outputs:
             self.window_closed()
 
     def close(self) -> None:
-        self._rig_round.clear()
+        self._rig_turn.stop()
         self._caption_timer.stop()
         if self._unsubscribe_captions is not None:
             self._unsubscribe_captions()
