@@ -134,6 +134,33 @@ def concurrent(app, clients: int) -> tuple[list[float], int]:
     return [r.ttfb_s * 1e3 for r in results], sum(underruns(r) for r in results)
 
 
+def streams_on_app(settings: dict, count: int) -> dict:
+    """`count` /stream clients opened at once on a real app of its own (`lipsync-studio
+    --headless --api-port P` with `settings`), after one stream alone (what a client after
+    start-up meets): time to first byte P50/P99 and underruns. The app's line saying where
+    the voice runs is kept, so a fallback to the CPU shows."""
+    config = Path(tempfile.mkdtemp(prefix="bench-api-"))
+    made = cli(config, "api", "token", "create", "bench")
+    if made.returncode != 0:
+        raise RuntimeError(f"the app made no API token: {made.stderr.strip()}")
+    port = free_port()
+    app = HeadlessApp(config, {"mic_enabled": False, "latency_mode": MODE, **settings},
+                      "--api-port", str(port))
+    try:
+        runs_on = app.output.until("The voice runs on", 300).strip()
+        app.output.until("Voice ready", 300)
+        app.base, app.token = f"http://127.0.0.1:{port}", made.stdout.strip()
+        concurrent(app, 1)
+        ttfbs, late = concurrent(app, count)
+    finally:
+        app.stop()
+    p50, p99 = _percentiles(ttfbs)
+    return {"clients": count, "voice": runs_on,
+            "speech_processes": settings.get("api_speech_processes", 0),
+            "ttfb_p50_ms": p50, "ttfb_p99_ms": p99, "ttfb_max_ms": round(max(ttfbs), 2),
+            "underruns": int(late)}
+
+
 def incremental_first_audio(app) -> float:
     """Pieces of an LLM's reply: the sentence completes with the piece " follow. " (its
     end mark and the white space after it); time from sending it to the first audio."""
@@ -214,6 +241,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--speech-processes", nargs="*", type=int, default=[],
+                        help="also the clients at once on an app with each count of speech "
+                             "processes (api_speech_processes), beside one without, in this run")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     config = Path(tempfile.mkdtemp(prefix="bench-api-"))
@@ -258,6 +288,12 @@ def main() -> None:
     result["vmc_timing_p50_ms"], result["vmc_timing_p99_ms"] = _percentiles(np.abs(timing))
     result["vmc_timing_median_signed_ms"] = round(float(np.median(timing)), 2)
     result.update(vtube_studio_timing())
+    if args.speech_processes:
+        # Apps of their own, one after the other: the same clients, their speech made in
+        # the app's process and in speech processes.
+        result["c50_apps"] = {
+            str(n): streams_on_app({"api_speech_processes": n}, args.clients)
+            for n in (0, *args.speech_processes)}
     publish(result, args.out)
 
 

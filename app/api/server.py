@@ -39,6 +39,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from app.api import control, speech
 from app.api.channel import TOKEN_NAME, RateLimit
 from app.api.protocol import ApiFault, dumps
+from app.api.speech_processes import SpeechProcesses
 from app.api.tokens import TOKENS_FILE, TokenStore
 from app.messages import EVENT_SECONDS, Severity
 from app.settings import Settings, config_dir
@@ -94,6 +95,7 @@ class ApiConfig:
     max_message_bytes: int
     messages_per_second: int
     max_streams: int
+    speech_processes: int
 
     @classmethod
     def from_settings(cls, settings: Settings, port: int | None = None) -> ApiConfig:
@@ -101,7 +103,8 @@ class ApiConfig:
                         if o)
         return cls(settings.api_bind_address, port if port is not None else settings.api_port,
                    settings.api_allow_network, origins, settings.api_max_message_bytes,
-                   settings.api_messages_per_second, settings.api_max_streams)
+                   settings.api_messages_per_second, settings.api_max_streams,
+                   settings.api_speech_processes)
 
     @property
     def loopback(self) -> bool:
@@ -143,6 +146,8 @@ class ApiServer:
         # Times each stream's written words beside its synthesis (speech_stream.py); one
         # thread, so each stream's plans are timed in their order.
         self.cues_worker: ThreadPoolExecutor | None = None
+        # Where streams are made when not in this process (api_speech_processes).
+        self.speech_processes: SpeechProcesses | None = None
         self._origins = {f"http://{host}:{config.port}" for host in
                          ("127.0.0.1", "localhost", "[::1]", config.host)}
         self._origins.update(config.allowed_origins)
@@ -163,11 +168,16 @@ class ApiServer:
         except ServerError as exc:
             self.cues_worker.shutdown()
             raise ApiError(str(exc)) from None
+        if self.config.speech_processes:
+            self.speech_processes = SpeechProcesses(self.config.speech_processes,
+                                                    self.studio.settings.inference_provider)
 
     def close(self) -> None:
         self._thread.stop()
         if self.cues_worker is not None:
             self.cues_worker.shutdown(cancel_futures=True)
+        if self.speech_processes is not None:
+            self.speech_processes.close()
 
     # -- the loop -------------------------------------------------------------------
 
