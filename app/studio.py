@@ -834,9 +834,7 @@ class Studio(QObject):
             return
         self.api = server
         warning = config.warning()
-        made = (f" (speech made in {config.speech_processes} processes of its own)"
-                if config.speech_processes else "")
-        self.tell(f"API on {server.url}{made}" + (f" — {warning}" if warning else ""),
+        self.tell(f"API on {server.url}" + (f" — {warning}" if warning else ""),
                   Severity.WARNING if warning else Severity.INFO, key=API,
                   seconds=None if warning else EVENT_SECONDS)
 

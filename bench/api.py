@@ -149,14 +149,17 @@ def streams_on_app(settings: dict, count: int) -> dict:
     try:
         runs_on = app.output.until("The voice runs on", 300).strip()
         app.output.until("Voice ready", 300)
+        processes = settings.get("api_speech_processes", 0)
+        warm = (app.output.until(f"The API's speech is made in {processes} processes", 300)
+                .strip() if processes else None)
         app.base, app.token = f"http://127.0.0.1:{port}", made.stdout.strip()
         concurrent(app, 1)
         ttfbs, late = concurrent(app, count)
     finally:
         app.stop()
     p50, p99 = _percentiles(ttfbs)
-    return {"clients": count, "voice": runs_on,
-            "speech_processes": settings.get("api_speech_processes", 0),
+    return {"clients": count, "voice": runs_on, "speech_processes": processes,
+            "speech_processes_warm": warm,
             "ttfb_p50_ms": p50, "ttfb_p99_ms": p99, "ttfb_max_ms": round(max(ttfbs), 2),
             "underruns": int(late)}
 

@@ -56,7 +56,7 @@ def processes_app(jack_server, tmp_path_factory):
     they end with it."""
     running = api_app(tmp_path_factory.mktemp("api-processes"), "tester",
                       api_speech_processes=2)
-    assert "speech made in 2 processes of its own" in running.transcript
+    running.output.until("The API's speech is made in 2 processes of their own", 120)
     yield running
     children = running.children()
     assert running.stop() == 0, running.transcript
@@ -526,7 +526,7 @@ def test_a_speech_process_that_dies_ends_its_streams_and_another_takes_its_place
     again = stream(app.base, app.token, timeout=120, text=TEXT, seed=7)
     assert again.others == [] and again.end["samples"] == len(again.samples) > RATE
     assert not set(app.children()) & set(before)
-    app.output.until("A speech process ended", 10)
+    app.output.until("A speech process of the API ended (exit status -9)", 10)
 
 
 # -- the documented examples ----------------------------------------------------------------

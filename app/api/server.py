@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 TOKEN_WATCH_S = 0.5
 # What messages about a client sending past its rate are about (app/messages.py).
 FLOOD = "api flood"
+SPEECH_PROCESSES = "api speech processes"
 # A request for a token waits this long for the user's answer.
 APPROVAL_TIMEOUT_S = 120.0
 # Calls into the studio (its GUI thread) are answered within this, or time out.
@@ -170,7 +171,8 @@ class ApiServer:
             raise ApiError(str(exc)) from None
         if self.config.speech_processes:
             self.speech_processes = SpeechProcesses(self.config.speech_processes,
-                                                    self.studio.settings.inference_provider)
+                                                    self.studio.settings.inference_provider,
+                                                    self._processes_said)
 
     def close(self) -> None:
         self._thread.stop()
@@ -300,6 +302,11 @@ class ApiServer:
                 "held up (api_messages_per_second in the settings).")
         self.studio.call_soon(lambda: self.studio.tell(text, Severity.WARNING,
                                                        key=(FLOOD, name), seconds=EVENT_SECONDS))
+
+    def _processes_said(self, text: str, problem: bool) -> None:
+        self.studio.call_soon(lambda: self.studio.tell(
+            text, Severity.WARNING if problem else Severity.INFO, key=SPEECH_PROCESSES,
+            seconds=EVENT_SECONDS))
 
     # -- tokens ---------------------------------------------------------------------
 

@@ -18,8 +18,10 @@ the server's loop has not taken (each `next` gives one credit back), so the stre
 in the app never overflows and a client that does not read holds its stream back, as it
 does in the app's process.
 
-A process that ends (killed, crashed) ends each of its streams with an `unavailable` error
-and their end, and the next stream starts a process in its place. Processes ignore Ctrl-C
+Each process says when its voice is warm; `on_event` hears once all are (the bench waits
+for it before timing), and of a process that ends (killed, crashed): each of its streams
+ends with an `unavailable` error and its end, and the next stream starts a process in its
+place. Processes ignore Ctrl-C
 (a terminal sends it to the whole group: the app stops them itself) and end when the app's
 end of their pipe closes, so an app that dies leaves none behind.
 """
@@ -31,6 +33,7 @@ import multiprocessing
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
@@ -45,21 +48,50 @@ log = logging.getLogger(__name__)
 # making ends within a chunk's synthesis), before it is killed.
 CLOSE_WAIT_S = 3.0
 _ENDED = None  # sent after a stream's last item: its making is over
+_PROCESS = 0  # the id of what a process says of itself (streams count from 1)
 
 
 class SpeechProcesses:
     """`count` speech processes for the voice on `provider`, started at once (each loads
-    and warms the voice: streams opened meanwhile wait in its pipe). Thread-safe."""
+    and warms the voice: streams opened meanwhile wait in its pipe). `on_event(text,
+    problem)` is told, from a thread of its own, when all are ready, when one could not
+    load the voice, and when one ended unasked. Thread-safe."""
 
-    def __init__(self, count: int, provider: str) -> None:
+    def __init__(self, count: int, provider: str,
+                 on_event: Callable[[str, bool], None] = lambda text, problem: None) -> None:
         if count < 1:
             raise ValueError("at least one speech process")
         self.provider = provider
         self.sample_rate = check_voice(BUNDLED_VOICE).sample_rate
+        self._on_event = on_event
         self._context = multiprocessing.get_context("spawn")  # fork would copy our threads' locks
         self._lock = threading.Lock()
         self._next_id = 0
-        self._workers = [_Worker(self._context, provider) for _ in range(count)]
+        self._started = time.monotonic()
+        self._waiting = count  # processes whose voice is not warm yet
+        self._closing = False
+        self._workers = [self._worker() for _ in range(count)]
+
+    def _worker(self) -> _Worker:
+        return _Worker(self._context, self.provider, self._said)
+
+    def _said(self, worker: _Worker, what: str, detail) -> None:
+        """What a process says of itself, from its reader thread."""
+        if what == "ready":
+            with self._lock:
+                self._waiting -= 1
+                last = self._waiting == 0
+            if last:
+                self._on_event(f"The API's speech is made in {len(self._workers)} processes "
+                               f"of their own, each with the voice warm "
+                               f"({time.monotonic() - self._started:.1f} s).", False)
+        elif what == "failed":
+            self._on_event(f"A speech process of the API could not load the voice: {detail}. "
+                           "Its streams end with an error (api_speech_processes in the "
+                           "settings: 0 makes them in the app).", True)
+        elif what == "ended" and not self._closing:
+            self._on_event(f"A speech process of the API ended ({detail}): its streams ended "
+                           "with an error; the next stream starts another.", True)
 
     @property
     def count(self) -> int:
@@ -72,8 +104,7 @@ class SpeechProcesses:
         with self._lock:
             for i, worker in enumerate(self._workers):
                 if not worker.alive:
-                    log.warning("A speech process ended (%s): starting another.", worker.why)
-                    self._workers[i] = _Worker(self._context, self.provider)
+                    self._workers[i] = self._worker()
             worker = min(self._workers, key=lambda w: len(w.routes))
             self._next_id += 1
             remote = _Remote(worker, self._next_id, pipe, self.sample_rate)
@@ -86,6 +117,7 @@ class SpeechProcesses:
     def close(self) -> None:
         """Every process told to end, then waited for (killed past CLOSE_WAIT_S)."""
         with self._lock:
+            self._closing = True
             workers, self._workers = self._workers, []
         for worker in workers:
             worker.send(("quit", 0))
@@ -97,7 +129,9 @@ class SpeechProcesses:
 class _Worker:
     """One speech process, and the thread here that reads what it sends."""
 
-    def __init__(self, context, provider: str) -> None:
+    def __init__(self, context, provider: str, said: Callable[[_Worker, str, object], None]
+                 ) -> None:
+        self._said = said
         here, there = context.Pipe()
         self.process = context.Process(target=serve, args=(there, provider),
                                        name="lipsync-speech", daemon=True)
@@ -131,6 +165,9 @@ class _Worker:
         try:
             while True:
                 sid, item = self._conn.recv()
+                if sid == _PROCESS:
+                    self._said(self, *item)
+                    continue
                 remote = self.routes.get(sid)
                 if remote is not None:
                     remote.arrived(item)
@@ -144,6 +181,7 @@ class _Worker:
         self.why = f"exit status {self.process.exitcode}"
         for remote in lost:
             remote.lost(self.why)
+        self._said(self, "ended", self.why)
 
     def stop(self, wait_s: float) -> None:
         self.process.join(wait_s)
@@ -228,9 +266,11 @@ def serve(conn: Connection, provider: str) -> None:
         voice = StreamingTTS(provider=provider)  # the engines, shared by every stream
         voice.warm_up()
         voice.close()
-    except Exception as exc:  # noqa: BLE001 - each stream is told
+        send(_PROCESS, ("ready", None))
+    except Exception as exc:  # noqa: BLE001 - the app is told, and each stream
         log.exception("the voice did not load")
         failure = exc
+        send(_PROCESS, ("failed", str(exc)))
     cues_worker = ThreadPoolExecutor(1, thread_name_prefix="api-cues")
     cues_worker.submit(lambda: None)  # its thread now, not within a first stream
     try:
