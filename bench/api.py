@@ -109,7 +109,19 @@ def underruns(result: StreamResult) -> int:
     return late
 
 
-def concurrent(app, clients: int) -> tuple[list[float], int]:
+def lead_needed_s(result: StreamResult) -> float:
+    """How long after its first byte a client must start playing for none of its chunks
+    to come late: what a player's buffer must hold for this stream."""
+    start = result.chunks[0][0]
+    played = 0
+    need = 0.0
+    for arrival, size in result.chunks:
+        need = max(need, arrival - start - played / 2 / RATE)
+        played += size
+    return need
+
+
+def concurrent(app, clients: int) -> tuple[list[float], int, list[float]]:
     """`clients` /stream requests opened at once, each read to its end, from one asyncio
     loop (a client process that costs the server's two cores little: a thread per
     client took as much CPU as the server)."""
@@ -131,7 +143,8 @@ def concurrent(app, clients: int) -> tuple[list[float], int]:
         return await asyncio.gather(*(one(i) for i in range(clients)))
 
     results = asyncio.run(run_all())
-    return [r.ttfb_s * 1e3 for r in results], sum(underruns(r) for r in results)
+    return ([r.ttfb_s * 1e3 for r in results], sum(underruns(r) for r in results),
+            [lead_needed_s(r) * 1e3 for r in results])
 
 
 def streams_on_app(settings: dict, count: int) -> dict:
@@ -150,18 +163,26 @@ def streams_on_app(settings: dict, count: int) -> dict:
         runs_on = app.output.until("The voice runs on", 300).strip()
         app.output.until("Voice ready", 300)
         processes = settings.get("api_speech_processes", 0)
-        warm = (app.output.until(f"The API's speech is made in {processes} processes", 300)
-                .strip() if processes else None)
+        ready = f"The API's speech is made in {processes} processes"
+        # Told when the processes are warm: before the app's own voice or after.
+        warm = None if not processes else next(
+            (line.strip() for line in app.output.seen if ready in line), None) or \
+            app.output.until(ready, 300).strip()
         app.base, app.token = f"http://127.0.0.1:{port}", made.stdout.strip()
         concurrent(app, 1)
-        ttfbs, late = concurrent(app, count)
+        ttfbs, late, leads = concurrent(app, count)
     finally:
         app.stop()
     p50, p99 = _percentiles(ttfbs)
+    # A player that waits the same lead for every stream, the least that leaves none of
+    # them an underrun: when its listeners hear each stream's first sound.
+    lead = max(leads)
+    heard50, heard99 = _percentiles(np.asarray(ttfbs) + lead)
     return {"clients": count, "voice": runs_on, "speech_processes": processes,
             "speech_processes_warm": warm,
             "ttfb_p50_ms": p50, "ttfb_p99_ms": p99, "ttfb_max_ms": round(max(ttfbs), 2),
-            "underruns": int(late)}
+            "underruns": int(late), "lead_for_no_underruns_ms": round(lead, 2),
+            "heard_with_that_lead_p50_ms": heard50, "heard_with_that_lead_p99_ms": heard99}
 
 
 def incremental_first_audio(app) -> float:
@@ -277,7 +298,7 @@ def main() -> None:
         tts.close()
         # Part of every time to first byte: the client's WebSocket handshake itself.
         result["handshake_p50_ms"], result["handshake_p99_ms"] = _percentiles(handshakes)
-        ttfbs, late = concurrent(app, args.clients)
+        ttfbs, late, _ = concurrent(app, args.clients)
         result["c50_ttfb_p50_ms"], result["c50_ttfb_p99_ms"] = _percentiles(ttfbs)
         result["c50_underruns"] = late
         result["c50_clients"] = args.clients

@@ -39,6 +39,7 @@ from multiprocessing.connection import Connection
 
 from app.api.protocol import ApiFault
 from app.api.speech_stream import PIPE_ITEMS, POLL_S, Finished, Pipe, Production, cues_failed
+from pipeline.infer.engine import share_cpu
 from pipeline.voice.streaming_tts import StreamingTTS
 from pipeline.voice.voice_files import BUNDLED_VOICE, check_voice
 
@@ -68,12 +69,13 @@ class SpeechProcesses:
         self._lock = threading.Lock()
         self._next_id = 0
         self._started = time.monotonic()
+        self._count = count
         self._waiting = count  # processes whose voice is not warm yet
         self._closing = False
         self._workers = [self._worker() for _ in range(count)]
 
     def _worker(self) -> _Worker:
-        return _Worker(self._context, self.provider, self._said)
+        return _Worker(self._context, self.provider, self._count, self._said)
 
     def _said(self, worker: _Worker, what: str, detail) -> None:
         """What a process says of itself, from its reader thread."""
@@ -129,11 +131,11 @@ class SpeechProcesses:
 class _Worker:
     """One speech process, and the thread here that reads what it sends."""
 
-    def __init__(self, context, provider: str, said: Callable[[_Worker, str, object], None]
-                 ) -> None:
+    def __init__(self, context, provider: str, count: int,
+                 said: Callable[[_Worker, str, object], None]) -> None:
         self._said = said
         here, there = context.Pipe()
-        self.process = context.Process(target=serve, args=(there, provider),
+        self.process = context.Process(target=serve, args=(there, provider, count),
                                        name="lipsync-speech", daemon=True)
         self.process.start()
         there.close()
@@ -245,10 +247,12 @@ class _Remote:
 
 # -- in the speech process --------------------------------------------------------------
 
-def serve(conn: Connection, provider: str) -> None:
-    """A speech process's life: the voice loaded and warmed, then each message from the
-    app carried out, until the app says quit or its end of the pipe closes."""
+def serve(conn: Connection, provider: str, processes: int) -> None:
+    """A speech process's life, one of `processes`: the voice loaded and warmed, then each
+    message from the app carried out, until the app says quit or its end of the pipe
+    closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    share_cpu(processes)
     logging.basicConfig(level=logging.WARNING,
                         format="speech process: %(levelname)s %(name)s: %(message)s")
     send_lock = threading.Lock()
