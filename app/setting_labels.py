@@ -55,7 +55,6 @@ LABELS: dict[str, str] = {
     "api_max_message_bytes": "Largest message",
     "api_messages_per_second": "Messages per connection",
     "api_max_streams": "Speech streams at once",
-    "api_speech_processes": "Processes for API speech",
     "vtube_studio": "VTube Studio",
     "vtube_studio_host": "VTube Studio address",
     "vtube_studio_port": "VTube Studio port",

@@ -128,11 +128,6 @@ class Settings:
     # /stream and /v1/audio/speech at once: the 50 streams the API is built and
     # measured for, and some room (bench/api.py).
     api_max_streams: int = 64
-    # Processes the API's speech streams are made in, beside the app's (app/api/
-    # speech_processes.py): each runs its streams' Python under a GIL of its own, for hosts
-    # of many streams at once on a GPU or many cores; each holds a copy of the voice's engines.
-    # 0 makes them in the app's process, as one or a few streams are best made.
-    api_speech_processes: int = 0
     # -- our lip sync on other apps' avatars (render/outputs/vmc.py, vtube_studio.py) --
     # VTube Studio's plugin API (its default port 8001).
     vtube_studio: bool = False
@@ -257,7 +252,6 @@ RULES: dict[str, FieldRule] = {
     "api_max_message_bytes": FieldRule(int, 1024, 16 * 2**20),
     "api_messages_per_second": FieldRule(int, 1, 10_000),
     "api_max_streams": FieldRule(int, 1, 1024),
-    "api_speech_processes": FieldRule(int, 0, 32),
     "vtube_studio": FieldRule(bool),
     "vtube_studio_host": FieldRule(str),
     "vtube_studio_port": FieldRule(int, 1, 65535),

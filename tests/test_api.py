@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import shutil
 import subprocess
 import sys
@@ -50,32 +49,6 @@ def app(jack_server, tmp_path_factory):
     assert "Traceback" not in running.transcript, running.transcript
 
 
-@pytest.fixture(scope="module")
-def processes_app(jack_server, tmp_path_factory):
-    """The same, its API's speech made in two speech processes (api_speech_processes);
-    they end with it."""
-    running = api_app(tmp_path_factory.mktemp("api-processes"), "tester",
-                      api_speech_processes=2)
-    running.output.until("The API's speech is made in 2 processes of their own", 120)
-    yield running
-    children = running.children()
-    assert running.stop() == 0, running.transcript
-    assert "Traceback" not in running.transcript, running.transcript
-    # multiprocessing's resource tracker, the third, ends when it reads the app's end of
-    # its pipe close: a moment after the app (seen still there at the app's exit).
-    deadline = time.monotonic() + 5
-    while [pid for pid in children if os.path.exists(f"/proc/{pid}")] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(children) == 3 and not [pid for pid in children if os.path.exists(f"/proc/{pid}")]
-
-
-@pytest.fixture(params=["in the app", "in speech processes"])
-def either(request):
-    """Each test of a stream's making, with it made in the app's process and in speech
-    processes (app/api/speech_processes.py)."""
-    return request.getfixturevalue("app" if request.param == "in the app" else "processes_app")
-
-
 def _say(config, tmp_path, text: str, mode: str, seed: int) -> np.ndarray:
     out = tmp_path / "say.wav"
     done = cli(config, "say", text, "--mode", mode, "--seed", str(seed), "--wav", str(out))
@@ -106,14 +79,12 @@ def _ask(ws, message: dict, timeout: float = 20, valid: bool = True) -> dict:
 # -- streaming speech ---------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["balanced", "premium"])
-def test_stream_is_the_voice_sample_for_sample_with_cues_ahead_of_their_audio(either, tmp_path, mode):
-    app = either
+def test_stream_is_the_voice_sample_for_sample_with_cues_ahead_of_their_audio(app, tmp_path, mode):
     got = stream(app.base, app.token, text=TEXT, mode=mode, seed=7)
     assert got.start == {"type": "start", "sample_rate": RATE, "format": "pcm_s16le",
                          "channels": 1, "voice": "en_US-joe-medium", "mode": mode}
     reference = _say(app.config_dir, tmp_path, TEXT, mode, 7)
-    # The same voice and seed, each chunk one engine run, whether made in the app, in a
-    # speech process or in `say`'s process: the same bytes.
+    # One process made both with the same seed and one engine run each: the same bytes.
     assert np.array_equal(got.samples, reference)
     assert got.end["samples"] == len(reference)
     # Every stretch's cues came before any of its audio: each cues message arrived when
@@ -145,8 +116,7 @@ def _longest_quiet(samples: np.ndarray, around: float, window_s: float = 0.6) ->
     return longest * frame / RATE
 
 
-def test_text_in_pieces_joins_with_no_gap_the_whole_text_does_not_have(either):
-    app = either
+def test_text_in_pieces_joins_with_no_gap_the_whole_text_does_not_have(app):
     whole = stream(app.base, app.token, text=TEXT, mode="balanced", seed=3)
     result = StreamResult(opened_at=time.perf_counter())
     url = f"{app.base.replace('http', 'ws')}/stream?mode=balanced&seed=3"
@@ -174,8 +144,7 @@ def test_text_in_pieces_joins_with_no_gap_the_whole_text_does_not_have(either):
     assert abs(len(pieces) - len(whole.samples)) / RATE < 0.2
 
 
-def test_switch_mode_mid_stream_applies_at_the_next_chunk(either):
-    app = either
+def test_switch_mode_mid_stream_applies_at_the_next_chunk(app):
     text = " ".join([TEXT] * 4)
     result = StreamResult(opened_at=time.perf_counter())
     url = f"{app.base.replace('http', 'ws')}/stream?mode=balanced&" + \
@@ -443,8 +412,7 @@ def _back_to(app, threads: int, sockets: int, timeout_s: float = 20.0) -> None:
     assert now[0] <= threads and now[1] <= sockets, (now, (threads, sockets))
 
 
-def test_clients_that_vanish_or_never_read_hold_nothing_and_others_go_on(either):
-    app = either
+def test_clients_that_vanish_or_never_read_hold_nothing_and_others_go_on(app):
     threads, sockets = _settled(app)
     rss = app.rss_mb()
     long_text = " ".join([TEXT] * 12)  # ~40 s of speech
@@ -472,8 +440,7 @@ def test_clients_that_vanish_or_never_read_hold_nothing_and_others_go_on(either)
     assert reply["api"] == {"streams": 0, "connections": 0}
 
 
-def test_fifty_streams_at_once_each_get_all_their_audio_and_leave_nothing(either):
-    app = either
+def test_fifty_streams_at_once_each_get_all_their_audio_and_leave_nothing(app):
     threads, sockets = _settled(app)
     rss = app.rss_mb()
     results: list[StreamResult | BaseException] = [None] * 50
@@ -502,31 +469,6 @@ def test_fifty_streams_at_once_each_get_all_their_audio_and_leave_nothing(either
     # stream's thread running its own sessions, before the CPU's run queue: 310 MB).
     assert peak - rss < 100, (rss, peak)
     _back_to(app, threads, sockets)
-
-
-def test_a_speech_process_that_dies_ends_its_streams_and_another_takes_its_place(processes_app):
-    app = processes_app
-    long_text = " ".join([TEXT] * 12)  # ~40 s of speech, held 8 s ahead of real time
-    url = f"{app.base.replace('http', 'ws')}/stream?text={long_text.replace(' ', '%20')}"
-    result = StreamResult(opened_at=time.perf_counter())
-    with connect(url, additional_headers={"Authorization": f"Bearer {app.token}"},
-                 max_size=None) as ws:
-        while not result.chunks:
-            read_stream(ws, result, until_end=False)
-        before = app.children()
-        for pid in before:
-            os.kill(pid, signal.SIGKILL)  # as a crash of the process would end it
-        read_stream(ws, result, timeout=20)
-    errors = [m for m in result.others if m["type"] == "error"]
-    assert [e["code"] for e in errors] == ["unavailable"], result.others
-    assert "speech process" in errors[0]["message"]
-    # Its end says how much audio came: what the client got.
-    assert result.end["samples"] == len(result.samples) > 0
-    # The next stream gets a new process (loading the voice first) and the whole voice.
-    again = stream(app.base, app.token, timeout=120, text=TEXT, seed=7)
-    assert again.others == [] and again.end["samples"] == len(again.samples) > RATE
-    assert not set(app.children()) & set(before)
-    app.output.until("A speech process of the API ended (exit status -9)", 10)
 
 
 # -- the documented examples ----------------------------------------------------------------

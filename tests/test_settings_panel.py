@@ -162,7 +162,6 @@ def test_every_setting_applies_as_it_is_edited(panel):
         lambda: dialog.api_max_message_bytes.setValue(32768),
         lambda: dialog.api_messages_per_second.setValue(20),
         lambda: dialog.api_max_streams.setValue(8),
-        lambda: dialog.api_speech_processes.setValue(4),
         lambda: dialog.vtube_studio.setChecked(True),
         lambda: _type(dialog.vtube_studio_host, "192.0.2.8"),
         lambda: dialog.vtube_studio_port.setValue(8002),
@@ -194,7 +193,7 @@ def test_every_setting_applies_as_it_is_edited(panel):
                         api_enabled=True, api_port=9100, api_bind_address="0.0.0.0",
                         api_allow_network=True, api_allowed_origins="https://example.com",
                         api_max_message_bytes=32768, api_messages_per_second=20,
-                        api_max_streams=8, api_speech_processes=4, vtube_studio=True, vtube_studio_host="192.0.2.8",
+                        api_max_streams=8, vtube_studio=True, vtube_studio_host="192.0.2.8",
                         vtube_studio_port=8002, vtube_studio_offset_ms=40.0, vmc=True,
                         vmc_host="192.0.2.9", vmc_port=39540, vmc_blendshapes="vrm1",
                         vmc_offset_ms=-20.0)

@@ -50,11 +50,6 @@ class ApiFault(Exception):
         self.code = code
         self.message = message
 
-    def __reduce__(self):
-        # From a speech process (speech_processes.py): Exception's own pickling would
-        # call ApiFault(message) alone.
-        return ApiFault, (self.code, self.message)
-
     @property
     def status(self) -> int:
         return CODES[self.code]

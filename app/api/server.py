@@ -39,7 +39,6 @@ from aiohttp.http_exceptions import HttpProcessingError
 from app.api import control, speech
 from app.api.channel import TOKEN_NAME, RateLimit
 from app.api.protocol import ApiFault, dumps
-from app.api.speech_processes import SpeechProcesses
 from app.api.tokens import TOKENS_FILE, TokenStore
 from app.messages import EVENT_SECONDS, Severity
 from app.settings import Settings, config_dir
@@ -51,7 +50,6 @@ log = logging.getLogger(__name__)
 TOKEN_WATCH_S = 0.5
 # What messages about a client sending past its rate are about (app/messages.py).
 FLOOD = "api flood"
-SPEECH_PROCESSES = "api speech processes"
 # A request for a token waits this long for the user's answer.
 APPROVAL_TIMEOUT_S = 120.0
 # Calls into the studio (its GUI thread) are answered within this, or time out.
@@ -96,7 +94,6 @@ class ApiConfig:
     max_message_bytes: int
     messages_per_second: int
     max_streams: int
-    speech_processes: int
 
     @classmethod
     def from_settings(cls, settings: Settings, port: int | None = None) -> ApiConfig:
@@ -104,8 +101,7 @@ class ApiConfig:
                         if o)
         return cls(settings.api_bind_address, port if port is not None else settings.api_port,
                    settings.api_allow_network, origins, settings.api_max_message_bytes,
-                   settings.api_messages_per_second, settings.api_max_streams,
-                   settings.api_speech_processes)
+                   settings.api_messages_per_second, settings.api_max_streams)
 
     @property
     def loopback(self) -> bool:
@@ -147,8 +143,6 @@ class ApiServer:
         # Times each stream's written words beside its synthesis (speech_stream.py); one
         # thread, so each stream's plans are timed in their order.
         self.cues_worker: ThreadPoolExecutor | None = None
-        # Where streams are made when not in this process (api_speech_processes).
-        self.speech_processes: SpeechProcesses | None = None
         self._origins = {f"http://{host}:{config.port}" for host in
                          ("127.0.0.1", "localhost", "[::1]", config.host)}
         self._origins.update(config.allowed_origins)
@@ -169,17 +163,11 @@ class ApiServer:
         except ServerError as exc:
             self.cues_worker.shutdown()
             raise ApiError(str(exc)) from None
-        if self.config.speech_processes:
-            self.speech_processes = SpeechProcesses(self.config.speech_processes,
-                                                    self.studio.settings.inference_provider,
-                                                    self._processes_said)
 
     def close(self) -> None:
         self._thread.stop()
         if self.cues_worker is not None:
             self.cues_worker.shutdown(cancel_futures=True)
-        if self.speech_processes is not None:
-            self.speech_processes.close()
 
     # -- the loop -------------------------------------------------------------------
 
@@ -302,11 +290,6 @@ class ApiServer:
                 "held up (api_messages_per_second in the settings).")
         self.studio.call_soon(lambda: self.studio.tell(text, Severity.WARNING,
                                                        key=(FLOOD, name), seconds=EVENT_SECONDS))
-
-    def _processes_said(self, text: str, problem: bool) -> None:
-        self.studio.call_soon(lambda: self.studio.tell(
-            text, Severity.WARNING if problem else Severity.INFO, key=SPEECH_PROCESSES,
-            seconds=EVENT_SECONDS))
 
     # -- tokens ---------------------------------------------------------------------
 

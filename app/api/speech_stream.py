@@ -18,9 +18,7 @@ incremental.py says the rule), and each text released is spoken right after the 
 before in the same stream: its first sample follows the last one's at once, so pieces
 join with no gap beyond the pause the voice itself makes between sentences.
 
-The stream is made on a thread of its own here, or in a speech process
-(speech_processes.py, the api_speech_processes setting) with the same `Production`.
-The making never runs more than `ahead_s` of audio ahead of real time from the first
+The thread never runs more than `ahead_s` of audio ahead of real time from the first
 byte: a client plays in real time, and audio made sooner than that only takes the CPU
 from streams whose next chunk is due. Its pipe holds PIPE_ITEMS items, so a client that
 does not read holds at most that much here (and its socket's buffer) while the thread
@@ -53,7 +51,7 @@ log = logging.getLogger(__name__)
 # of audio, enough that a reading client never waits on the pipe.
 PIPE_ITEMS = 32
 # How often a waiting thread looks at its cancel flag.
-POLL_S = 0.05
+_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,19 +73,18 @@ class Finished:
                 "duration": round(self.samples / self.sample_rate, 6)}
 
 
-class Pipe:
+class _Pipe:
     """Thread → loop, bounded; put() waits for room (or the cancel), get() awaits."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        # Room for a speech process's stream lost mid-way: its error and end.
-        self._items: queue.Queue = queue.Queue(PIPE_ITEMS + 2)
+        self._items: queue.Queue = queue.Queue(PIPE_ITEMS)
         self._ready = asyncio.Event()
 
     def put(self, item, cancel: threading.Event) -> bool:
         while not cancel.is_set():
             try:
-                self._items.put(item, timeout=POLL_S)
+                self._items.put(item, timeout=_POLL_S)
             except queue.Full:
                 continue
             try:
@@ -96,15 +93,6 @@ class Pipe:
                 return False
             return True
         return False
-
-    def put_now(self, item) -> None:
-        """From a thread that must not wait (a speech process's reader): the stream's
-        credits (speech_processes.py) keep the items in flight within the pipe's room."""
-        self._items.put_nowait(item)
-        try:
-            self._loop.call_soon_threadsafe(self._ready.set)
-        except RuntimeError:  # the loop is gone: nobody reads any more
-            pass
 
     async def get(self):
         while True:
@@ -120,66 +108,65 @@ class Pipe:
 
 class SpeechStream:
     """`voice(seed)` makes the stream's own StreamingTTS (the engines are shared: see
-    pipeline/voice/streaming_tts.py); the stream closes it at its end. With `processes`
-    the stream is made in one of those speech processes instead (speech_processes.py:
-    the same audio and cues, made beside the server's Python rather than under its GIL),
-    and `voice` is not called. Call every method but `next` from the loop's thread or any
-    other one; `next` from the loop."""
+    pipeline/voice/streaming_tts.py); the stream closes it at its end. Call every method
+    but `next` from the loop's thread or any other one; `next` from the loop."""
 
     def __init__(self, voice: Callable[[int | None], StreamingTTS], *, mode: str,
                  length_scale: float, seed: int | None, loop: asyncio.AbstractEventLoop,
                  ahead_s: float = MAX_AHEAD_S, now: Callable[[], float] = time.monotonic,
-                 cues_worker: Executor | None = None, with_cues: bool = True,
-                 processes=None) -> None:
+                 cues_worker: Executor | None = None, with_cues: bool = True) -> None:
+        self._tts = voice(seed)
+        self.sample_rate = self._tts.sample_rate
         self.mode = mode
-        self._pipe = Pipe(loop)
+        self._length_scale = length_scale
+        self._ahead_s = ahead_s
+        self._now = now
+        self._pipe = _Pipe(loop)
+        self._texts: queue.Queue[str | None] = queue.Queue()
         self._pieces = SentencePieces()
+        self._cancel = threading.Event()
         self._finished = False
-        if processes is None:
-            production = Production(voice(seed), mode, length_scale, ahead_s, now,
-                                    cues_worker, with_cues)
-            self._link = _Local(production, self._pipe)
-            self.sample_rate = production.sample_rate
-        else:
-            self._link = processes.open(self._pipe, seed=seed, mode=mode,
-                                        length_scale=length_scale, ahead_s=ahead_s,
-                                        with_cues=with_cues)
-            self.sample_rate = processes.sample_rate
+        self._cues_worker = cues_worker
+        self._with_cues = with_cues  # an audio file (OpenAI's endpoint) has no use for them
+        self._captions = CaptionTrack(self._tts.phonemes_of, keep_all=True)
+        self._words_sent = 0
+        self._thread = threading.Thread(target=self._run, name="api-stream", daemon=True)
+        self._thread.start()
 
     # -- text in --------------------------------------------------------------------
 
     def say(self, text: str) -> None:
         """Speak `text`, then end."""
-        self._link.text(text)
+        self._texts.put(text)
         self.finish()
 
     def push(self, piece: str) -> None:
         """A piece of a longer text: spoken once what it completes is complete."""
         ready = self._pieces.push(piece)
         if ready:
-            self._link.text(ready)
+            self._texts.put(ready)
 
     def flush(self) -> None:
         """Speak what is held now, complete or not; more text may follow."""
         ready = self._pieces.flush()
         if ready:
-            self._link.text(ready)
+            self._texts.put(ready)
 
     def finish(self) -> None:
         """No more text: what is held is spoken, then the stream ends."""
         if not self._finished:
             self._finished = True
             self.flush()
-            self._link.text(None)
+            self._texts.put(None)
 
     def switch_mode(self, mode: str) -> None:
         self.mode = mode
-        self._link.mode(mode)
 
     def cancel(self) -> None:
-        """Stop making audio (the client went away); its making ends within POLL_S or a
+        """Stop making audio (the client went away); the thread ends within _POLL_S or a
         chunk's synthesis."""
-        self._link.cancel()
+        self._cancel.set()
+        self._texts.put(None)
 
     @property
     def held(self) -> str:
@@ -187,83 +174,31 @@ class SpeechStream:
 
     async def next(self):
         item = await self._pipe.get()
-        self._link.taken()
         if not isinstance(item, Future):
             return item
         try:
             return await asyncio.wrap_future(item)
-        except Exception as exc:  # noqa: BLE001 - the stream goes on without these cues
-            return cues_failed(exc)
+        except Exception as exc:  # the stream goes on without these cues, saying so
+            log.exception("an API stream's cues failed")
+            return ApiFault("unavailable", f"The cues of a sentence failed: {exc}")
 
     def join(self, timeout: float | None = None) -> bool:
-        """Whether the making of its audio has ended (within `timeout`)."""
-        return self._link.join(timeout)
-
-
-class _Local:
-    """A stream made on a thread of this process, straight into its pipe."""
-
-    def __init__(self, production: Production, pipe: Pipe) -> None:
-        self._production = production
-        self._thread = threading.Thread(
-            target=production.run, args=(lambda item: pipe.put(item, production.cancelled),),
-            name="api-stream", daemon=True)
-        self._thread.start()
-
-    def text(self, text: str | None) -> None:
-        self._production.texts.put(text)
-
-    def mode(self, mode: str) -> None:
-        self._production.mode = mode
-
-    def cancel(self) -> None:
-        self._production.cancel()
-
-    def taken(self) -> None:
-        """The pipe's bound holds this stream back: nothing to tell."""
-
-    def join(self, timeout: float | None) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    # -- the thread -----------------------------------------------------------------
 
-class Production:
-    """The making of one stream's audio and cues, on the thread that calls `run` (here or
-    in a speech process): texts from `texts` (None ends it), each item handed to `put`
-    in order; `put` returns False once nobody reads. A cues item may be a Future (with a
-    `cues_worker`), which `put` hands on as it is."""
-
-    def __init__(self, tts: StreamingTTS, mode: str, length_scale: float, ahead_s: float,
-                 now: Callable[[], float], cues_worker: Executor | None,
-                 with_cues: bool) -> None:
-        self._tts = tts
-        self.sample_rate = tts.sample_rate
-        self.mode = mode  # read at every chunk
-        self._length_scale = length_scale
-        self._ahead_s = ahead_s
-        self._now = now
-        self._cues_worker = cues_worker
-        self._with_cues = with_cues  # an audio file (OpenAI's endpoint) has no use for them
-        self.texts: queue.Queue[str | None] = queue.Queue()
-        self.cancelled = threading.Event()
-        self._captions = CaptionTrack(tts.phonemes_of, keep_all=True)
-        self._words_sent = 0
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-        self.texts.put(None)
-
-    def run(self, put: Callable[[object], bool]) -> None:
+    def _run(self) -> None:
         samples = 0
         first_byte: float | None = None
         try:
-            while not self.cancelled.is_set():
-                text = self.texts.get()
+            while not self._cancel.is_set():
+                text = self._texts.get()
                 if text is None:
                     break
                 try:
                     stream = self._tts.stream(text, lambda: LATENCY_MODES[self.mode],
-                                              self.cancelled, self._length_scale)
+                                              self._cancel, self._length_scale)
                     for item in stream:
                         if isinstance(item, SentencePlan):
                             if not self._with_cues:
@@ -271,25 +206,25 @@ class Production:
                             offset = samples / self.sample_rate
                             cues = (self._cues(item, offset) if self._cues_worker is None else
                                     self._cues_worker.submit(self._cues, item, offset))
-                            if not put(cues):
+                            if not self._pipe.put(cues, self._cancel):
                                 return
                             continue
                         if first_byte is None:
                             first_byte = self._now()
                         self._wait_for_room(samples, first_byte)
                         samples += len(item.samples)
-                        if not put(pcm16(item.samples)):
+                        if not self._pipe.put(pcm16(item.samples), self._cancel):
                             return
                 except TextInputError as exc:
-                    if not put(ApiFault("nothing_to_speak", str(exc))):
+                    if not self._pipe.put(ApiFault("nothing_to_speak", str(exc)), self._cancel):
                         return
         except Exception as exc:  # the stream must end with a reply, whatever broke
             log.exception("an API speech stream failed")
-            put(ApiFault("unavailable", f"Speech failed: {exc}"))
+            self._pipe.put(ApiFault("unavailable", f"Speech failed: {exc}"), self._cancel)
         finally:
             self._tts.close()
         # Once cancelled nobody reads: the end is put only for a reader.
-        put(Finished(samples, self.sample_rate))
+        self._pipe.put(Finished(samples, self.sample_rate), self._cancel)
 
     def _cues(self, plan: SentencePlan, offset: float) -> Cues:
         """The plan's cues, heard from `offset` in the stream. Called for each plan in
@@ -304,17 +239,11 @@ class Production:
         return cues
 
     def _wait_for_room(self, samples: int, first_byte: float) -> None:
-        while not self.cancelled.is_set():
+        while not self._cancel.is_set():
             ahead = samples / self.sample_rate - (self._now() - first_byte)
             if ahead <= self._ahead_s:
                 return
-            self.cancelled.wait(min(POLL_S, ahead - self._ahead_s))
-
-
-def cues_failed(exc: Exception) -> ApiFault:
-    """What a client gets in place of cues whose timing raised `exc` (logged)."""
-    log.error("an API stream's cues failed", exc_info=exc)
-    return ApiFault("unavailable", f"The cues of a sentence failed: {exc}")
+            self._cancel.wait(min(_POLL_S, ahead - self._ahead_s))
 
 
 def _visemes(plan: SentencePlan, offset: float) -> list[dict]:

@@ -370,11 +370,6 @@ class SettingsPanel(QDialog):
         self._add(form, "api_messages_per_second", self.api_messages_per_second)
         self.api_max_streams = QSpinBox(minimum=1, maximum=1024)
         self._add(form, "api_max_streams", self.api_max_streams)
-        self.api_speech_processes = QSpinBox(minimum=0, maximum=32, specialValueText="none: in the app")
-        self.api_speech_processes.setToolTip(
-            "Make the API's speech streams in this many processes of their own: for many "
-            "streams at once (a GPU, many cores). Each holds a copy of the voice.")
-        self._add(form, "api_speech_processes", self.api_speech_processes)
 
         self.vtube_studio = QCheckBox("Move a VTube Studio model's mouth (its plugin API)")
         self._add(form, "vtube_studio", self.vtube_studio)

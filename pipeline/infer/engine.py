@@ -300,13 +300,6 @@ CPU_BATCH = 1
 _CPU_QUEUE = _DeviceQueue(lanes=os.cpu_count() or 1)
 
 
-def share_cpu(processes: int) -> None:
-    """This process is one of `processes` that run engines on the CPU side by side (the
-    API's speech processes): its runs take its share of the cores, so that together they
-    run one per core, as one process's queue does."""
-    _CPU_QUEUE.lanes = max(1, (os.cpu_count() or 1) // processes)
-
-
 def _batched(value: np.ndarray) -> bool:
     """Whether an input is batched along its first dimension (of size 1 in a request);
     any other input must be equal across a batch."""

@@ -101,34 +101,18 @@ class AppProcess:
     def transcript(self) -> str:
         return "".join(self.output.seen)
 
-    def children(self) -> list[int]:
-        """The app's own processes (its speech processes: app/api/speech_processes.py)."""
-        pids = []
-        for task in os.listdir(f"/proc/{self.proc.pid}/task"):
-            try:
-                with open(f"/proc/{self.proc.pid}/task/{task}/children") as children:
-                    pids += [int(pid) for pid in children.read().split()]
-            except FileNotFoundError:  # a thread that just ended
-                pass
-        return pids
-
-    def _each(self, count) -> int | float:
-        """`count(pid)` summed over the app's process and its own (one that ends
-        meanwhile counts 0): what the app holds, its speech processes included."""
-        total = 0
-        for pid in (self.proc.pid, *self.children()):
-            try:
-                total += count(pid)
-            except (FileNotFoundError, ProcessLookupError):
-                if pid == self.proc.pid:
-                    raise
-        return total
-
     def threads(self) -> int:
-        return self._each(lambda pid: len(os.listdir(f"/proc/{pid}/task")))
+        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
 
     def sockets(self) -> int:
-        return self._each(_sockets)
+        fds = f"/proc/{self.proc.pid}/fd"
+        count = 0
+        for fd in os.listdir(fds):
+            try:
+                count += os.readlink(f"{fds}/{fd}").startswith("socket:")
+            except OSError:
+                pass
+        return count
 
     def cpu_seconds(self) -> float:
         """The process's CPU time so far (user + system)."""
@@ -137,7 +121,11 @@ class AppProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self) -> float:
-        return self._each(_rss_mb)
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        raise AssertionError("no VmRSS")
 
     def stop(self) -> int:
         """Closed as the desktop closes a program (SIGTERM: the window's app has no
@@ -194,22 +182,3 @@ def api_app(config_dir: Path, client: str, **settings) -> HeadlessApp:
     running.ws = f"ws://127.0.0.1:{port}"
     running.token = made.stdout.strip()
     return running
-
-
-def _sockets(pid: int) -> int:
-    fds = f"/proc/{pid}/fd"
-    count = 0
-    for fd in os.listdir(fds):
-        try:
-            count += os.readlink(f"{fds}/{fd}").startswith("socket:")
-        except OSError:
-            pass
-    return count
-
-
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0  # a process that has ended and not yet been waited for holds no memory
