@@ -512,7 +512,10 @@ def test_obs_keys_the_real_avatar_window_without_a_fringe(obs, obs_client, qt_ap
         while True:
             seen = np.asarray(screenshot(obs_client, "Scene"))[y0:y0 + h, x0:x0 + w].astype(int)
             keyed_out = (seen[nothing][:, 3] == 0).mean()
-            if keyed_out > 0.99 or time.monotonic() > deadline:
+            # Both: before the capture's first picture OBS shows nothing there, which is
+            # "keyed out" too (a full run once read that picture: 0 avatar pixels shown).
+            avatar_shown = (seen[opaque][:, 3] > 0).all()
+            if (keyed_out > 0.99 and avatar_shown) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         # All of it: the key pixels the filter's 3×3 averaging would keep are filled by
