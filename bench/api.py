@@ -152,8 +152,9 @@ def concurrent(app, clients: int) -> tuple[list[float], int, list[float]]:
 def streams_on_app(settings: dict, count: int) -> dict:
     """`count` /stream clients opened at once on a real app of its own (`lipsync-studio
     --headless --api-port P` with `settings`), after one stream alone (what a client after
-    start-up meets): time to first byte P50/P99 and underruns. The app's line saying where
-    the voice runs is kept, so a fallback to the CPU shows."""
+    start-up meets): time to first byte P50/P99, underruns, and the least lead that leaves
+    none with the first audio heard after it. The app's line saying where the voice runs
+    is kept, so a fallback to the CPU shows."""
     config = Path(tempfile.mkdtemp(prefix="bench-api-"))
     made = cli(config, "api", "token", "create", "bench")
     if made.returncode != 0:
