@@ -98,29 +98,27 @@ def handshake_ms(app) -> float:
         return (time.perf_counter() - opened) * 1e3
 
 
-def underruns(result: StreamResult) -> int:
-    """Chunks that came after the audio before them had played out, for a client that
-    plays from its first byte in real time."""
+def _lateness_s(result: StreamResult) -> list[float]:
+    """For each chunk, how long after the audio before it had played out it came, for a
+    client that plays from its first byte in real time (negative: early; the first, 0)."""
     start = result.chunks[0][0]
     played = 0
-    late = 0
+    lateness = []
     for arrival, size in result.chunks:
-        if arrival - start > played / 2 / RATE + 1e-3:
-            late += 1
+        lateness.append(arrival - start - played / 2 / RATE)
         played += size
-    return late
+    return lateness
+
+
+def underruns(result: StreamResult) -> int:
+    """Chunks that came after the audio before them had played out."""
+    return sum(late > 1e-3 for late in _lateness_s(result))
 
 
 def lead_needed_s(result: StreamResult) -> float:
     """How long after its first byte a client must start playing for none of its chunks
     to come late: what a player's buffer must hold for this stream."""
-    start = result.chunks[0][0]
-    played = 0
-    need = 0.0
-    for arrival, size in result.chunks:
-        need = max(need, arrival - start - played / 2 / RATE)
-        played += size
-    return need
+    return max(0.0, *_lateness_s(result))
 
 
 def concurrent(app, clients: int) -> tuple[list[float], int, list[float]]:
