@@ -245,12 +245,15 @@ class Engine:
                    provider: str = "auto",
                    cancel: threading.Event | None = None,
                    voice: str | None = None,
-                   speaker: int = 0) -> StreamingTTS | None:
+                   speaker: int = 0,
+                   batch_sizes: tuple[int, ...] = (1,)) -> StreamingTTS | None:
         """Load and warm up the voice `voice` (Settings.voice: None the bundled one, a
         catalogue name or an .onnx path; app.voices.choose_voice) with its `speaker`
         (Settings.voice_speaker, for a multi-speaker voice), every engine shape once so
         the first request is as fast as the rest, on the inference `provider`
-        (Settings.inference_provider): seconds of work, so call it off the UI thread.
+        (Settings.inference_provider), its engines built at `batch_sizes` (on a GPU a
+        graph each per shape; Studio.voice_batch_sizes): seconds of work, so call it off
+        the UI thread.
         None, the voice closed, when `cancel` was set before the warm-up ended. VoiceError,
         in words for the user, for a voice that cannot be used: nothing was loaded, and
         the voice attached before stays.
@@ -258,7 +261,8 @@ class Engine:
         Synthesis runs at normal priority: streaming must keep ahead of playback, and a
         lowered priority (tried: nice 5 and 10) starved it into underruns on a busy
         machine, while the display copes with a late tick through its frame slots."""
-        tts = StreamingTTS(provider=provider, voice=choose_voice(voice).files, speaker=speaker)
+        tts = StreamingTTS(provider=provider, voice=choose_voice(voice).files, speaker=speaker,
+                           batch_sizes=batch_sizes)
         try:
             warm = tts.warm_up(progress, cancel)
         except BaseException:
@@ -285,6 +289,8 @@ class Engine:
             graphs = sum(engine.graphs for engine in engines)
             shapes = sum(len(engine.device_copies) for engine in engines)
             text += f" on {device_name() or 'the GPU'}, {graphs} of {shapes} shapes as CUDA graphs"
+            if len(tts.batch_sizes) > 1:
+                text += f", the API's streams run together in batches of up to {tts.batch_sizes[-1]}"
         reasons = sorted({choice.reason for choice in choices if choice.reason})
         requested = choices[0].requested if choices else "auto"
         if reasons:

@@ -50,6 +50,7 @@ from pipeline.core.events import (
 from pipeline.core.expressions import NEUTRAL, ExpressionError
 from pipeline.core.modes import MODE_NAMES
 from pipeline.core.sync_metrics import viseme_change_offsets
+from pipeline.infer.engine import batch_sizes_for
 from pipeline.face.landmarks import PortraitError
 from pipeline.text.input import TextInputError
 from pipeline.voice.voice_files import VoiceError
@@ -301,7 +302,8 @@ class Studio(QObject):
             # seconds of synthesis nobody would hear, on a core the rest of the process
             # (or, in the test suite, the next test) needs.
             tts = Engine.load_voice(self.voice_progress.emit, self.settings.inference_provider,
-                                    self.closed, voice=voice, speaker=speaker)
+                                    self.closed, voice=voice, speaker=speaker,
+                                    batch_sizes=self.voice_batch_sizes())
             if tts is None:
                 return
             # The modes are timed once, with the first voice: the panel's figures.
@@ -731,6 +733,14 @@ class Studio(QObject):
         if self.voice_choice() != before:
             self.load_voice()
 
+    def voice_batch_sizes(self) -> tuple[int, ...]:
+        """The batch sizes the voice's engines are built at: with the API on, those for
+        its api_max_streams concurrent streams, which a GPU then runs together; else (1,),
+        as the app speaks one stream at a time (each size is a graph per shape to warm)."""
+        if self.api_port is None and not self.settings.api_enabled:
+            return (1,)
+        return batch_sizes_for(self.settings.api_max_streams)
+
     def voice_choice(self) -> tuple[str | None, int]:
         """(voice, speaker) of the avatar in use: its own, else the settings'."""
         return voice_of(self.library.in_use(self.settings.avatar_manifest),
@@ -772,7 +782,11 @@ class Studio(QObject):
         if settings.avatar_manifest != old.avatar_manifest:
             self.load_avatar(settings.avatar_manifest)
         if self.voice_choice() != voice_of(self.library.in_use(old.avatar_manifest), old.voice,
-                                           old.voice_speaker):
+                                           old.voice_speaker) or (
+                # On a GPU the API's streams share the voice's engines, so the voice is
+                # warmed again at the sizes they now need (the CPU batches none).
+                self.tts is not None and self.tts.on_device
+                and self.tts.batch_sizes != self.voice_batch_sizes()):
             self.load_voice()
         sources = (self.engine.mouth, self.engine.clock)
         for problem in self.engine.apply(settings):

@@ -38,9 +38,10 @@ streams at once, where a run at a batch of 64 may be bound by arithmetic, not la
 
 The api section: 50 /stream clients opened at once on the real app (`lipsync-studio
 --headless --api-port P` in a process of its own, bench/api.py's clients), its voice on
-the GPU and then on the CPU path, in the same run. The app builds its engines at batch
-size 1 (the streams section's engines are built at STREAM_BATCHES), so this is the API as
-a user gets it today. On the lent GPU machine it needs packaging/carry_app.sh's pieces.
+the GPU and then on the CPU path, in the same run. With the API on, the app builds its
+engines at the batch sizes for its api_max_streams (pipeline.infer.engine.batch_sizes_for:
+STREAM_BATCHES for the default 64), so this is the API as a user gets it. On the lent GPU
+machine it needs packaging/carry_app.sh's pieces.
 
 Last line of output: one JSON object.
 Usage: python bench/gpu.py [--runs 20] [--streams 50] [--out bench/results/gpu.json]
@@ -66,6 +67,7 @@ from bench.machine import describe, publish  # noqa: E402
 from bench.tts_latency import TEXTS, _first_audio_ms, _underruns  # noqa: E402
 from pipeline.core.modes import DEFAULT_MODE  # noqa: E402
 from pipeline.infer import sessions  # noqa: E402
+from pipeline.infer.engine import CONCURRENT_BATCH_SIZES  # noqa: E402
 from pipeline.infer.sessions import COUNT_COPIES_ENV  # noqa: E402
 from pipeline.core.clock import MediaClock  # noqa: E402
 from pipeline.core.gil import AUDIO_SWITCH_INTERVAL_S, hand_over_within  # noqa: E402
@@ -77,9 +79,9 @@ LENGTHS = ("short5", "medium20", "long60")
 # The simulated device of the heard-first-audio figure: 10.7 ms from a block's callback
 # to its sound (two 256-sample periods at 48 kHz, JACK's default of two periods).
 DEVICE_S = 512 / 48000
-# Batch sizes the 50 streams may be run at: one graph each per shape (78 in all; ~0.6 s
-# each to build and capture on the H200).
-STREAM_BATCHES = (1, 8, 64)
+# Batch sizes the 50 streams may be run at: the app's for concurrent streams, one graph
+# each per shape (78 in all; ~0.6 s each to build and capture on the H200).
+STREAM_BATCHES = CONCURRENT_BATCH_SIZES
 
 
 def _long_text(words: int) -> str:

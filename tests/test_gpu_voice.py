@@ -113,3 +113,11 @@ def test_streams_started_together_are_batched_and_each_gets_its_own_audio():
     for audio in results:
         # Batched rows run other cuDNN kernels than one row: the same bound as above.
         assert len(audio) == len(alone) and np.abs(audio - alone).max() <= AUDIO_BOUND
+
+
+def test_the_status_says_the_api_streams_are_batched():
+    from app.engine import Engine
+
+    text, _ = Engine.inference_text(StreamingTTS(provider="cuda", batch_sizes=(1, 8)))
+    assert "shapes as CUDA graphs, the API's streams run together in batches of up to 8" in text
+    assert "batches" not in Engine.inference_text(StreamingTTS(provider="cuda"))[0]

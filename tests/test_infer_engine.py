@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pipeline.infer.engine import _DeviceLane, _DeviceQueue
+from pipeline.infer.engine import CONCURRENT_BATCH_SIZES, _DeviceLane, _DeviceQueue, batch_sizes_for
 
 
 class Stage:
@@ -150,3 +150,10 @@ def test_exclusive_work_holds_every_lane():
         worker.join()
     assert seen == [0] and after == [5]
 
+
+
+def test_batch_sizes_are_the_fewest_that_hold_the_streams():
+    assert batch_sizes_for(1) == (1,)
+    assert batch_sizes_for(2) == batch_sizes_for(8) == (1, 8)
+    # Past the largest size a batch is split, so no size is added for more streams.
+    assert batch_sizes_for(9) == batch_sizes_for(1024) == CONCURRENT_BATCH_SIZES == (1, 8, 64)

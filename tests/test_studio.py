@@ -116,6 +116,37 @@ def test_the_voice_switches_live_and_a_broken_one_keeps_the_voice_in_use(qt_app,
         shutil.rmtree(voices_folder())
 
 
+def test_with_the_api_on_the_voice_is_built_for_its_streams_which_share_its_engines(
+        qt_app, tmp_path):
+    from dataclasses import replace
+
+    from app.api.speech import _voice_factory
+    from tests.harness.app_process import free_port
+
+    s = Studio(SettingsStore(tmp_path / "settings.json"),
+               Settings(mic_enabled=False, api_enabled=True, api_port=free_port(),
+                        api_max_streams=50), measure_modes=False)
+    try:
+        s.start()
+        assert _wait(qt_app, lambda: s.tts is not None and s.api is not None)
+        assert s.tts.batch_sizes == (1, 8, 64)
+        stream = _voice_factory(s.api, s.tts)(1)
+        try:
+            # The same engines, warm, whose runs of concurrent streams a GPU batches.
+            assert stream.engines is s.tts.engines
+        finally:
+            stream.close()
+        s.apply(replace(s.settings, api_max_streams=4))
+        assert s.voice_batch_sizes() == (1, 8)
+        s.apply(replace(s.settings, api_enabled=False))
+        assert s.voice_batch_sizes() == (1,)
+        # On the CPU the sizes do not change how the voice runs: it is not warmed again.
+        first = s.tts
+        assert not _wait(qt_app, lambda: s.tts is not first, timeout=3.0)
+    finally:
+        s.close()
+
+
 def test_a_broken_voice_at_start_leaves_the_bundled_one_speaking(qt_app, tmp_path):
     from tests.harness.voices import make_voice
 

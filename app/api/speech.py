@@ -66,11 +66,13 @@ def _number(query, name: str, kind: type, low: float, high: float):
     return value
 
 
-def _voice_factory(server):
+def _voice_factory(server, voice: StreamingTTS):
+    """Voice streams of the studio's loaded `voice`'s batch sizes: on a GPU the same
+    warm engines, whose runs of concurrent streams go together (Studio.voice_batch_sizes)."""
     provider = server.studio.settings.inference_provider
 
     def make(seed: int | None) -> StreamingTTS:
-        return StreamingTTS(seed=seed, provider=provider)
+        return StreamingTTS(seed=seed, provider=provider, batch_sizes=voice.batch_sizes)
 
     return make
 
@@ -107,8 +109,8 @@ async def stream_socket(server, request: web.Request) -> web.StreamResponse:
         text = query.get("text")
         if text is not None:
             prepare_text(text)  # nothing to speak is said before any work
-        await server.voice()
-        stream = SpeechStream(_voice_factory(server), mode=mode, length_scale=1.0 / rate,
+        loaded = await server.voice()
+        stream = SpeechStream(_voice_factory(server, loaded), mode=mode, length_scale=1.0 / rate,
                               seed=seed, loop=asyncio.get_running_loop(),
                               cues_worker=server.cues_worker)
         if text is not None:
@@ -236,7 +238,7 @@ async def openai_speech(server, request: web.Request) -> web.StreamResponse:
                       high=RATE_RANGE[1])
         seed = field(body, "seed", int, required=False, low=0, high=2**63 - 1)
         slot = _StreamSlot(server)
-        await server.voice()
+        loaded = await server.voice()
     except TextInputError as exc:
         return _openai_fault(server, ApiFault("nothing_to_speak", str(exc)))
     except ApiFault as fault:
@@ -245,7 +247,7 @@ async def openai_speech(server, request: web.Request) -> web.StreamResponse:
         return _openai_fault(server, fault)
     if asked_voice and asked_voice != voice:
         log.info("OpenAI voice %r asked for: speaking with %s", asked_voice, voice)
-    stream = SpeechStream(_voice_factory(server), mode=mode, length_scale=1.0 / speed,
+    stream = SpeechStream(_voice_factory(server, loaded), mode=mode, length_scale=1.0 / speed,
                           seed=seed, loop=asyncio.get_running_loop(), with_cues=False)
     encoder = Encoder(fmt, stream.sample_rate)
     response = web.StreamResponse(headers={

@@ -309,6 +309,25 @@ def _batched(value: np.ndarray) -> bool:
 # What an engine may compute in on a device (Engine's `precision`).
 PRECISIONS = ("fp32", "tf32", "fp16")
 
+# The batch sizes a device runs concurrent streams' requests in, a CUDA graph each per
+# shape. 50 API clients at once on a lent H100 (bench/results/api50_batches_h100.json,
+# alternated in one warm machine): (1, 8, 64) first byte P99 148-199 ms and 7-37
+# underruns; (1,) 269-274 ms and 188-191; (1, 4, 16, 64), (1, 16, 64), (1, 64) and
+# (1, 8, 32, 64) 189-222 ms and 18-34. Each size adds one graph per shape to the warm-up
+# (78 graphs in 27.5 s against 26 in 7.7 s, bench/results/gpu_h100_df05219.json).
+CONCURRENT_BATCH_SIZES = (1, 8, 64)
+
+
+def batch_sizes_for(streams: int) -> tuple[int, ...]:
+    """The batch sizes for up to `streams` concurrent streams: CONCURRENT_BATCH_SIZES
+    up to the first that holds them all (a batch past that is split), only (1,) for one."""
+    sizes = [1]
+    for size in CONCURRENT_BATCH_SIZES[1:]:
+        if sizes[-1] >= streams:
+            break
+        sizes.append(size)
+    return tuple(sizes)
+
 
 class Engine:
     """`model` (an onnx graph whose inputs may have symbolic sizes) on `provider` (one

@@ -411,8 +411,9 @@ class StreamingTTS:
         # Phonemization only: synthesis goes through the split engines below.
         self._voice = PiperVoice(session=None, config=config)
 
+        self.batch_sizes = tuple(sorted(set(batch_sizes)))
         self.engines, self.channels = _engines(voice, self.speakers > 1, provider,
-                                               intra_op_threads, tuple(batch_sizes))
+                                               intra_op_threads, self.batch_sizes)
         self._started = time.perf_counter()  # the latest stream's start
         self._emitted = 0  # samples it has made
         self._acoustic, self._flow, self._vocoder = self.engines.values()
