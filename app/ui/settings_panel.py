@@ -369,6 +369,9 @@ class SettingsPanel(QDialog):
         self.api_messages_per_second = QSpinBox(minimum=1, maximum=10_000, suffix=" a second")
         self._add(form, "api_messages_per_second", self.api_messages_per_second)
         self.api_max_streams = QSpinBox(minimum=1, maximum=1024)
+        self.api_max_streams.setToolTip("On an NVIDIA GPU the voice is warmed to run this many "
+                                        "streams together: over 1 in batches of 8, over 8 of 64 "
+                                        "too, each a longer start (docs/api.md).")
         self._add(form, "api_max_streams", self.api_max_streams)
 
         self.vtube_studio = QCheckBox("Move a VTube Studio model's mouth (its plugin API)")
