@@ -69,6 +69,7 @@ from pipeline.core.modes import DEFAULT_MODE  # noqa: E402
 from pipeline.infer import sessions  # noqa: E402
 from pipeline.infer.engine import CONCURRENT_BATCH_SIZES  # noqa: E402
 from pipeline.infer.sessions import COUNT_COPIES_ENV  # noqa: E402
+from pipeline.audio.output import AudioOutput  # noqa: E402
 from pipeline.core.clock import MediaClock  # noqa: E402
 from pipeline.core.gil import AUDIO_SWITCH_INTERVAL_S, hand_over_within  # noqa: E402
 from pipeline.voice.start_lead import START_LEAD_INITIAL_S, StartLead, floor_for  # noqa: E402
@@ -144,14 +145,15 @@ def _streams(tts_of, text: str, mode, count: int) -> dict:
 class SimulatedOutput:
     """An audio output played on the wall clock, for the app's real Speaker: a device at
     `rate` whose callback takes `block` samples every block period from `start` (its
-    read head), heard `device_s` after the block it is in was taken; the app's AudioOutput
-    writes no nearer its read head than SAFETY_BLOCKS blocks (earliest_pos), and drops
-    what comes later than that (write_at), as the real one does."""
+    read head), heard `device_s` after the block it is in was taken; it writes no nearer
+    its read head than `safety_blocks` blocks (earliest_pos; the app's AudioOutput
+    SAFETY_BLOCKS unless told), and drops what comes later than that (write_at), as the
+    real one does."""
 
-    SAFETY_BLOCKS = 2  # pipeline/audio/output.py AudioOutput.SAFETY_BLOCKS
-
-    def __init__(self, rate: int, block: int, device_s: float, start: float) -> None:
+    def __init__(self, rate: int, block: int, device_s: float, start: float,
+                 safety_blocks: int = AudioOutput.SAFETY_BLOCKS) -> None:
         self.sample_rate, self.block, self._start = rate, block, start
+        self.safety_blocks = safety_blocks
         self.scheduled_end = 0
         self.dropped = 0
         # Sample p is taken by the callback at start + (p // block + 1) blocks and heard
@@ -165,7 +167,7 @@ class SimulatedOutput:
         return max(0, taken) * self.block
 
     def earliest_pos(self) -> int:
-        return self.read_pos + self.SAFETY_BLOCKS * self.block
+        return self.read_pos + self.safety_blocks * self.block
 
     def write_at(self, pos: int, samples: np.ndarray) -> int:
         late = min(len(samples), max(0, self.earliest_pos() - pos))
@@ -178,7 +180,8 @@ class SimulatedOutput:
 
 
 def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float,
-                       block: int, speeches: int, rng: np.random.Generator) -> dict:
+                       block: int, speeches: int, rng: np.random.Generator,
+                       safety_blocks: int = AudioOutput.SAFETY_BLOCKS) -> dict:
     """`speeches` speeches through one of the app's Speakers (as the app keeps one: its
     thread and its start lead, adapting from the app's initial lead but never below
     `floor_s`, live from one speech to the next) on a SimulatedOutput at 48 kHz with
@@ -198,7 +201,7 @@ def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float
         if isinstance(event, SpeechFinished):
             done.set()
 
-    output = SimulatedOutput(48000, block, DEVICE_S, time.monotonic())
+    output = SimulatedOutput(48000, block, DEVICE_S, time.monotonic(), safety_blocks)
     speaker = Speaker(tts, SpeechTimeline(), output, output.clock, on_event, mode=mode)
     speaker.start_lead = StartLead(floor_s)
     heard, synthesis, leads, underruns = [], [], [], 0
@@ -220,7 +223,8 @@ def _heard_first_audio(tts: StreamingTTS, texts: list[str], mode, floor_s: float
     finally:
         speaker.close()
         sys.setswitchinterval(interval)
-    return {"floor_ms": floor_s * 1000, "block": block, "speeches": speeches,
+    return {"floor_ms": floor_s * 1000, "block": block, "safety_blocks": safety_blocks,
+            "speeches": speeches,
             "heard_p50_ms": round(float(np.percentile(heard, 50)), 2),
             "heard_p99_ms": round(float(np.percentile(heard, 99)), 2),
             "synthesis_p50_ms": round(float(np.percentile(synthesis, 50)), 2),
@@ -653,8 +657,12 @@ def main() -> None:
         sweep.append(_heard_first_audio(gpu, [TEXTS["short5"]], mode, floor, 128, SWEEP_SPEECHES, rng))
         shipped = _heard_first_audio(gpu, [TEXTS["short5"], TEXTS["medium20"]], mode, floor, 256, 20,
                                      np.random.default_rng(1))
+        # The output's margin before stop 40 (two blocks), on the same speeches: the baseline.
+        two_blocks = _heard_first_audio(gpu, [TEXTS["short5"], TEXTS["medium20"]], mode, floor,
+                                        256, 20, np.random.default_rng(1), safety_blocks=2)
         report["heard_first_audio"] = {"device_ms": round(DEVICE_S * 1000, 2), "sweep": sweep,
                                        "shipped_floor": shipped,
+                                       "shipped_floor_two_safety_blocks": two_blocks,
                                        "direct_after_idle": _first_audio_after_idle(gpu, mode, 256, 20)}
         report["heard_first_audio_p50_ms"] = shipped["heard_p50_ms"]
         report["heard_first_audio_underruns"] = shipped["underruns"]

@@ -28,8 +28,12 @@ from pipeline.core.gil import AUDIO_SWITCH_INTERVAL_S, hand_over_within
 
 class AudioOutput:
     # Speech is scheduled this many blocks past the read head, so the callback is never
-    # reading the part of the ring the writer is changing.
-    SAFETY_BLOCKS = 2
+    # reading the part of the ring the writer is changing: a callback reads the block
+    # from the read head and moves the head only after, so one block clears it. Time for
+    # the writer to come is the start lead's (pipeline/voice/start_lead.py), which grows
+    # after any underrun; a second block here was 5.3 ms more of every first audio at
+    # 256-sample blocks (bench/gpu.py's heard section runs both).
+    SAFETY_BLOCKS = 1
     # Until the first callback reports its size, assume a block this long.
     ASSUMED_BLOCK = 1024
     # How long start() waits for the first callback before calling the device dead.
