@@ -5,11 +5,8 @@ a client that never reads, bad messages, a port already taken, and the paint del
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import io
-import os
 import socket
 import threading
 import time
@@ -38,6 +35,7 @@ from render.outputs.browser_wire import (
     visible_bounds,
 )
 from tests.harness.browser import chromium, read_canvas
+from tests.harness.raw_websocket import raw_websocket
 from tests.harness.premultiplied import avatar_frame, premultiply
 
 FPS = 60.0
@@ -300,25 +298,6 @@ def run_in_thread(function):
     thread.join(30)
     assert result, "the thread failed or did not finish within 30 s"
     return result[0]
-
-
-def raw_websocket(port: int) -> socket.socket:
-    """A WebSocket client that completes the handshake and then never reads; its receive
-    buffer kept small so the server feels it at once."""
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-               "Sec-WebSocket-Version: 13\r\n\r\n").encode())
-    reply = b""
-    while b"\r\n\r\n" not in reply:
-        reply += s.recv(1)  # byte by byte: nothing of the frames after it is read
-    accept = base64.b64encode(hashlib.sha1(
-        (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
-    assert reply.startswith(b"HTTP/1.1 101") and accept.encode() in reply
-    return s
 
 
 # Raw frames: 387 KB messages (the disc's visible square) fill the kernel's socket buffers
