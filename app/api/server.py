@@ -30,7 +30,6 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -43,6 +42,7 @@ from app.api.tokens import TOKENS_FILE, TokenStore
 from app.messages import EVENT_SECONDS, Severity
 from app.settings import Settings, config_dir
 from pipeline.core.server_thread import ServerError, ServerThread, listen_error
+from pipeline.core.started_threads import StartedThreads
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,10 @@ class ApiServer:
         self.pending: dict[str, asyncio.Future] = {}
         # Times each stream's written words beside its synthesis (speech_stream.py); one
         # thread, so each stream's plans are timed in their order.
-        self.cues_worker: ThreadPoolExecutor | None = None
+        self.cues_worker: StartedThreads | None = None
+        # A thread for each stream the settings allow at once, started with the server:
+        # one started per stream held the loop (pipeline/core/started_threads.py).
+        self.stream_workers: StartedThreads | None = None
         self._origins = {f"http://{host}:{config.port}" for host in
                          ("127.0.0.1", "localhost", "[::1]", config.host)}
         self._origins.update(config.allowed_origins)
@@ -156,18 +159,22 @@ class ApiServer:
         self.config.check()
         if self.tokens.problem:
             log.warning("%s", self.tokens.problem)
-        self.cues_worker = ThreadPoolExecutor(1, thread_name_prefix="api-cues")
-        self.cues_worker.submit(lambda: None)  # its thread now, not within a first request
+        self.cues_worker = StartedThreads(1, "api-cues")
+        self.stream_workers = StartedThreads(self.config.max_streams, "api-stream")
         try:
             self._thread.start(self._serve)
         except ServerError as exc:
-            self.cues_worker.shutdown()
+            self._close_workers()
             raise ApiError(str(exc)) from None
 
     def close(self) -> None:
         self._thread.stop()
-        if self.cues_worker is not None:
-            self.cues_worker.shutdown(cancel_futures=True)
+        self._close_workers()
+
+    def _close_workers(self) -> None:
+        for workers in (self.cues_worker, self.stream_workers):
+            if workers is not None:
+                workers.close()
 
     # -- the loop -------------------------------------------------------------------
 

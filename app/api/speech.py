@@ -112,7 +112,7 @@ async def stream_socket(server, request: web.Request) -> web.StreamResponse:
         loaded = await server.voice()
         stream = SpeechStream(_voice_factory(server, loaded), mode=mode, length_scale=1.0 / rate,
                               seed=seed, loop=asyncio.get_running_loop(),
-                              cues_worker=server.cues_worker)
+                              runner=server.stream_workers, cues_worker=server.cues_worker)
         if text is not None:
             stream.say(text)
     except TextInputError as exc:
@@ -248,7 +248,8 @@ async def openai_speech(server, request: web.Request) -> web.StreamResponse:
     if asked_voice and asked_voice != voice:
         log.info("OpenAI voice %r asked for: speaking with %s", asked_voice, voice)
     stream = SpeechStream(_voice_factory(server, loaded), mode=mode, length_scale=1.0 / speed,
-                          seed=seed, loop=asyncio.get_running_loop(), with_cues=False)
+                          seed=seed, loop=asyncio.get_running_loop(),
+                          runner=server.stream_workers, with_cues=False)
     encoder = Encoder(fmt, stream.sample_rate)
     response = web.StreamResponse(headers={
         "Content-Type": encoder.content_type, "X-Lipsync-Voice": voice,

@@ -33,11 +33,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from app.api.protocol import ApiFault
 from pipeline.audio.pcm import pcm16
+from pipeline.core.started_threads import StartedThreads
 from pipeline.text.incremental import SentencePieces
 from pipeline.text.input import TextInputError
 from pipeline.voice.captions import CaptionTrack
@@ -108,13 +109,15 @@ class _Pipe:
 
 class SpeechStream:
     """`voice(seed)` makes the stream's own StreamingTTS (the engines are shared: see
-    pipeline/voice/streaming_tts.py); the stream closes it at its end. Call every method
-    but `next` from the loop's thread or any other one; `next` from the loop."""
+    pipeline/voice/streaming_tts.py); the stream closes it at its end. It is made on one
+    of `runner`'s threads, for as long as it lasts. Call every method but `next` from the
+    loop's thread or any other one; `next` from the loop."""
 
     def __init__(self, voice: Callable[[int | None], StreamingTTS], *, mode: str,
                  length_scale: float, seed: int | None, loop: asyncio.AbstractEventLoop,
-                 ahead_s: float = MAX_AHEAD_S, now: Callable[[], float] = time.monotonic,
-                 cues_worker: Executor | None = None, with_cues: bool = True) -> None:
+                 runner: StartedThreads, ahead_s: float = MAX_AHEAD_S,
+                 now: Callable[[], float] = time.monotonic,
+                 cues_worker: StartedThreads | None = None, with_cues: bool = True) -> None:
         self._tts = voice(seed)
         self.sample_rate = self._tts.sample_rate
         self.mode = mode
@@ -130,8 +133,7 @@ class SpeechStream:
         self._with_cues = with_cues  # an audio file (OpenAI's endpoint) has no use for them
         self._captions = CaptionTrack(self._tts.phonemes_of, keep_all=True)
         self._words_sent = 0
-        self._thread = threading.Thread(target=self._run, name="api-stream", daemon=True)
-        self._thread.start()
+        runner.submit(self._run)
 
     # -- text in --------------------------------------------------------------------
 
@@ -181,10 +183,6 @@ class SpeechStream:
         except Exception as exc:  # the stream goes on without these cues, saying so
             log.exception("an API stream's cues failed")
             return ApiFault("unavailable", f"The cues of a sentence failed: {exc}")
-
-    def join(self, timeout: float | None = None) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
     # -- the thread -----------------------------------------------------------------
 
