@@ -1,12 +1,14 @@
 """Worker threads started ahead of their work.
 
-`threading.Thread.start` waits until the new thread has run, and a new thread must first
-get the GIL: with other Python threads busy that took 10.8 ms (P50) beside 2 busy threads
-and 36 ms beside 8, up to 225 ms, on the 2-vCPU VM (0.12 ms with none). An API server
+`threading.Thread.start` holds its caller until the new thread has run, and a new thread
+must first get the GIL: beside 2 and 8 threads busy in Python that held the caller 15.6
+and 45 ms (P50; P99 40 and 275 ms) on the 2-vCPU VM, where handing a job to a thread
+started ahead held it 0.02 ms (bench/thread_start.py, bench/results/
+thread_start_2vcpu_xeon.json; the job itself waits for the GIL either way). An API server
 that started a thread per stream did so on its event loop, so 50 clients arriving
-together reached their handlers one every ~4 ms on a lent H100 host (the last after
-~200 ms) and no audio was sent until they all had. These threads are started once, when
-nothing waits on them; handing one work is a queue put.
+together reached their handlers one every ~4 ms on a lent H100 host (bench/results/
+api50_stamps_h100.json). These threads are started once, when nothing waits on them;
+handing one work is a queue put.
 
 Daemon threads: work still running at exit (a stream waiting for text) does not hold
 the process, as a ThreadPoolExecutor's threads would.
