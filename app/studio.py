@@ -50,8 +50,8 @@ from pipeline.core.events import (
 from pipeline.core.expressions import NEUTRAL, ExpressionError
 from pipeline.core.modes import MODE_NAMES
 from pipeline.core.sync_metrics import viseme_change_offsets
-from pipeline.infer.engine import batch_sizes_for
 from pipeline.face.landmarks import PortraitError
+from pipeline.infer.engine import batch_sizes_for
 from pipeline.text.input import TextInputError
 from pipeline.voice.voice_files import VoiceError
 from render.gl.offscreen import OffscreenError, gl_renderer, renders_on_cpu

@@ -31,8 +31,9 @@ class AudioOutput:
     # reading the part of the ring the writer is changing: a callback reads the block
     # from the read head and moves the head only after, so one block clears it. Time for
     # the writer to come is the start lead's (pipeline/voice/start_lead.py), which grows
-    # after any underrun; a second block here was 5.3 ms more of every first audio at
-    # 256-sample blocks (bench/gpu.py's heard section runs both).
+    # after any underrun. A second block here was 5.3 ms more of every first audio at
+    # 256-sample blocks: heard P50 33.3-34.4 ms against 28.0-28.6 with one, one underrun
+    # in 140 speeches either way (bench/results/heard_safety_blocks_h100.json).
     SAFETY_BLOCKS = 1
     # Until the first callback reports its size, assume a block this long.
     ASSUMED_BLOCK = 1024

@@ -16,13 +16,10 @@ the process, as a ThreadPoolExecutor's threads would.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-
-log = logging.getLogger(__name__)
 
 
 class StartedThreads:
