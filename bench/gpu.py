@@ -65,11 +65,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine import describe, publish  # noqa: E402
 from bench.tts_latency import TEXTS, _first_audio_ms, _underruns  # noqa: E402
+from pipeline.audio.output import AudioOutput  # noqa: E402
 from pipeline.core.modes import DEFAULT_MODE  # noqa: E402
 from pipeline.infer import sessions  # noqa: E402
 from pipeline.infer.engine import CONCURRENT_BATCH_SIZES  # noqa: E402
 from pipeline.infer.sessions import COUNT_COPIES_ENV  # noqa: E402
-from pipeline.audio.output import AudioOutput  # noqa: E402
 from pipeline.core.clock import MediaClock  # noqa: E402
 from pipeline.core.gil import AUDIO_SWITCH_INTERVAL_S, hand_over_within  # noqa: E402
 from pipeline.voice.start_lead import START_LEAD_INITIAL_S, StartLead, floor_for  # noqa: E402

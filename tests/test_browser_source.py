@@ -35,8 +35,8 @@ from render.outputs.browser_wire import (
     visible_bounds,
 )
 from tests.harness.browser import chromium, read_canvas
-from tests.harness.raw_websocket import raw_websocket
 from tests.harness.premultiplied import avatar_frame, premultiply
+from tests.harness.raw_websocket import raw_websocket
 
 FPS = 60.0
 
