@@ -411,9 +411,8 @@ class StreamingTTS:
         # Phonemization only: synthesis goes through the split engines below.
         self._voice = PiperVoice(session=None, config=config)
 
-        self.batch_sizes = tuple(sorted(set(batch_sizes)))
         self.engines, self.channels = _engines(voice, self.speakers > 1, provider,
-                                               intra_op_threads, self.batch_sizes)
+                                               intra_op_threads, tuple(batch_sizes))
         self._started = time.perf_counter()  # the latest stream's start
         self._emitted = 0  # samples it has made
         self._acoustic, self._flow, self._vocoder = self.engines.values()
@@ -426,6 +425,11 @@ class StreamingTTS:
         self._shapes: dict[str, set[tuple[int, ...]]] = {
             "acoustic": set(), "flow": set(), "vocoder": set()
         }
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        """The batch sizes its engines were built at, in order (Engine.batch_sizes)."""
+        return self._acoustic.batch_sizes
 
     @property
     def on_device(self) -> bool:
