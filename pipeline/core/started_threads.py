@@ -52,11 +52,10 @@ class StartedThreads:
         self._closed = True
         while True:
             try:
-                item = self._jobs.get_nowait()
+                future, _, _ = self._jobs.get_nowait()
             except queue.Empty:
                 break
-            if item is not None:
-                item[0].cancel()
+            future.cancel()
         for _ in self._threads:
             self._jobs.put(None)
 
