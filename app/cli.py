@@ -694,6 +694,7 @@ def _play(tts, text: str, mode_name: str, rate: float, captions=None):
         SpeechFinished,
         SpeechNotice,
         SpeechStarted,
+        VisemeTimed,
         WordTimed,
     )
     from pipeline.text.input import TextInputError, prepare_text
@@ -704,7 +705,7 @@ def _play(tts, text: str, mode_name: str, rate: float, captions=None):
     if captions is not None:
         # Subscribed first: the bus calls in order, so the track has every word by the
         # time SpeechFinished reaches this thread.
-        engine.events.subscribe(captions.on_event, SentenceTimed, WordTimed, SpeechFinished)
+        engine.events.subscribe(captions.on_event, SentenceTimed, WordTimed, VisemeTimed, SpeechFinished)
     engine.events.subscribe(events.put, SpeechStarted, SpeechNotice, SpeechFailed, SpeechFinished,
                             SentenceTimed)
     first_audio_s = 0.0

@@ -12,7 +12,7 @@ import tracemalloc
 import pytest
 
 from pipeline.core.clock import MediaClock
-from pipeline.core.events import SentenceTimed, SpeechFinished, WordTimed
+from pipeline.core.events import SentenceTimed, SpeechFinished, VisemeTimed, WordTimed
 from pipeline.text.normalizer import TypedText, normalize_spans
 from pipeline.voice.captions import (
     HOLD_S,
@@ -255,7 +255,48 @@ def test_events_of_a_stopped_speech_that_arrive_after_the_stop_are_dropped(tts):
     track.on_event(SentenceTimed(1, "Mama sang", 3.0))
     track.on_event(WordTimed(1, 0, phonemes["Mama"], 3.0, 3.3))
     track.on_event(WordTimed(1, 1, phonemes["sang"], 3.3, 3.6))
+    track.on_event(VisemeTimed(1, "PP", 3.0, 3.1))  # the speaker's next after a plan's words
     assert [w.text for w in track.words()] == ["Papa", "Mama", "sang"]
+
+
+@pytest.mark.parametrize("mode", list(LATENCY_MODES))
+def test_a_plans_words_are_aligned_together_fed_as_a_plan_or_as_the_speakers_events(tts, mode, caplog):
+    # "to a" is read "tʊ ɐ", and written "to" and "a" alone read "tuː" and "eɪ": aligned
+    # a word at a time, too little of them matched and the rest of each sentence fell
+    # back to showing at once; the words after them explain the reading.
+    text = "We went to a party after the show. Give it to a friend who needs it."
+    plans, position = [], 0
+    for item in tts.stream(text, LATENCY_MODES[mode]):
+        if isinstance(item, SentencePlan):
+            plans.append((item, position / item.sample_rate))
+            position += item.total_samples
+    by_plan = CaptionTrack(tts.phonemes_of, keep_all=True)
+    by_events = CaptionTrack(tts.phonemes_of, keep_all=True)
+    by_word = CaptionTrack(tts.phonemes_of, keep_all=True)
+    with caplog.at_level("INFO", logger="pipeline.voice.captions"):
+        for n, (plan, start) in enumerate(plans):
+            by_plan.plan(plan, start)
+            if plan.text:
+                by_word.sentence(plan.text, start, plan.typed)
+                by_events.on_event(SentenceTimed(1, plan.text, start, plan.typed))
+            for i, w in enumerate(plan.words):
+                by_word.word(w.phonemes, start + w.start, start + w.end)
+                by_events.on_event(WordTimed(1, i, w.phonemes, start + w.start, start + w.end))
+            by_events.on_event(VisemeTimed(1, "sil", start, start + 0.01))
+            if plan.ends_sentence:
+                by_plan.finish()
+                by_word.finish()
+        fell_back = caplog.text.count("could not time the words")
+    by_events.on_event(SpeechFinished(1, position / 22050, False, 0, 0))
+    spoken = [(start + w.start, start + w.end) for plan, start in plans for w in plan.words]
+    words = by_plan.words()
+    assert [w.text for w in words] == text.split()
+    # One phoneme word each, in order, as the voice read them.
+    assert [(w.start, w.end) for w in words] == spoken
+    assert [(w.text, w.start, w.end) for w in by_events.words()] == [
+        (w.text, w.start, w.end) for w in words]
+    # Both fallbacks are by_word's.
+    assert fell_back == 2 and len({(w.start, w.end) for w in by_word.words()}) < len(words)
 
 
 def test_the_live_track_forgets_what_is_off_the_screen_and_a_file_track_keeps_it(tts):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from pathlib import Path
 
-from pipeline.core.events import SentenceTimed, SpeechEvent, SpeechFinished, WordTimed
+from pipeline.core.events import SentenceTimed, SpeechEvent, SpeechFinished, VisemeTimed, WordTimed
 from pipeline.core.visemes import LENGTH_MARKS, PAUSES, STRESS_MARKS
 from pipeline.text.normalizer import word_pairs
 from pipeline.voice.speaker import MAX_AHEAD_S
@@ -203,6 +203,8 @@ class CaptionTrack:
         self._keep_all = keep_all
         self._cache: dict[str, str] = {}
         self._sentences: list[_Sentence] = []
+        # A plan's words announced by the speaker, not aligned yet (on_event).
+        self._held_words: list[tuple[str, float, float]] = []
         self._shown_from = 0  # sentences before this one are off the screen
         self._next_block = 0
         self._request: int | None = None  # the request of the latest speaker event
@@ -228,8 +230,13 @@ class CaptionTrack:
         return texts[k]
 
     def on_event(self, event: SpeechEvent) -> None:
-        """Feed one of the speaker's events (others are ignored)."""
-        if not isinstance(event, (WordTimed, SentenceTimed, SpeechFinished)):
+        """Feed one of the speaker's events (others are ignored). A plan's words are
+        aligned together, as `plan` aligns them: the speaker announces them one after
+        another and then the plan's visemes (Speaker._announce), so they are held until
+        the next event that is not a word (a VisemeTimed, a sentence, the end) or a cut.
+        Aligned one at a time, a reading that only the words after it explain ("to a",
+        read "tʊ ɐ") made the rest of the sentence fall back to showing at once."""
+        if not isinstance(event, (WordTimed, SentenceTimed, SpeechFinished, VisemeTimed)):
             return
         stopped = self._stopped
         if stopped is not None and event.request == stopped[0]:
@@ -243,19 +250,20 @@ class CaptionTrack:
             self._stopped = None
         self._request = event.request
         if isinstance(event, WordTimed):
-            self.word(event.phonemes, event.start, event.end)
-        elif isinstance(event, SentenceTimed):
+            self._held_words.append((event.phonemes, event.start, event.end))
+            return
+        self._words_held()
+        if isinstance(event, SentenceTimed):
             self.sentence(event.text, event.start, event.typed)
         elif isinstance(event, SpeechFinished):
             self.finish()
 
     def plan(self, plan: SentencePlan, start: float) -> None:
         """Feed a plan of the voice's stream heard from `start` on, as the speaker
-        announces it (its sentence, if it starts one, then its words)."""
+        announces it (its sentence, if it starts one, then its words, aligned together)."""
         if plan.text:
             self.sentence(plan.text, start, plan.typed)
-        for w in plan.words:
-            self.word(w.phonemes, start + w.start, start + w.end)
+        self._words([(w.phonemes, start + w.start, start + w.end) for w in plan.words])
 
     def sentence(self, text: str, start: float, typed: str = "") -> None:
         """A sentence whose words follow (`word`), heard from `start` on: `text` as the
@@ -278,10 +286,22 @@ class CaptionTrack:
 
     def word(self, phonemes: str, start: float, end: float) -> None:
         """The next phoneme word of the current sentence, heard over [start, end)."""
+        self._words(((phonemes, start, end),))
+
+    def _words_held(self) -> None:
+        if self._held_words:
+            self._words(self._held_words)
+            self._held_words = []
+
+    def _words(self, words: Sequence[tuple[str, float, float]]) -> None:
+        """The current sentence's next phoneme words (symbols, start, end), aligned and
+        published once for all of them: a plan's words come together, and aligning and
+        publishing after each of them cost 1.5x the CPU time a stream and made 15 sentences
+        in 207 streams fall back (bench/results/caption_words_2vcpu_xeon.json)."""
         sentence = self._sentences[-1] if self._sentences else None
-        if sentence is None or sentence.done:
+        if sentence is None or sentence.done or not words:
             return
-        sentence.spoken.append((_sounds(phonemes), start, end))
+        sentence.spoken.extend((_sounds(phonemes), start, end) for phonemes, start, end in words)
         self._align(sentence, complete=False)
         self._publish()
 
@@ -296,6 +316,7 @@ class CaptionTrack:
         being heard then ends at `t`. The current sentence takes no more words, and its
         written words the voice never reached stay untimed (closing it as complete would
         give them the last spoken word's time, as for a reading nothing predicted)."""
+        self._words_held()
         if self._sentences and not self._sentences[-1].done:
             last = self._sentences[-1]
             self._align(last, complete=False)
