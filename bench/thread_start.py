@@ -15,6 +15,8 @@ import argparse
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,27 @@ from bench.machine import describe, publish  # noqa: E402
 from pipeline.core.started_threads import StartedThreads  # noqa: E402
 
 BUSY = (0, 2, 8)
+
+
+@contextmanager
+def busy_threads(count: int) -> Iterator[None]:
+    """`count` threads spinning in Python (holding the GIL all they can) while inside."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        x = 0
+        while not stop.is_set():
+            x += 1
+
+    spinners = [threading.Thread(target=spin, daemon=True) for _ in range(count)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for spinner in spinners:
+            spinner.join()
 
 
 def _hand_over(hand_over) -> tuple[float, float]:
@@ -46,23 +69,11 @@ def main() -> None:
                     "switch_interval_ms": sys.getswitchinterval() * 1000, "runs": args.runs}
     workers = StartedThreads(1, "bench-worker")
     for busy in BUSY:
-        stop = threading.Event()
-
-        def spin() -> None:
-            x = 0
-            while not stop.is_set():
-                x += 1
-
-        spinners = [threading.Thread(target=spin, daemon=True) for _ in range(busy)]
-        for spinner in spinners:
-            spinner.start()
         started, submitted = [], []
-        for _ in range(args.runs):  # interleaved, so both meet the same load
-            started.append(_hand_over(lambda job: threading.Thread(target=job).start()))
-            submitted.append(_hand_over(workers.submit))
-        stop.set()
-        for spinner in spinners:
-            spinner.join()
+        with busy_threads(busy):
+            for _ in range(args.runs):  # interleaved, so both meet the same load
+                started.append(_hand_over(lambda job: threading.Thread(target=job).start()))
+                submitted.append(_hand_over(workers.submit))
         report[f"busy_{busy}"] = {
             f"{name}_{part}": {"p50_ms": round(float(np.percentile(v, 50)), 3),
                                "p99_ms": round(float(np.percentile(v, 99)), 3),

@@ -351,3 +351,23 @@ def test_first_window_fills_the_smallest_bucket_and_later_windows_are_prefetched
     # The first window is run where the stream is pulled; the others on the worker.
     assert not runs[0].startswith("tts-acoustic")
     assert all(name.startswith("tts-acoustic") for name in runs[1:])
+
+
+def test_a_voice_with_a_seed_of_its_own_speaks_as_one_made_with_that_seed():
+    # The API makes each request's voice this way: the same audio and plans as a voice
+    # constructed with the seed, its own noise, the very same engines, and every
+    # attribute a constructed voice has (a new one in __init__ must be shared or own).
+    loaded = StreamingTTS(length_scale=1.2)
+    text = "Welcome back to the stream."
+    made, made_again = StreamingTTS(seed=7, length_scale=1.2), loaded.with_seed(7)
+    other = loaded.with_seed(8)
+    try:
+        assert sorted(vars(made_again)) == sorted(vars(made))
+        assert made_again.engines is loaded.engines
+        first, again = collect(made.stream(text, BALANCED)), collect(made_again.stream(text, BALANCED))
+        assert np.array_equal(audio_of(first), audio_of(again))
+        assert [plan for plan, _ in first] == [plan for plan, _ in again]
+        assert not np.array_equal(audio_of(collect(other.stream(text, BALANCED))), audio_of(again))
+    finally:
+        for voice in (loaded, made, made_again, other):
+            voice.close()

@@ -43,6 +43,7 @@ from app.messages import EVENT_SECONDS, Severity
 from app.settings import Settings, config_dir
 from pipeline.core.server_thread import ServerError, ServerThread, listen_error
 from pipeline.core.started_threads import StartedThreads
+from pipeline.voice.streaming_tts import StreamingTTS
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,9 @@ class ApiServer:
         # A thread for each stream the settings allow at once, started with the server:
         # one started per stream held the loop (pipeline/core/started_threads.py).
         self.stream_workers: StartedThreads | None = None
+        # The voice each API stream's own is made from (speech._voice_factory), by
+        # provider and batch sizes; used on the loop only.
+        self.stream_voices: dict[tuple[str, tuple[int, ...]], StreamingTTS] = {}
         self._origins = {f"http://{host}:{config.port}" for host in
                          ("127.0.0.1", "localhost", "[::1]", config.host)}
         self._origins.update(config.allowed_origins)

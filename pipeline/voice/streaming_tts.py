@@ -403,21 +403,26 @@ class StreamingTTS:
         self._noise_scale = config.noise_scale if noise_scale is None else noise_scale
         self._noise_w_scale = config.noise_w_scale if noise_w_scale is None else noise_w_scale
         self._length_scale = _checked_length_scale(length_scale) or config.length_scale
-        # Prior noise is drawn on the stream's thread, duration noise on the acoustic
-        # worker's: a generator each (numpy's are not thread-safe).
-        prior_seed, duration_seed = np.random.SeedSequence(seed).spawn(2)
-        self._rng = np.random.default_rng(prior_seed)
-        self._duration_rng = np.random.default_rng(duration_seed)
         # Phonemization only: synthesis goes through the split engines below.
         self._voice = PiperVoice(session=None, config=config)
 
         self.engines, self.channels = _engines(voice, self.speakers > 1, provider,
                                                intra_op_threads, tuple(batch_sizes))
-        self._started = time.perf_counter()  # the latest stream's start
-        self._emitted = 0  # samples it has made
         self._acoustic, self._flow, self._vocoder = self.engines.values()
         self.providers: dict[str, ProviderChoice] = {
             name: stage.choice for name, stage in self.engines.items()}
+        self._own_state(seed)
+
+    def _own_state(self, seed: int | None) -> None:
+        """What each voice has of its own, beside the files, settings and engines it may
+        share with others (with_seed)."""
+        # Prior noise is drawn on the stream's thread, duration noise on the acoustic
+        # worker's: a generator each (numpy's are not thread-safe).
+        prior_seed, duration_seed = np.random.SeedSequence(seed).spawn(2)
+        self._rng = np.random.default_rng(prior_seed)
+        self._duration_rng = np.random.default_rng(duration_seed)
+        self._started = time.perf_counter()  # the latest stream's start
+        self._emitted = 0  # samples it has made
         # The acoustic stage's own worker: onnxruntime releases the GIL, so a later
         # window's encoder runs on the other core while the vocoder makes audio.
         self._acoustic_worker = ThreadPoolExecutor(1, thread_name_prefix="tts-acoustic",
@@ -425,6 +430,19 @@ class StreamingTTS:
         self._shapes: dict[str, set[tuple[int, ...]]] = {
             "acoustic": set(), "flow": set(), "vocoder": set()
         }
+
+    def with_seed(self, seed: int | None) -> StreamingTTS:
+        """A voice of these files, settings and engines with noise of its own from
+        `seed`, speaking as StreamingTTS(..., seed=seed) with the same arguments would:
+        the files are not checked again (this voice checked them). For a server that
+        makes a voice per request on its event loop: the checks' ~15 stat calls each
+        let go of the GIL and wait to take it back, 49.7 ms (P50) beside 8 busy threads
+        on the 2-vCPU VM against 0.035 ms here (bench/results/stream_voice_2vcpu_xeon.json)."""
+        other = object.__new__(StreamingTTS)
+        for name in _SHARED:
+            setattr(other, name, getattr(self, name))
+        other._own_state(seed)
+        return other
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -933,6 +951,12 @@ def _segments(items: Iterator[SentencePlan | AudioChunk]) -> Iterator[SpeechSegm
         if item.last:
             yield SpeechSegment(plan.text, np.concatenate(samples), plan.sample_rate,
                                 plan.phonemes, plan.notices)
+
+
+# What with_seed's voices share: everything __init__ sets before _own_state.
+_SHARED = ("voice", "speakers", "speaker", "_speaker_feed", "sample_rate", "hop", "_id_map",
+           "_noise_scale", "_noise_w_scale", "_length_scale", "_voice", "engines", "channels",
+           "_acoustic", "_flow", "_vocoder", "providers")
 
 
 def _yield_to_others() -> None:
