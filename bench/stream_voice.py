@@ -12,7 +12,6 @@ Usage: python bench/stream_voice.py [--runs 200] [--out bench/results/stream_voi
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -21,18 +20,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.machine import describe, publish  # noqa: E402
-from bench.thread_start import BUSY, busy_threads  # noqa: E402
+from bench.machine import publish  # noqa: E402
+from bench.thread_start import BUSY, busy_bench, busy_threads  # noqa: E402
 from pipeline.voice.streaming_tts import StreamingTTS  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    report: dict = {"bench": "stream_voice", "machine": describe(),
-                    "switch_interval_ms": sys.getswitchinterval() * 1000, "runs": args.runs}
+    args, report = busy_bench("stream_voice", 200)
     loaded = StreamingTTS()
     ways = {"constructor": lambda seed: StreamingTTS(seed=seed), "with_seed": loaded.with_seed}
     for busy in BUSY:

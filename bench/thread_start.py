@@ -60,13 +60,19 @@ def _hand_over(hand_over) -> tuple[float, float]:
     return (returned - start) * 1e3, (time.perf_counter() - start) * 1e3
 
 
-def main() -> None:
+def busy_bench(name: str, runs: int) -> tuple[argparse.Namespace, dict]:
+    """The command line (--runs, --out) and the report's head of a bench run beside BUSY
+    busy threads (this one and bench/stream_voice.py)."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=runs)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    report: dict = {"bench": "thread_start", "machine": describe(),
-                    "switch_interval_ms": sys.getswitchinterval() * 1000, "runs": args.runs}
+    return args, {"bench": name, "machine": describe(),
+                  "switch_interval_ms": sys.getswitchinterval() * 1000, "runs": args.runs}
+
+
+def main() -> None:
+    args, report = busy_bench("thread_start", 30)
     workers = StartedThreads(1, "bench-worker")
     for busy in BUSY:
         started, submitted = [], []
