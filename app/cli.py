@@ -10,9 +10,11 @@ half-written output.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import wave
@@ -234,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(exc))
     # The long-running app (window or headless); the commands above end in seconds.
     keep_large_blocks_apart()
+    # `kill -USR1 PID` prints every thread's stack to stderr: what a hung app is waiting
+    # on, without a debugger (tests/test_dist.py asks a bundle that does not exit).
+    # Windows has no such signal.
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     if args.headless:
         from app.headless import run_headless
 

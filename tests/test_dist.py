@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -381,12 +382,22 @@ def test_the_window_shows_the_avatar_and_speaks_what_is_typed(bundle, x_display,
         assert abs(level - speech_level) < 3, (level, speech_level)
 
         _close(x_display, window)
-        assert app.wait(timeout=30) == 0, "".join(output.seen)
+        try:
+            code = app.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            app.send_signal(signal.SIGUSR1)  # every thread's stack to its output
+            time.sleep(2)
+            shown = [f"{w} {_xdotool(x_display, 'getwindowname', w).strip()!r}" for w in
+                     _xdotool(x_display, "search", "--onlyvisible", "--name", ".*").split()]
+            pytest.fail(f"the app did not exit within 30 s of its window ({window}) closing; the "
+                        f"windows shown: {shown}; what it printed, its threads' stacks last:\n"
+                        + "".join(output.lines()))
+        assert code == 0, "".join(output.lines())
     finally:
         if app.poll() is None:
             os.killpg(app.pid, 9)
             app.wait()
-    assert "Traceback" not in "".join(output.seen)
+    assert "Traceback" not in "".join(output.lines())
 
 
 @pytest.mark.audio
