@@ -274,7 +274,7 @@ def test_a_plans_words_are_aligned_together_fed_as_a_plan_or_as_the_speakers_eve
     by_events = CaptionTrack(tts.phonemes_of, keep_all=True)
     by_word = CaptionTrack(tts.phonemes_of, keep_all=True)
     with caplog.at_level("INFO", logger="pipeline.voice.captions"):
-        for n, (plan, start) in enumerate(plans):
+        for plan, start in plans:
             by_plan.plan(plan, start)
             if plan.text:
                 by_word.sentence(plan.text, start, plan.typed)
@@ -287,7 +287,7 @@ def test_a_plans_words_are_aligned_together_fed_as_a_plan_or_as_the_speakers_eve
                 by_plan.finish()
                 by_word.finish()
         fell_back = caplog.text.count("could not time the words")
-    by_events.on_event(SpeechFinished(1, position / 22050, False, 0, 0))
+    by_events.on_event(SpeechFinished(1, position / tts.sample_rate, False, 0, 0))
     spoken = [(start + w.start, start + w.end) for plan, start in plans for w in plan.words]
     words = by_plan.words()
     assert [w.text for w in words] == text.split()
