@@ -70,8 +70,8 @@ def _voice_factory(server, voice: StreamingTTS):
     """Voice streams of the studio's loaded `voice`'s batch sizes: on a GPU the same
     warm engines, whose runs of concurrent streams go together (Studio.voice_batch_sizes).
     Each is made by `with_seed` from one voice per provider and sizes, kept by the server:
-    a voice made anew checks its files again, and those stat calls held the loop 49.7 ms
-    (P50) a request beside 8 busy threads, against 0.035 ms (bench/stream_voice.py,
+    a voice made anew checks its files again, and those stat calls held the loop 48.2 ms
+    (P50) a request beside 8 busy threads, against 0.041 ms (bench/stream_voice.py,
     bench/results/stream_voice_2vcpu_xeon.json)."""
     key = (server.studio.settings.inference_provider, voice.batch_sizes)
     made = server.stream_voices.get(key)

@@ -436,11 +436,10 @@ class StreamingTTS:
         `seed`, speaking as StreamingTTS(..., seed=seed) with the same arguments would:
         the files are not checked again (this voice checked them). For a server that
         makes a voice per request on its event loop: the checks' ~15 stat calls each
-        let go of the GIL and wait to take it back, 49.7 ms (P50) beside 8 busy threads
-        on the 2-vCPU VM against 0.035 ms here (bench/results/stream_voice_2vcpu_xeon.json)."""
+        let go of the GIL and wait to take it back, 48.2 ms (P50) beside 8 busy threads
+        on the 2-vCPU VM against 0.041 ms here (bench/results/stream_voice_2vcpu_xeon.json)."""
         other = object.__new__(StreamingTTS)
-        for name in _SHARED:
-            setattr(other, name, getattr(self, name))
+        other.__dict__.update(self.__dict__)  # shared; _own_state replaces what is its own
         other._own_state(seed)
         return other
 
@@ -951,12 +950,6 @@ def _segments(items: Iterator[SentencePlan | AudioChunk]) -> Iterator[SpeechSegm
         if item.last:
             yield SpeechSegment(plan.text, np.concatenate(samples), plan.sample_rate,
                                 plan.phonemes, plan.notices)
-
-
-# What with_seed's voices share: everything __init__ sets before _own_state.
-_SHARED = ("voice", "speakers", "speaker", "_speaker_feed", "sample_rate", "hop", "_id_map",
-           "_noise_scale", "_noise_w_scale", "_length_scale", "_voice", "engines", "channels",
-           "_acoustic", "_flow", "_vocoder", "providers")
 
 
 def _yield_to_others() -> None:
