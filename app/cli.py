@@ -701,8 +701,6 @@ def _play(tts, text: str, mode_name: str, rate: float, captions=None):
         SpeechFinished,
         SpeechNotice,
         SpeechStarted,
-        VisemeTimed,
-        WordTimed,
     )
     from pipeline.text.input import TextInputError, prepare_text
 
@@ -712,7 +710,7 @@ def _play(tts, text: str, mode_name: str, rate: float, captions=None):
     if captions is not None:
         # Subscribed first: the bus calls in order, so the track has every word by the
         # time SpeechFinished reaches this thread.
-        engine.events.subscribe(captions.on_event, SentenceTimed, WordTimed, VisemeTimed, SpeechFinished)
+        engine.events.subscribe(captions.on_event, *captions.EVENTS)
     engine.events.subscribe(events.put, SpeechStarted, SpeechNotice, SpeechFailed, SpeechFinished,
                             SentenceTimed)
     first_audio_s = 0.0

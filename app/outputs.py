@@ -32,7 +32,7 @@ from app.config_files import read_json, write_json
 from app.engine import Engine
 from app.messages import Severity
 from app.settings import Settings, config_dir
-from pipeline.core.events import CaptionShown, SentenceTimed, SpeechFinished, VisemeTimed, WordTimed
+from pipeline.core.events import CaptionShown
 from pipeline.voice.captions import CaptionTrack
 from render.gpu.path_picker import MouthPathPicker
 from render.outputs.avatar_window import AvatarWindow
@@ -446,7 +446,7 @@ class Outputs:
                 self._unsubscribe_captions()
             self.captions = CaptionTrack(self._phonemize, lead_s=self.settings.captions_lead_ms / 1e3)
             self._unsubscribe_captions = self.engine.events.subscribe(
-                self._feed_captions, SentenceTimed, WordTimed, VisemeTimed, SpeechFinished)
+                self._feed_captions, *CaptionTrack.EVENTS)
         shows = any(_shows_captions(output) for output in self.opened.values())
         shown = self.settings.captions_in_window and shows or self.settings.captions_to_obs
         if shown and not self._caption_timer.isActive():

@@ -194,6 +194,9 @@ class CaptionTrack:
     (for a file: `words`); either way each word costs the same.
     """
 
+    # The speaker's events on_event takes: what a subscriber feeding it subscribes to.
+    EVENTS = (WordTimed, SentenceTimed, SpeechFinished, VisemeTimed)
+
     def __init__(self, phonemize: Phonemizer, lead_s: float = DEFAULT_LEAD_S,
                  keep_all: bool = False) -> None:
         if lead_s < 0:
@@ -236,7 +239,7 @@ class CaptionTrack:
         the next event that is not a word (a VisemeTimed, a sentence, the end) or a cut.
         Aligned one at a time, a reading that only the words after it explain ("to a",
         read "tʊ ɐ") made the rest of the sentence fall back to showing at once."""
-        if not isinstance(event, (WordTimed, SentenceTimed, SpeechFinished, VisemeTimed)):
+        if not isinstance(event, self.EVENTS):
             return
         stopped = self._stopped
         if stopped is not None and event.request == stopped[0]:
