@@ -777,6 +777,13 @@ def _streams_section(report: dict, sections: set[str], count: int, mode, knee_bu
     report["cuda_graphs"] = {name: f"{stage.graphs}/{len(stage.device_copies)}"
                              for name, stage in counted.engines.items()}
     report["engine_notes"] = [note for stage in counted.engines.values() for note in stage.notes]
+    # What the device lane sizes its batches by (pipeline.infer.engine.batch_count): each
+    # batch size's run time, fastest and slowest of the engine's shapes.
+    report["graph_run_ms"] = {
+        name: {str(size): [round(min(times) * 1e3, 2), round(max(times) * 1e3, 2)]
+               for size in stage.batch_sizes
+               if (times := [t for (_, s), t in stage.run_seconds.items() if s == size])}
+        for name, stage in counted.engines.items()}
 
     def tts_of() -> StreamingTTS:
         return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES)

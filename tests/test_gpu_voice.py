@@ -110,6 +110,15 @@ def test_streams_started_together_are_batched_and_each_gets_its_own_audio():
         thread.join()
     engines = StreamingTTS(provider="cuda", batch_sizes=batches).engines.values()
     assert sum(e.transfers.batched for e in engines) > sum(e.transfers.runs for e in engines)
+    for engine in engines:
+        # The run times the lane sizes batches by: measured for every graph, and a batch
+        # of 8 rows dearer than one (1.6-4x on a lent H100: bench/results/
+        # gpu_h100_df05219.json's streams50 trace).
+        times = engine.run_seconds
+        assert times and min(times.values()) > 0, engine.name
+        by_size = {size: np.median([t for (_, s), t in times.items() if s == size])
+                   for size in batches}
+        assert by_size[8] > by_size[1], (engine.name, by_size)
     for audio in results:
         # Batched rows run other cuDNN kernels than one row: the same bound as above.
         assert len(audio) == len(alone) and np.abs(audio - alone).max() <= AUDIO_BOUND

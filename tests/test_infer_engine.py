@@ -8,21 +8,38 @@ import time
 
 import pytest
 
-from pipeline.infer.engine import CONCURRENT_BATCH_SIZES, _DeviceLane, _DeviceQueue, batch_sizes_for
+from pipeline.infer.engine import (
+    CONCURRENT_BATCH_SIZES,
+    _DeviceLane,
+    _DeviceQueue,
+    batch_count,
+    batch_sizes_for,
+)
+
+# A lent H100's run times of the flow at each batch size, in seconds
+# (bench/results/gpu_h100_df05219.json's streams50 trace).
+H100_FLOW_S = {1: 0.0013, 8: 0.0030, 64: 0.0200}
 
 
 class Stage:
-    """What the queue asks of an engine: batch sizes, and _execute(requests)."""
+    """What the queue asks of an engine: batch_count(feed, waiting) and
+    _execute(requests). With `run_s` (seconds a run of each batch size) it counts as a
+    device engine does; without, as many as the largest size holds."""
 
-    def __init__(self, batch_sizes=(1, 8), seconds=0.002, fail=False):
+    def __init__(self, batch_sizes=(1, 8), seconds=0.002, fail=False, run_s=None):
         self.batch_sizes = batch_sizes
-        self.batch_limit = max(batch_sizes)
+        self.run_s = run_s
         self.seconds = seconds
         self.fail = fail
         self.batches: list[list[float]] = []
         self.running = 0
         self.overlapped = False
         self.threads: set[int] = set()
+
+    def batch_count(self, feed, waiting):
+        if self.run_s is not None:
+            return batch_count(waiting, self.run_s)
+        return min(waiting, max(self.batch_sizes))
 
     def _execute(self, requests):
         self.threads.add(threading.get_ident())
@@ -124,6 +141,37 @@ def test_exclusive_work_waits_for_the_run_under_way(kind):
     assert [running for running, _ in seen] == [0]
     if kind is _DeviceLane:  # warm-up captures are made on the thread that replays them
         assert {thread for _, thread in seen} == stage.threads
+
+
+@pytest.mark.parametrize("kind", ONE_LANE)
+def test_requests_waiting_are_batched_by_the_sizes_run_times_most_urgent_first(kind):
+    stage = Stage(batch_sizes=(1, 8, 64), seconds=0.05, run_s=H100_FLOW_S)
+    queue = kind()
+    first = threading.Thread(target=lambda: queue.run(stage, ("a",), {"x": -1}, -1.0))
+    first.start()
+    time.sleep(0.01)  # the first run is under way; eleven wait behind it
+    late = [threading.Thread(target=lambda d=d: queue.run(stage, ("a",), {"x": d}, d))
+            for d in (10.0, 3.0, 7.0, 0.0, 5.0, 9.0, 1.0, 8.0, 2.0, 6.0, 4.0)]
+    for thread in late:
+        thread.start()
+    time.sleep(0.01)
+    for thread in [first, *late]:
+        thread.join(timeout=5)
+    # Eleven padded to 64 would cost 20 ms; the eight most urgent (3.0 ms) and then
+    # the other three (3.0 ms) serve them sooner.
+    assert [sorted(b) for b in stage.batches] == [[-1.0], [float(d) for d in range(8)],
+                                                  [8.0, 9.0, 10.0]]
+
+
+def test_a_batch_is_the_size_that_serves_the_most_requests_a_second():
+    assert batch_count(1, H100_FLOW_S) == 1
+    assert batch_count(5, H100_FLOW_S) == 5  # 5 in 3.0 ms against 1 in 1.3
+    assert batch_count(11, H100_FLOW_S) == 8  # 8 in 3.0 ms against 11 in 20
+    assert batch_count(50, H100_FLOW_S) == 8  # 8 in 3.0 ms against 50 in 20
+    assert batch_count(60, H100_FLOW_S) == 60  # 60 in 20 ms against 8 in 3.0
+    assert batch_count(200, H100_FLOW_S) == 64
+    # A tie runs more: 16 in 2 s against 8 in 1 s.
+    assert batch_count(20, {1: 1.0, 8: 1.0, 16: 2.0}) == 16
 
 
 def test_two_lanes_run_two_batches_at_once_and_never_more():

@@ -12,9 +12,10 @@ Runs of every engine in the process go through one queue per kind (_DeviceLane: 
 thread of its own on the device; _DeviceQueue: a lane per core on the CPU), earliest
 deadline first: a run asked for with the deadline of the audio it makes, so a stream's
 first chunk is not stuck behind another stream's chunks that are seconds ahead of their
-playback. Runs of one engine and key waiting together go as one batch (on the device the
-sizes in `batch_sizes`, on the CPU any size up to CPU_BATCH), so 50 streams starting at
-once cost a few runs, not 50 times each.
+playback. Runs of one engine and key waiting together go as one batch (on the device
+padded to one of `batch_sizes`, as many as serve the most requests a second by each
+size's measured run time; on the CPU up to CPU_BATCH), so 50 streams starting at once
+cost a few runs, not 50 times each.
 
 Where a shape's graph still has a node the device cannot run, that shape runs without
 a CUDA graph, with onnxruntime's copies around the node: `notes` says which shape and
@@ -56,6 +57,9 @@ _DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
 # the session is built, on the device's thread (_DeviceLane), so no capture is ever under
 # way while a stream runs.
 _RUNS_TO_CAPTURE = 3
+# Runs timed after those, for the batch sizes' run times (batch_count): the median of
+# three, so one run slowed by something else on the machine does not set it.
+_TIMED_RUNS = 3
 
 Shapes = tuple[tuple[str, tuple[int, ...]], ...]
 
@@ -80,6 +84,7 @@ class _Bound:
     outputs: list[onnxruntime.OrtValue]
     graph: bool  # whether runs replay a captured CUDA graph
     copies: int | None  # copy nodes onnxruntime put in its graph (None: not known)
+    run_s: float  # a run's time with its outputs' download, measured when it was built
 
 
 @dataclass(order=True, slots=True)
@@ -202,12 +207,11 @@ class _DeviceQueue:
                 self._heap[0].wake.set()
 
     def _take(self) -> list[_Request]:
-        """The most urgent request and those of its engine and key behind it, up to the
-        engine's largest batch."""
+        """The most urgent request and those of its engine and key behind it, as many
+        as the engine says to run together of those waiting."""
         first = heapq.heappop(self._heap)
-        limit = first.engine.batch_limit
         same = [r for r in self._heap if r.engine is first.engine and r.key == first.key]
-        same = sorted(same)[:limit - 1]
+        same = sorted(same)[:first.engine.batch_count(first.feed, 1 + len(same)) - 1]
         if same:
             taken = {id(r) for r in same}
             self._heap = [r for r in self._heap if id(r) not in taken]
@@ -221,7 +225,9 @@ class _Call:
     in an engine's place: a batch of one."""
 
     work: Callable[[], None]
-    batch_limit: int = 1
+
+    def batch_count(self, feed: dict[str, np.ndarray], waiting: int) -> int:
+        return 1
 
 
 class _DeviceLane(_DeviceQueue):
@@ -318,6 +324,21 @@ PRECISIONS = ("fp32", "tf32", "fp16")
 CONCURRENT_BATCH_SIZES = (1, 8, 64)
 
 
+def batch_count(waiting: int, run_s: dict[int, float]) -> int:
+    """How many of `waiting` requests (of one engine and key) to run as one batch, given
+    the run time of each batch size (a batch is padded up to a size): the most requests
+    a second of device time, the more requests on a tie.
+
+    Padding is what this saves: a batch of 11 padded to 64 cost 20.0 ms of a lent H100's
+    flow, where 8 and then 3 cost 3.0 ms each (bench/results/gpu_h100_df05219.json's
+    streams50 trace). The requests left wait for the next batch, most urgent first."""
+    def rate(size: int) -> tuple[float, int]:
+        served = min(waiting, size)
+        return served / run_s[size], served
+
+    return min(waiting, max(run_s, key=rate))
+
+
 def batch_sizes_for(streams: int) -> tuple[int, ...]:
     """The batch sizes for up to `streams` concurrent streams: CONCURRENT_BATCH_SIZES
     up to the first that holds them all (a batch past that is split), only (1,) for one."""
@@ -353,8 +374,6 @@ class Engine:
         self.batch_sizes = tuple(sorted(set(batch_sizes)))
         self.choice = choose_provider(provider)
         self.on_device = self.choice.used != "cpu"
-        # A device batch is one of its graphs' sizes; a CPU session takes any size.
-        self.batch_limit = max(self.batch_sizes) if self.on_device else CPU_BATCH
         initializers = {tensor.name for tensor in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
         self._session = (None if self.on_device
@@ -372,6 +391,20 @@ class Engine:
         queue = _QUEUE if self.on_device else _CPU_QUEUE
         return queue.run(self, key, feed, time.perf_counter() if deadline is None else deadline)
 
+    def batch_count(self, feed: dict[str, np.ndarray], waiting: int) -> int:
+        """How many of `waiting` requests like `feed` to run as one batch: on the CPU up
+        to CPU_BATCH; on the device by the run times measured when this shape's graphs
+        were built (batch_count), and as many as the largest size holds until each is."""
+        if not self.on_device:
+            return min(waiting, CPU_BATCH)
+        run_s = {}
+        for size in self.batch_sizes:
+            bound = self._bound.get((self._shapes(feed, size), size))
+            if bound is None:
+                return min(waiting, max(self.batch_sizes))
+            run_s[size] = bound.run_s
+        return batch_count(waiting, run_s)
+
     def prepare(self, feed: dict[str, np.ndarray]) -> None:
         """Build (and capture) `feed`'s shape at every batch size: warm-up."""
         if self._session is not None:
@@ -380,6 +413,11 @@ class Engine:
         for size in self.batch_sizes:
             requests = [_Request(0.0, 0, self, (), feed) for _ in range(size)]
             _QUEUE.exclusive(lambda: self._execute(requests))
+
+    @property
+    def run_seconds(self) -> dict[tuple[Shapes, int], float]:
+        """Each built shape and batch size → its run time, measured when it was built."""
+        return {key: bound.run_s for key, bound in self._bound.items()}
 
     @property
     def graphs(self) -> int:
@@ -396,7 +434,7 @@ class Engine:
             return
         size = next(s for s in self.batch_sizes if s >= len(feeds))
         batch = self._stacked(feeds + [feeds[0]] * (size - len(feeds)))
-        shapes = tuple((name, tuple(batch[name].shape)) for name in self.input_names)
+        shapes = self._shapes(feeds[0], size)
         bound = self._bound.get((shapes, size)) or self._bind(shapes, size, batch)
         for name, value in bound.inputs.items():
             value.update_inplace(np.ascontiguousarray(batch[name]))
@@ -409,6 +447,11 @@ class Engine:
         counts.batched += len(requests)
         for row, request in enumerate(requests):
             request.outputs = [out[row:row + 1] if size > 1 else out for out in outputs]
+
+    def _shapes(self, feed: dict[str, np.ndarray], size: int) -> Shapes:
+        """The input shapes of a batch of `size` requests like `feed` (one key)."""
+        return tuple((name, (size, *feed[name].shape[1:]) if _batched(feed[name])
+                      else feed[name].shape) for name in self.input_names)
 
     def _stacked(self, feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """One feed of `feeds` (one key): batched inputs joined along their first axis."""
@@ -455,4 +498,11 @@ class Engine:
             outputs.append(value)
         for _ in range(_RUNS_TO_CAPTURE):
             session.run_with_iobinding(binding)
-        return _Bound(session, binding, inputs, outputs, graph, copies)
+        times = []
+        for _ in range(_TIMED_RUNS):
+            start = time.perf_counter()
+            session.run_with_iobinding(binding)
+            for value in outputs:
+                value.numpy()
+            times.append(time.perf_counter() - start)
+        return _Bound(session, binding, inputs, outputs, graph, copies, float(np.median(times)))
