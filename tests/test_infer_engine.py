@@ -16,7 +16,7 @@ from pipeline.infer.engine import (
     batch_sizes_for,
 )
 
-# A lent H100's run times of the flow at each batch size, in seconds
+# How long a flow batch of each size took a lent H100's device lane, in seconds
 # (bench/results/gpu_h100_df05219.json's streams50 trace).
 H100_FLOW_S = {1: 0.0013, 8: 0.0030, 64: 0.0200}
 

@@ -6,9 +6,9 @@ batch size (padded up to 1, 8 or 64), one run at a time, the GIL let go, as a de
 run would. The acoustic engine's outputs are real (each row run once on the CPU and kept,
 outside the sleep: the plans and their timing are the voice's); the flow's and the
 vocoder's are zeros of their shapes. LANE_POLICY says how many waiting requests a batch
-takes: "measured", pipeline.infer.engine.batch_count on those run times (what a device
-engine does with the times it measures); "padded", every one waiting up to the largest
-size (what a device engine did before)."""
+takes: "measured", pipeline.infer.engine.batch_count on those times (a device engine
+runs it on the times it measures alone at warm-up, which are shorter: docs/gpu.md);
+"padded", every one waiting up to the largest size (what a device engine did before)."""
 
 import os
 import threading
@@ -18,8 +18,9 @@ import numpy as np
 
 from pipeline.infer import engine as engines
 
-# A lent H100's run time (ms) per batch size. They fit bench/results/gpu_h100_df05219.json's
-# streams50 device_runs: flow 6 x 1.3 + 10 x 3.0 + 11 x 20.0 = 257.8 ms against its busy_ms
+# How long a batch of each size took a lent H100's device lane (ms: the run, the host's
+# stacking and copies, and its waits for the GIL beside 50 streams). They fit
+# bench/results/gpu_h100_df05219.json's streams50 device_runs: flow 6 x 1.3 + 10 x 3.0 + 11 x 20.0 = 257.8 ms against its busy_ms
 # 258.77; acoustic 3.2 + 4 x 17.8 = 74.4 against 74.45; vocoder 5 x 0.62 + 18 x 2.5 +
 # 22 x 15.7 = 393.5 against 393.04.
 RUN_MS = {"acoustic": {1: 3.2, 8: 5.0, 64: 17.8}, "flow": {1: 1.3, 8: 3.0, 64: 20.0},

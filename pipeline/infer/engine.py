@@ -329,9 +329,10 @@ def batch_count(waiting: int, run_s: dict[int, float]) -> int:
     the run time of each batch size (a batch is padded up to a size): the most requests
     a second of device time, the more requests on a tie.
 
-    Padding is what this saves: a batch of 11 padded to 64 cost 20.0 ms of a lent H100's
-    flow, where 8 and then 3 cost 3.0 ms each (bench/results/gpu_h100_df05219.json's
-    streams50 trace). The requests left wait for the next batch, most urgent first."""
+    Padding is what this saves: in a trace of 50 streams on a lent H100, a flow batch
+    padded to 64 took the lane 20.0 ms and one of 8 took 3.0 ms (bench/results/
+    gpu_h100_df05219.json's streams50), so 11 waiting went as one run at the price of 64.
+    The requests left wait for the next batch, most urgent first."""
     def rate(size: int) -> tuple[float, int]:
         served = min(waiting, size)
         return served / run_s[size], served
