@@ -112,8 +112,8 @@ def test_streams_started_together_are_batched_and_each_gets_its_own_audio():
     assert sum(e.transfers.batched for e in engines) > sum(e.transfers.runs for e in engines)
     for engine in engines:
         # The run times the lane sizes batches by: measured for every graph, and a batch
-        # of 8 rows dearer than one (1.6-4x on a lent H100: bench/results/
-        # gpu_h100_df05219.json's streams50 trace).
+        # of 8 rows dearer than one (on a lent H100 the flow, the closest, 1.2-1.7 ms
+        # against 1.0-1.3: bench/results/api50_batch_count_h100.json's graph_run_ms).
         times = engine.run_seconds
         assert times and min(times.values()) > 0, engine.name
         by_size = {size: np.median([t for (_, s), t in times.items() if s == size])

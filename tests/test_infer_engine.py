@@ -26,9 +26,10 @@ class Stage:
     _execute(requests). With `run_s` (seconds a run of each batch size) it counts as a
     device engine does; without, as many as the largest size holds."""
 
-    def __init__(self, batch_sizes=(1, 8), seconds=0.002, fail=False, run_s=None):
+    def __init__(self, batch_sizes=(1, 8), seconds=0.002, fail=False, run_s=None, hold=None):
         self.batch_sizes = batch_sizes
         self.run_s = run_s
+        self.hold = hold  # an Event the first run waits for, where the test needs it
         self.seconds = seconds
         self.fail = fail
         self.batches: list[list[float]] = []
@@ -46,6 +47,8 @@ class Stage:
         self.running += 1
         self.overlapped |= self.running > 1
         self.most_at_once = max(getattr(self, "most_at_once", 0), self.running)
+        if self.hold is not None and not self.batches:
+            self.hold.wait(10)
         time.sleep(self.seconds)
         self.batches.append([r.deadline for r in requests])
         self.running -= 1
@@ -70,6 +73,13 @@ def _many(queue, stage, deadlines, key=lambda i: ("k",)):
         thread.join(timeout=10)
     assert not any(thread.is_alive() for thread in threads)
     return results
+
+
+def _until(condition, timeout=10.0):
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.001)
 
 
 # The device's queue (_DeviceLane) schedules as the callers' queue does, every run on one
@@ -145,16 +155,18 @@ def test_exclusive_work_waits_for_the_run_under_way(kind):
 
 @pytest.mark.parametrize("kind", ONE_LANE)
 def test_requests_waiting_are_batched_by_the_sizes_run_times_most_urgent_first(kind):
-    stage = Stage(batch_sizes=(1, 8, 64), seconds=0.05, run_s=H100_FLOW_S)
+    hold = threading.Event()
+    stage = Stage(batch_sizes=(1, 8, 64), run_s=H100_FLOW_S, hold=hold)
     queue = kind()
     first = threading.Thread(target=lambda: queue.run(stage, ("a",), {"x": -1}, -1.0))
     first.start()
-    time.sleep(0.01)  # the first run is under way; eleven wait behind it
+    _until(lambda: stage.running == 1)
     late = [threading.Thread(target=lambda d=d: queue.run(stage, ("a",), {"x": d}, d))
             for d in (10.0, 3.0, 7.0, 0.0, 5.0, 9.0, 1.0, 8.0, 2.0, 6.0, 4.0)]
     for thread in late:
         thread.start()
-    time.sleep(0.01)
+    _until(lambda: len(queue._heap) == 11)  # all eleven wait behind the first run
+    hold.set()
     for thread in [first, *late]:
         thread.join(timeout=5)
     # Eleven padded to 64 would cost 20 ms; the eight most urgent (3.0 ms) and then
