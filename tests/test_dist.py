@@ -43,6 +43,7 @@ from PIL import Image
 from app.settings import Settings, SettingsStore
 from pipeline.core.resources import ASSETS_DIR, DEFAULT_AVATAR_MANIFEST, SHADERS_DIR
 from tests.harness.app_process import Lines, cli
+from tests.harness.waiting import until
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = "lipsync-studio"
@@ -302,17 +303,6 @@ def _portaudio_clients() -> set[str]:
         client.close()
 
 
-def _until(condition, timeout: float, what: str, poll: float = 0.25):
-    end = time.monotonic() + timeout
-    while True:
-        found = condition()
-        if found:
-            return found
-        if time.monotonic() > end:
-            raise AssertionError(f"{what} did not happen within {timeout} s")
-        time.sleep(poll)
-
-
 @pytest.mark.display
 @pytest.mark.audio
 def test_the_window_shows_the_avatar_and_speaks_what_is_typed(bundle, x_display, jack_server,
@@ -335,7 +325,7 @@ def test_the_window_shows_the_avatar_and_speaks_what_is_typed(bundle, x_display,
     output = Lines(app)
     try:
         # Start-up took 5-20 s here (the voice loads meanwhile); 90 s is the margin of load.
-        window = int(_until(lambda: _xdotool(x_display, "search", "--onlyvisible", "--name",
+        window = int(until(lambda: _xdotool(x_display, "search", "--onlyvisible", "--name",
                                              f"^{re.escape('Lipsync Studio')}$").split(),
                             90, "the main window")[0])
         colours = avatar_colours()
@@ -349,7 +339,7 @@ def test_the_window_shows_the_avatar_and_speaks_what_is_typed(bundle, x_display,
             shares = [(np.abs(pixels - c).max(axis=-1) <= 24).mean() for c in colours]
             return min(shares) > 0.01 and shares
 
-        avatar_drawn_shares = _until(avatar_drawn, 60, "the avatar drawn", poll=1.0)
+        avatar_drawn_shares = until(avatar_drawn, 60, "the avatar drawn", poll=1.0)
         # Nothing of the repository, the environment or the Python it was built from is
         # loaded by the running app.
         with open(f"/proc/{app.pid}/maps") as maps:
@@ -357,7 +347,7 @@ def test_the_window_shows_the_avatar_and_speaks_what_is_typed(bundle, x_display,
         strays = [str(f) for f in mapped for place in built_from() if f.is_relative_to(place)]
         assert not strays, strays
 
-        clients = _until(lambda: _portaudio_clients() - before, 60, "the app's audio output")
+        clients = until(lambda: _portaudio_clients() - before, 60, "the app's audio output")
         assert len(clients) == 1, clients
         recorder = JackRecorder(source=rf"^{re.escape(clients.pop())}:out_", max_seconds=40)
         recorder.start()
@@ -371,8 +361,8 @@ def test_the_window_shows_the_avatar_and_speaks_what_is_typed(bundle, x_display,
                 _xdotool(x_display, "key", "Return")
                 return np.abs(recorder.audio).max(initial=0) > 0.05
 
-            _until(heard, 60, "speech heard from the window", poll=1.0)
-            _until(lambda: recorder.audio.shape[0] / recorder.rate > 15 or
+            until(heard, 60, "speech heard from the window", poll=1.0)
+            until(lambda: recorder.audio.shape[0] / recorder.rate > 15 or
                    voiced(recorder.audio[-recorder.rate:, 0], recorder.rate)[0] == 0,
                    20, "the end of the speech", poll=0.5)
         finally:

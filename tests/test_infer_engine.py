@@ -15,6 +15,7 @@ from pipeline.infer.engine import (
     batch_count,
     batch_sizes_for,
 )
+from tests.harness.waiting import until
 
 # How long a flow batch of each size took a lent H100's device lane, in seconds
 # (bench/results/gpu_h100_df05219.json's streams50 trace).
@@ -73,13 +74,6 @@ def _many(queue, stage, deadlines, key=lambda i: ("k",)):
         thread.join(timeout=10)
     assert not any(thread.is_alive() for thread in threads)
     return results
-
-
-def _until(condition, timeout=10.0):
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.001)
 
 
 # The device's queue (_DeviceLane) schedules as the callers' queue does, every run on one
@@ -160,12 +154,12 @@ def test_requests_waiting_are_batched_by_the_sizes_run_times_most_urgent_first(k
     queue = kind()
     first = threading.Thread(target=lambda: queue.run(stage, ("a",), {"x": -1}, -1.0))
     first.start()
-    _until(lambda: stage.running == 1)
+    until(lambda: stage.running == 1, 10, "the first run", poll=0.001)
     late = [threading.Thread(target=lambda d=d: queue.run(stage, ("a",), {"x": d}, d))
             for d in (10.0, 3.0, 7.0, 0.0, 5.0, 9.0, 1.0, 8.0, 2.0, 6.0, 4.0)]
     for thread in late:
         thread.start()
-    _until(lambda: len(queue._heap) == 11)  # all eleven wait behind the first run
+    until(lambda: len(queue._heap) == 11, 10, "eleven requests waiting behind it", poll=0.001)
     hold.set()
     for thread in [first, *late]:
         thread.join(timeout=5)

@@ -38,6 +38,7 @@ from render.outputs.virtual_camera import (
     background_rgb,
     explain_backend_error,
 )
+from tests.harness.waiting import until
 
 DARK = Background(SOLID, parse_colour("#20232a"))   # the app's default: (32, 35, 42)
 
@@ -76,15 +77,6 @@ def numbered_frame(k: int, width: int = 8, height: int = 4) -> np.ndarray:
     frame = np.full((height, width, 2), 128, np.uint8)
     frame[0, 0, 0] = k
     return frame
-
-
-def wait_until(condition, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.002)
-    return condition()
 
 
 # -- the background and the frames -------------------------------------------------
@@ -162,7 +154,7 @@ def test_a_rendered_frame_reaches_pyvirtualcams_backend_as_yuyv_over_the_key(qt_
         camera.start()
         assert camera.stats()["device"] == "/dev/video-recorded"
         camera.send(frame, media_time)
-        assert wait_until(lambda: camera.sent == 1)
+        until(lambda: camera.sent == 1, 5.0, "the frame sent", poll=0.002)
         camera.stop()
         readback.release()
         renderer.release()
@@ -211,7 +203,7 @@ def test_offer_never_blocks_while_the_camera_worker_is_stuck():
     assert camera.dropped == 99          # frames 1..99, each replaced by the next
     assert camera.offered - camera.sent - camera.dropped == 2   # 0 in send, 100 waiting
     gate.set()
-    assert wait_until(lambda: camera.sent == 2)
+    until(lambda: camera.sent == 2, 5.0, "the newest frame sent", poll=0.002)
     camera.stop()
     # The stuck frame, then the newest: nothing in between, nothing twice.
     assert [frame[0, 0, 0] for frame, _ in recorder.sent] == [0, 100]
@@ -273,7 +265,7 @@ def test_a_device_failing_mid_stream_stops_the_camera_and_says_why():
     camera = VirtualCamera(8, 4, 30, DARK, camera_factory=recorder)
     camera.start()
     camera.send(numbered_frame(1), 0.0)
-    assert wait_until(lambda: not camera.running)
+    until(lambda: not camera.running, 5.0, "the camera stopped", poll=0.002)
     assert camera.stats()["error"] == "The virtual camera stopped: No such device"
     assert recorder.closed
 

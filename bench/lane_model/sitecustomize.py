@@ -20,9 +20,9 @@ from pipeline.infer import engine as engines
 
 # How long a batch of each size took a lent H100's device lane (ms: the run, the host's
 # stacking and copies, and its waits for the GIL beside 50 streams). They fit
-# bench/results/gpu_h100_df05219.json's streams50 device_runs: flow 6 x 1.3 + 10 x 3.0 + 11 x 20.0 = 257.8 ms against its busy_ms
-# 258.77; acoustic 3.2 + 4 x 17.8 = 74.4 against 74.45; vocoder 5 x 0.62 + 18 x 2.5 +
-# 22 x 15.7 = 393.5 against 393.04.
+# bench/results/gpu_h100_df05219.json's streams50 device_runs: flow 6 x 1.3 + 10 x 3.0 +
+# 11 x 20.0 = 257.8 ms against its busy_ms 258.77; acoustic 3.2 + 4 x 17.8 = 74.4 against
+# 74.45; vocoder 5 x 0.62 + 18 x 2.5 + 22 x 15.7 = 393.5 against 393.04.
 RUN_MS = {"acoustic": {1: 3.2, 8: 5.0, 64: 17.8}, "flow": {1: 1.3, 8: 3.0, 64: 20.0},
           "vocoder": {1: 0.62, 8: 2.5, 64: 15.7}}
 POLICY = os.environ["LANE_POLICY"]
