@@ -2,7 +2,9 @@
 and its two halves timed apart on the device the engines run on: the text encoder (ids ->
 hidden states, prior mean and log-scale) and the stochastic duration predictor (hidden
 states -> frames per id), each built as the app builds an engine (static shapes, a CUDA
-graph where it can), at the first window's bucket. The whole engine is the baseline.
+graph where it can, layer norms fused), at the first window's bucket. The whole engine is
+the baseline, and the whole engine with its layer norms as exported (Engine's
+`fuse_norms` off) what their fusion gains.
 
 Usage: python bench/acoustic_split.py [RUNS] [auto|cpu]. Last line: one JSON object.
 """
@@ -18,7 +20,7 @@ import onnx  # noqa: E402
 from onnx.utils import Extractor  # noqa: E402
 
 from pipeline.infer.engine import Engine  # noqa: E402
-from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input  # noqa: E402
+from pipeline.infer.static_graph import NOISE_INPUT, fused_layer_norms, noise_as_input  # noqa: E402
 from pipeline.voice import streaming_tts as st  # noqa: E402
 from pipeline.voice.voice_files import BUNDLED_VOICE  # noqa: E402
 
@@ -32,6 +34,10 @@ engines = {
     "whole acoustic": Engine("acoustic", noise_as_input(ex.extract_model(
         [st._IDS, st._ID_LENGTHS, st._SCALES],
         [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES])), provider, 1, (1,)),
+    "whole acoustic, norms as exported": Engine("acoustic", noise_as_input(ex.extract_model(
+        [st._IDS, st._ID_LENGTHS, st._SCALES],
+        [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES])), provider, 1, (1,),
+        fuse_norms=False),
     "encoder": Engine("encoder", ex.extract_model(
         [st._IDS, st._ID_LENGTHS], [HIDDEN, st._PRIOR_MEAN, st._PRIOR_LOG_SCALE]),
         provider, 1, (1,)),
@@ -50,12 +56,17 @@ mask = (np.arange(bucket) < 20).astype(np.float32)[None, None]
 feeds = {
     "whole acoustic": {st._IDS: ids, st._ID_LENGTHS: lengths, st._SCALES: scales,
                        NOISE_INPUT: noise},
+    "whole acoustic, norms as exported": {st._IDS: ids, st._ID_LENGTHS: lengths,
+                                          st._SCALES: scales, NOISE_INPUT: noise},
     "encoder": {st._IDS: ids, st._ID_LENGTHS: lengths},
     "duration predictor": {HIDDEN: hidden, MASK: mask, st._SCALES: scales, NOISE_INPUT: noise},
 }
 out = {"bucket": bucket, "on_device": engines["encoder"].on_device, "nodes": {}}
 for name, engine in engines.items():
-    out["nodes"][name] = len(engine._model.graph.node)
+    # Fused only where the engine fuses them: on the device.
+    fused = engine.on_device and engine.fuse_norms
+    graph = fused_layer_norms(engine._model) if fused else engine._model
+    out["nodes"][name] = len(graph.graph.node)
     for _ in range(5):
         engine.run(feeds[name])
     times = []

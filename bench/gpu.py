@@ -581,8 +581,12 @@ def _lip_shape(runs: int) -> dict:
 SECTIONS = ("voice", "threads", "heard", "python", "lip", "mouth", "photo", "gil", "streams", "knee",
             "cudnn", "precision", "api")
 # The precision section's variants (streaming_tts.ENGINE_PRECISION), what ships first.
-PRECISION_VARIANTS = {"fp32": {}, "tf32_flow_vocoder": {"flow": "tf32", "vocoder": "tf32"},
+PRECISION_VARIANTS = {"fp32": {}, "fp32_unfused_norms": {},
+                      "tf32_flow_vocoder": {"flow": "tf32", "vocoder": "tf32"},
                       "fp16_flow_vocoder": {"flow": "fp16", "vocoder": "fp16"}}
+# Variants built with their layer norms as exported (streaming_tts.ENGINE_FUSED_NORMS off):
+# what the fusion gains, against "fp32".
+UNFUSED_VARIANTS = ("fp32_unfused_norms",)
 # cuDNN's frontend found no fp16 algorithm by HEURISTIC for the vocoder's dilated
 # convolutions at a batch of 64 on the lent H100 ("HEURISTIC_QUERY_FAILED"), so fp16 is
 # built with EXHAUSTIVE (timing every candidate) too.
@@ -866,22 +870,25 @@ def _cudnn_search(gpu: StreamingTTS, mode, runs: int) -> dict:
 
 def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECISION_VARIANTS)
                ) -> dict:
-    """Each of PRECISION_VARIANTS on the streams section's engines (batch sizes
-    STREAM_BATCHES), one variant at a time (three variants' 78 CUDA graphs each did not
-    fit an H100's 80 GB) and fp32 again at the end: how far its audio is from fp32's on
+    """Each of PRECISION_VARIANTS (UNFUSED_VARIANTS with the layer norms as exported) on
+    the streams section's engines (batch sizes STREAM_BATCHES), one variant at a time
+    (three variants' 78 CUDA graphs each did not fit an H100's 80 GB) and fp32 again at
+    the end: how far its audio is from fp32's on
     the GPU, with the CPU path's distance from that as the yardstick (the same texts and
     seed on each); first audio alone; and `count` streams started at once, twice. A
     variant that cannot be built or run says why and the others go on."""
     from pipeline.voice import streaming_tts
 
-    shipped = streaming_tts.ENGINE_PRECISION
+    shipped = streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_FUSED_NORMS
 
-    def tts_of(precision: dict, seed: int | None = None) -> StreamingTTS:
-        streaming_tts.ENGINE_PRECISION = precision  # the engines are cached per precision
+    def tts_of(name: str, seed: int | None = None) -> StreamingTTS:
+        # The engines are cached per precision and fusion.
+        streaming_tts.ENGINE_PRECISION = PRECISION_VARIANTS[name]
+        streaming_tts.ENGINE_FUSED_NORMS = name not in UNFUSED_VARIANTS
         try:
             return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES, seed=seed)
         finally:
-            streaming_tts.ENGINE_PRECISION = shipped
+            streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_FUSED_NORMS = shipped
 
     def audio(tts: StreamingTTS, text: str) -> np.ndarray:
         return np.concatenate([item.samples for item in tts.stream(text, mode)
@@ -895,7 +902,8 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
                 "snr_db": round(10 * np.log10(float(np.sum(a.astype(np.float64) ** 2)) / error), 1)
                 if error else None}
 
-    result: dict = {"variants": PRECISION_VARIANTS, "audio_against_fp32": {}, "first_audio": {},
+    result: dict = {"variants": PRECISION_VARIANTS, "unfused_norms": UNFUSED_VARIANTS,
+                    "audio_against_fp32": {}, "first_audio": {},
                     "streams": {}}
     reference: dict[str, np.ndarray] = {}
     cpu_seeded = StreamingTTS(provider="cpu", seed=7)
@@ -907,12 +915,12 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
             if name in EXHAUSTIVE_VARIANTS:  # read when a session is made: at warm-up
                 sessions.CUDNN_CONV_ALGO_SEARCH = "EXHAUSTIVE"
                 result[f"{label}_cudnn_conv_algo_search"] = "EXHAUSTIVE"
-            tts = tts_of(PRECISION_VARIANTS[name])
+            tts = tts_of(name)
             tts.warm_up()
             sessions.CUDNN_CONV_ALGO_SEARCH = search
             result[f"{label}_warm_up_s"] = round(time.perf_counter() - start, 1)
             result[f"{label}_engine_notes"] = [n for s in tts.engines.values() for n in s.notes]
-            seeded = tts_of(PRECISION_VARIANTS[name], seed=7)
+            seeded = tts_of(name, seed=7)
             for text in LENGTHS:
                 made = audio(seeded, TEXTS[text])
                 if name == "fp32" and text not in reference:
@@ -925,7 +933,7 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
                 text: _p50_p99([_first_audio_ms(tts, TEXTS[text], mode) for _ in range(runs)])
                 for text in LENGTHS}
             result["streams"][label] = [
-                _traced_streams(lambda p=PRECISION_VARIANTS[name]: tts_of(p),
+                _traced_streams(lambda name=name: tts_of(name),
                                 list(tts.engines.values()), TEXTS["medium20"], mode, count)
                 for _ in range(2)]
             print("precision", label, result["first_audio"][label], result["streams"][label],

@@ -42,7 +42,12 @@ import onnx
 import onnxruntime
 
 from pipeline.infer.sessions import build_session, choose_provider, static_session
-from pipeline.infer.static_graph import dense_masked_indexing, fixed_shapes, half_precision
+from pipeline.infer.static_graph import (
+    dense_masked_indexing,
+    fixed_shapes,
+    fused_layer_norms,
+    half_precision,
+)
 
 log = logging.getLogger(__name__)
 
@@ -360,10 +365,13 @@ class Engine:
     their other inputs are equal. `precision` is what a device computes in: "fp32";
     "tf32", its convolutions and matrix products rounding their inputs to TF32
     (pipeline/infer/sessions.py says when not); or "fp16" (static_graph.half_precision).
-    The CPU computes in fp32 whatever is asked."""
+    The CPU computes in fp32 whatever is asked. With `fuse_norms`, a device's graphs have
+    their layer norms fused (static_graph.fused_layer_norms); the CPU runs the graph as
+    given, so its audio stays stock piper's."""
 
     def __init__(self, name: str, model: onnx.ModelProto, provider: str, threads: int = 1,
-                 batch_sizes: Sequence[int] = (1,), precision: str = "fp32"):
+                 batch_sizes: Sequence[int] = (1,), precision: str = "fp32",
+                 fuse_norms: bool = True):
         if not batch_sizes or min(batch_sizes) != 1:
             raise ValueError(f"batch sizes must include 1, got {tuple(batch_sizes)}")
         if precision not in PRECISIONS:
@@ -372,6 +380,7 @@ class Engine:
         self._model = model
         self._threads = threads
         self.precision = precision
+        self.fuse_norms = fuse_norms
         self.batch_sizes = tuple(sorted(set(batch_sizes)))
         self.choice = choose_provider(provider)
         self.on_device = self.choice.used != "cpu"
@@ -463,6 +472,8 @@ class Engine:
 
     def _bind(self, shapes: Shapes, size: int, feed: dict[str, np.ndarray]) -> _Bound:
         static = dense_masked_indexing(fixed_shapes(self._model, dict(shapes)))
+        if self.fuse_norms:
+            static = fused_layer_norms(static)
         if self.precision == "fp16":
             static = half_precision(static)
         try:

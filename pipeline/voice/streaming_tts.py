@@ -101,6 +101,11 @@ FIRST_AUDIO_PRIORITY_S = 0.25
 # dB, and cuDNN had no fp16 algorithm for the vocoder's dilated convolutions at some
 # batch shapes (5 of 50 streams failed, EXHAUSTIVE search or not).
 ENGINE_PRECISION: dict[str, str] = {}
+# Whether the device's engines fuse their layer norms (Engine's `fuse_norms`): the
+# acoustic engine's 36, 288 of its 2,325 nodes. On the CPU provider its outputs moved by
+# at most 1e-5 and no duration changed, over 300 random id sequences
+# (tests/test_static_graph.py). bench/gpu.py's precision section measures both ways.
+ENGINE_FUSED_NORMS = True
 
 # The bundled voice, as the API and the command line name it.
 VOICE_NAME = BUNDLED_VOICE.name
@@ -882,7 +887,7 @@ class StreamingTTS:
 # 720 MB resident on the 2-core VM and switching back and forth stayed at 742 MB, while
 # letting a voice's engines go when unused gave back only ~16 MB (the allocator keeps the
 # pages) and made each switch back load again (2.8 s against 1.7 s).
-_ENGINES: dict[tuple[Path, str, int, tuple[int, ...], tuple[tuple[str, str], ...]],
+_ENGINES: dict[tuple[Path, str, int, tuple[int, ...], tuple[tuple[str, str], ...], bool],
                tuple[dict[str, Engine], int]] = {}
 _ENGINES_LOCK = threading.Lock()
 
@@ -892,7 +897,7 @@ def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
     precision = tuple(sorted(ENGINE_PRECISION.items()))
     if ENGINE_PRECISION.get("acoustic", "fp32") != "fp32":
         raise ValueError("the acoustic engine computes in fp32: its durations move with rounding")
-    key = (voice.model.resolve(), provider, threads, batch_sizes, precision)
+    key = (voice.model.resolve(), provider, threads, batch_sizes, precision, ENGINE_FUSED_NORMS)
     with _ENGINES_LOCK:
         if key in _ENGINES:
             return _ENGINES[key]
@@ -911,7 +916,7 @@ def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
                     f"Lipsync Studio streams (its graph has no {', '.join(inputs + outputs)} "
                     "where the voice is split).") from None
             return Engine(name, noise_as_input(graph) if noise else graph, provider, threads,
-                          batch_sizes, ENGINE_PRECISION.get(name, "fp32"))
+                          batch_sizes, ENGINE_PRECISION.get(name, "fp32"), ENGINE_FUSED_NORMS)
 
         projection = next((i for i in model.graph.initializer if i.name == _PRIOR_PROJECTION),
                           None)
