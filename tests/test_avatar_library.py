@@ -394,15 +394,17 @@ def test_the_view_shows_marks_and_switches(qt_app, folder, pictures, landmarker,
     gone = library.adopt(_sprite_rig(tmp_path / "Gone"))
     shutil.rmtree(gone.manifest.parent)
     view = LibraryView(library, photo.setting)
+    # The import left the photo's thumbnail made; the sprite rigs' are made off the GUI
+    # thread (15 ms each here), shown as "…" until then. Asked before any event is
+    # processed: a thumbnail leaves `making` in a slot on this thread, and the window's
+    # exposure can take longer than both (it did, in one fresh-clone run).
+    assert view.making == {library.avatars[0].manifest, cat.manifest}
     chosen, told = [], []
     view.chosen.connect(chosen.append)
     view.told.connect(lambda text, severity: told.append(text))
     view.resize(640, 420)
     view.show()
     QTest.qWaitForWindowExposed(view)
-    # The import left the photo's thumbnail made; the sprite rigs' are made off the GUI
-    # thread (15 ms each here), shown as "…" until then.
-    assert view.making == {library.avatars[0].manifest, cat.manifest}
     _settle(qt_app, view)
 
     items = [view.list.item(row) for row in range(view.list.count())]
