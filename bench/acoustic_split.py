@@ -6,9 +6,11 @@ graph where it can, layer norms fused), at the first window's bucket. The whole 
 the baseline, and the whole engine with its layer norms as exported (Engine's
 `fuse_norms` off) what their fusion gains.
 
-Usage: python bench/acoustic_split.py [RUNS] [auto|cpu]. Last line: one JSON object.
+The engines are timed run by run in turn. Usage: python bench/acoustic_split.py [RUNS]
+[auto|cpu]. Last line: one JSON object.
 """
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx.utils import Extractor  # noqa: E402
 
+from bench.machine import describe  # noqa: E402
 from pipeline.infer.engine import Engine  # noqa: E402
 from pipeline.infer.static_graph import NOISE_INPUT, fused_layer_norms, noise_as_input  # noqa: E402
 from pipeline.voice import streaming_tts as st  # noqa: E402
@@ -61,20 +64,22 @@ feeds = {
     "encoder": {st._IDS: ids, st._ID_LENGTHS: lengths},
     "duration predictor": {HIDDEN: hidden, MASK: mask, st._SCALES: scales, NOISE_INPUT: noise},
 }
-out = {"bucket": bucket, "on_device": engines["encoder"].on_device, "nodes": {}}
+out = {"machine": describe(os.environ.get("BENCH_DEVICE", "")), "bucket": bucket,
+       "on_device": engines["encoder"].on_device, "nodes": {}}
+times: dict[str, list[float]] = {name: [] for name in engines}
 for name, engine in engines.items():
-    # Fused only where the engine fuses them: on the device.
-    fused = engine.on_device and engine.fuse_norms
-    graph = fused_layer_norms(engine._model) if fused else engine._model
+    graph = fused_layer_norms(engine._model) if engine.fuse_norms else engine._model
     out["nodes"][name] = len(graph.graph.node)
     for _ in range(5):
         engine.run(feeds[name])
-    times = []
-    for _ in range(runs):
+# Run by run in turn, so a slow stretch of the machine falls on every engine alike.
+for _ in range(runs):
+    for name, engine in engines.items():
         start = time.perf_counter()
         engine.run(feeds[name])
-        times.append((time.perf_counter() - start) * 1e3)
-    out[name] = {"p50_ms": round(float(np.median(times)), 3),
-                 "p99_ms": round(float(np.percentile(times, 99)), 3),
+        times[name].append((time.perf_counter() - start) * 1e3)
+for name, engine in engines.items():
+    out[name] = {"p50_ms": round(float(np.median(times[name])), 3),
+                 "p99_ms": round(float(np.percentile(times[name], 99)), 3),
                  "graphs": engine.graphs if engine.on_device else None}
 print(json.dumps(out))

@@ -365,9 +365,9 @@ class Engine:
     their other inputs are equal. `precision` is what a device computes in: "fp32";
     "tf32", its convolutions and matrix products rounding their inputs to TF32
     (pipeline/infer/sessions.py says when not); or "fp16" (static_graph.half_precision).
-    The CPU computes in fp32 whatever is asked. With `fuse_norms`, a device's graphs have
-    their layer norms fused (static_graph.fused_layer_norms); the CPU runs the graph as
-    given, so its audio stays stock piper's."""
+    The CPU computes in fp32 whatever is asked. With `fuse_norms`, the graph's layer norms
+    are fused (static_graph.fused_layer_norms), on the CPU as on a device: the same sums
+    in another order, within the kernels' rounding of the graph as given."""
 
     def __init__(self, name: str, model: onnx.ModelProto, provider: str, threads: int = 1,
                  batch_sizes: Sequence[int] = (1,), precision: str = "fp32",
@@ -386,8 +386,9 @@ class Engine:
         self.on_device = self.choice.used != "cpu"
         initializers = {tensor.name for tensor in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
+        cpu_model = fused_layer_norms(model) if fuse_norms else model
         self._session = (None if self.on_device
-                         else build_session(model.SerializeToString(), "cpu", threads)[0])
+                         else build_session(cpu_model.SerializeToString(), "cpu", threads)[0])
         self._bound: dict[tuple[Shapes, int], _Bound] = {}
         self.transfers = Transfers()
         self.device_copies: dict[tuple[Shapes, int], int | None] = {}

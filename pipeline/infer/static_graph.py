@@ -157,7 +157,10 @@ def fused_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
     fused = onnx.ModelProto()
     fused.CopyFrom(model)
     graph = fused.graph
-    shapes = _static_shapes(fused)
+    # Only the normalized axis's length is needed: the others may be symbolic (a CPU graph).
+    last = {name: (dims[-1].dim_value,)
+            for name, info in _value_info(shape_inference.infer_shapes(fused)).items()
+            if (dims := info.type.tensor_type.shape.dim) and dims[-1].HasField("dim_value")}
     made = {o: n for n in graph.node for o in n.output}
     uses: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
@@ -208,7 +211,7 @@ def fused_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
         gamma, beta = constant(scale.input[1]), constant(shift.input[1])
         if (two is None or two.size != 1 or two.item() != 2.0 or epsilon is None
                 or epsilon.size != 1 or gamma is None or beta is None or gamma.ndim != 1
-                or beta.shape != gamma.shape or shapes.get(x, (None,))[-1:] != gamma.shape):
+                or beta.shape != gamma.shape or last.get(x) != gamma.shape):
             continue
         chain = [mean, centred, square, variance, plus, root, divide, scale, shift]
         dropped.update(id(n) for n in chain)
