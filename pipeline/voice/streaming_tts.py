@@ -106,8 +106,9 @@ ENGINE_PRECISION: dict[str, str] = {}
 # changed, over 300 random id sequences on the CPU (tests/test_static_graph.py), and the
 # stream stays as close to stock piper as tests/test_streaming_tts.py holds it. On the
 # 2-vCPU VM the acoustic run took 10 % less (7.98 against 8.83 ms at the first window's
-# bucket, bench/results/acoustic_split_2vcpu_xeon.json);
-# bench/gpu.py's precision section measures both ways on a GPU.
+# bucket, bench/results/acoustic_split_2vcpu_xeon.json), on a lent H100 18 % (2.67
+# against 3.25 ms, acoustic_split_h100_fused.json). bench/gpu.py's precision section
+# measures first audio and 50 streams both ways in one run.
 ENGINE_FUSED_NORMS = True
 
 # The bundled voice, as the API and the command line name it.
