@@ -386,9 +386,10 @@ class Engine:
         self.on_device = self.choice.used != "cpu"
         initializers = {tensor.name for tensor in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
-        cpu_model = fused_layer_norms(model) if fuse_norms else model
-        self._session = (None if self.on_device
-                         else build_session(cpu_model.SerializeToString(), "cpu", threads)[0])
+        self._session = None
+        if not self.on_device:  # a device's graphs are fused per shape (_bind)
+            cpu_model = fused_layer_norms(model) if fuse_norms else model
+            self._session = build_session(cpu_model.SerializeToString(), "cpu", threads)[0]
         self._bound: dict[tuple[Shapes, int], _Bound] = {}
         self.transfers = Transfers()
         self.device_copies: dict[tuple[Shapes, int], int | None] = {}

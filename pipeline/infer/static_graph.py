@@ -16,7 +16,8 @@ copies, first audio 3x slower than the CPU):
   captured graph. `noise_as_input` makes the noise an input the caller draws, so each
   call has fresh noise and a seeded CPU and GPU run get the same.
 
-`fused_layer_norms` is not needed to run on a GPU either, but makes a run there faster:
+`fused_layer_norms` is not needed to run on a GPU either, but makes a run there (and on
+the CPU) faster:
 the voice's layer norms (over channels: transpose, then mean, variance, scale and shift
 in nine nodes, transpose back) become one LayerNormalization each. onnxruntime fuses the
 nine itself only when its transpose optimizer has not first moved the transposes through

@@ -102,7 +102,7 @@ FIRST_AUDIO_PRIORITY_S = 0.25
 # batch shapes (5 of 50 streams failed, EXHAUSTIVE search or not).
 ENGINE_PRECISION: dict[str, str] = {}
 # Whether the engines fuse their layer norms (Engine's `fuse_norms`): the acoustic
-# engine's 36, 288 of its 2,325 nodes. Its outputs moved by at most 1e-5 and no duration
+# engine's 36, 288 of its 2,343 nodes. Its outputs moved by at most 1e-5 and no duration
 # changed, over 300 random id sequences on the CPU (tests/test_static_graph.py), and the
 # stream stays as close to stock piper as tests/test_streaming_tts.py holds it. On the
 # 2-vCPU VM the acoustic run took 10 % less (7.98 against 8.83 ms at the first window's
