@@ -33,14 +33,12 @@ HIDDEN, MASK = "/enc_p/encoder/Mul_2_output_0", "/enc_p/Cast_1_output_0"
 model = onnx.load(str(BUNDLED_VOICE.model))
 ex = Extractor(model)
 bucket = st.BUCKETS[0]
+acoustic = noise_as_input(ex.extract_model([st._IDS, st._ID_LENGTHS, st._SCALES],
+                                           [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES]))
 engines = {
-    "whole acoustic": Engine("acoustic", noise_as_input(ex.extract_model(
-        [st._IDS, st._ID_LENGTHS, st._SCALES],
-        [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES])), provider, 1, (1,)),
-    "whole acoustic, norms as exported": Engine("acoustic", noise_as_input(ex.extract_model(
-        [st._IDS, st._ID_LENGTHS, st._SCALES],
-        [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES])), provider, 1, (1,),
-        fuse_norms=False),
+    "whole acoustic": Engine("acoustic", acoustic, provider, 1, (1,)),
+    "whole acoustic, norms as exported": Engine("acoustic", acoustic, provider, 1, (1,),
+                                                fuse_norms=False),
     "encoder": Engine("encoder", ex.extract_model(
         [st._IDS, st._ID_LENGTHS], [HIDDEN, st._PRIOR_MEAN, st._PRIOR_LOG_SCALE]),
         provider, 1, (1,)),
@@ -56,11 +54,10 @@ scales = np.array([0.667, 1.0, 0.8], np.float32)
 noise = np.random.default_rng(0).standard_normal((1, 2, bucket), np.float32)
 hidden, _, _ = engines["encoder"].run({st._IDS: ids, st._ID_LENGTHS: lengths})
 mask = (np.arange(bucket) < 20).astype(np.float32)[None, None]
+whole = {st._IDS: ids, st._ID_LENGTHS: lengths, st._SCALES: scales, NOISE_INPUT: noise}
 feeds = {
-    "whole acoustic": {st._IDS: ids, st._ID_LENGTHS: lengths, st._SCALES: scales,
-                       NOISE_INPUT: noise},
-    "whole acoustic, norms as exported": {st._IDS: ids, st._ID_LENGTHS: lengths,
-                                          st._SCALES: scales, NOISE_INPUT: noise},
+    "whole acoustic": whole,
+    "whole acoustic, norms as exported": whole,
     "encoder": {st._IDS: ids, st._ID_LENGTHS: lengths},
     "duration predictor": {HIDDEN: hidden, MASK: mask, st._SCALES: scales, NOISE_INPUT: noise},
 }

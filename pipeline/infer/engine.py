@@ -474,8 +474,8 @@ class Engine:
 
     def _bind(self, shapes: Shapes, size: int, feed: dict[str, np.ndarray]) -> _Bound:
         static = dense_masked_indexing(fixed_shapes(self._model, dict(shapes)))
-        if self.fuse_norms:
-            static = fused_layer_norms(static)
+        if self.fuse_norms:  # last: onnx's shape inference knows no LayerNormalization
+            static = fused_layer_norms(static)  # below opset 17, the voice's is 15
         if self.precision == "fp16":
             static = half_precision(static)
         try:

@@ -17,9 +17,8 @@ copies, first audio 3x slower than the CPU):
   call has fresh noise and a seeded CPU and GPU run get the same.
 
 `fused_layer_norms` is not needed to run on a GPU either, but makes a run there (and on
-the CPU) faster:
-the voice's layer norms (over channels: transpose, then mean, variance, scale and shift
-in nine nodes, transpose back) become one LayerNormalization each. onnxruntime fuses the
+the CPU) faster: the voice's layer norms (over channels: transpose, then mean, variance,
+scale and shift in nine nodes, transpose back) become one LayerNormalization each. onnxruntime fuses the
 nine itself only when its transpose optimizer has not first moved the transposes through
 them, which it does: on the stock voice's acoustic stage no norm is fused.
 A captured graph's time is mostly its kernels' count (3.0 ms on an H100 for the acoustic
