@@ -2,9 +2,9 @@
 and its two halves timed apart on the device the engines run on: the text encoder (ids ->
 hidden states, prior mean and log-scale) and the stochastic duration predictor (hidden
 states -> frames per id), each built as the app builds an engine (static shapes, a CUDA
-graph where it can, layer norms fused), at the first window's bucket. The whole engine is
-the baseline, and the whole engine with its layer norms as exported (Engine's
-`fuse_norms` off) what their fusion gains.
+graph where it can, its graph rewrites made), at the first window's bucket. The whole
+engine is the baseline; the whole engine with its spline couplings as exported (Engine's
+`rewrites` without "compact_splines"), and with neither rewrite, what each gains.
 
 The engines are timed run by run in turn. Usage: python bench/acoustic_split.py [RUNS]
 [auto|cpu]. Last line: one JSON object.
@@ -22,7 +22,7 @@ import onnx  # noqa: E402
 from onnx.utils import Extractor  # noqa: E402
 
 from bench.machine import describe  # noqa: E402
-from pipeline.infer.engine import Engine  # noqa: E402
+from pipeline.infer.engine import REWRITES, Engine  # noqa: E402
 from pipeline.infer.static_graph import NOISE_INPUT, fused_layer_norms, noise_as_input  # noqa: E402
 from pipeline.voice import streaming_tts as st  # noqa: E402
 from pipeline.voice.voice_files import BUNDLED_VOICE  # noqa: E402
@@ -37,8 +37,9 @@ acoustic = noise_as_input(ex.extract_model([st._IDS, st._ID_LENGTHS, st._SCALES]
                                            [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES]))
 engines = {
     "whole acoustic": Engine("acoustic", acoustic, provider, 1, (1,)),
-    "whole acoustic, norms as exported": Engine("acoustic", acoustic, provider, 1, (1,),
-                                                fuse_norms=False),
+    "whole acoustic, splines as exported": Engine("acoustic", acoustic, provider, 1, (1,),
+                                                  rewrites=("fused_layer_norms",)),
+    "whole acoustic, as exported": Engine("acoustic", acoustic, provider, 1, (1,), rewrites=()),
     "encoder": Engine("encoder", ex.extract_model(
         [st._IDS, st._ID_LENGTHS], [HIDDEN, st._PRIOR_MEAN, st._PRIOR_LOG_SCALE]),
         provider, 1, (1,)),
@@ -57,15 +58,18 @@ mask = (np.arange(bucket) < 20).astype(np.float32)[None, None]
 whole = {st._IDS: ids, st._ID_LENGTHS: lengths, st._SCALES: scales, NOISE_INPUT: noise}
 feeds = {
     "whole acoustic": whole,
-    "whole acoustic, norms as exported": whole,
+    "whole acoustic, splines as exported": whole,
+    "whole acoustic, as exported": whole,
     "encoder": {st._IDS: ids, st._ID_LENGTHS: lengths},
     "duration predictor": {HIDDEN: hidden, MASK: mask, st._SCALES: scales, NOISE_INPUT: noise},
 }
 out = {"machine": describe(os.environ.get("BENCH_DEVICE", "")), "bucket": bucket,
-       "on_device": engines["encoder"].on_device, "nodes": {}}
+       "on_device": engines["encoder"].on_device, "rewrites": REWRITES, "nodes": {}}
 times: dict[str, list[float]] = {name: [] for name in engines}
 for name, engine in engines.items():
-    graph = fused_layer_norms(engine._model) if engine.fuse_norms else engine._model
+    graph = engine._model  # its splines compacted, where they are
+    if "fused_layer_norms" in engine.rewrites:
+        graph = fused_layer_norms(graph)
     out["nodes"][name] = len(graph.graph.node)
     for _ in range(5):
         engine.run(feeds[name])

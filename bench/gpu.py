@@ -581,12 +581,12 @@ def _lip_shape(runs: int) -> dict:
 SECTIONS = ("voice", "threads", "heard", "python", "lip", "mouth", "photo", "gil", "streams", "knee",
             "cudnn", "precision", "api")
 # The precision section's variants (streaming_tts.ENGINE_PRECISION), what ships first.
-PRECISION_VARIANTS = {"fp32": {}, "fp32_unfused_norms": {},
+PRECISION_VARIANTS = {"fp32": {}, "fp32_splines_as_exported": {}, "fp32_as_exported": {},
                       "tf32_flow_vocoder": {"flow": "tf32", "vocoder": "tf32"},
                       "fp16_flow_vocoder": {"flow": "fp16", "vocoder": "fp16"}}
-# Variants built with their layer norms as exported (streaming_tts.ENGINE_FUSED_NORMS off):
-# what the fusion gains, against "fp32".
-UNFUSED_VARIANTS = ("fp32_unfused_norms",)
+# Variants built with fewer graph rewrites than ship (streaming_tts.ENGINE_REWRITES), each
+# with those it keeps: what the others gain, against "fp32".
+REWRITE_VARIANTS = {"fp32_splines_as_exported": ("fused_layer_norms",), "fp32_as_exported": ()}
 # cuDNN's frontend found no fp16 algorithm by HEURISTIC for the vocoder's dilated
 # convolutions at a batch of 64 on the lent H100 ("HEURISTIC_QUERY_FAILED"), so fp16 is
 # built with EXHAUSTIVE (timing every candidate) too.
@@ -870,7 +870,7 @@ def _cudnn_search(gpu: StreamingTTS, mode, runs: int) -> dict:
 
 def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECISION_VARIANTS)
                ) -> dict:
-    """Each of PRECISION_VARIANTS (UNFUSED_VARIANTS with the layer norms as exported) on
+    """Each of PRECISION_VARIANTS (REWRITE_VARIANTS with fewer graph rewrites) on
     the streams section's engines (batch sizes STREAM_BATCHES), one variant at a time
     (three variants' 78 CUDA graphs each did not fit an H100's 80 GB) and fp32 again at
     the end: how far its audio is from fp32's on
@@ -879,16 +879,16 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
     variant that cannot be built or run says why and the others go on."""
     from pipeline.voice import streaming_tts
 
-    shipped = streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_FUSED_NORMS
+    shipped = streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_REWRITES
 
     def tts_of(name: str, seed: int | None = None) -> StreamingTTS:
-        # The engines are cached per precision and fusion.
+        # The engines are cached per precision and rewrites.
         streaming_tts.ENGINE_PRECISION = PRECISION_VARIANTS[name]
-        streaming_tts.ENGINE_FUSED_NORMS = name not in UNFUSED_VARIANTS
+        streaming_tts.ENGINE_REWRITES = REWRITE_VARIANTS.get(name, shipped[1])
         try:
             return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES, seed=seed)
         finally:
-            streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_FUSED_NORMS = shipped
+            streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_REWRITES = shipped
 
     def audio(tts: StreamingTTS, text: str) -> np.ndarray:
         return np.concatenate([item.samples for item in tts.stream(text, mode)
@@ -902,7 +902,7 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
                 "snr_db": round(10 * np.log10(float(np.sum(a.astype(np.float64) ** 2)) / error), 1)
                 if error else None}
 
-    result: dict = {"variants": PRECISION_VARIANTS, "unfused_norms": UNFUSED_VARIANTS,
+    result: dict = {"variants": PRECISION_VARIANTS, "rewrites": REWRITE_VARIANTS,
                     "audio_against_fp32": {}, "first_audio": {},
                     "streams": {}}
     reference: dict[str, np.ndarray] = {}

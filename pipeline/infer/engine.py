@@ -34,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,6 +43,7 @@ import onnxruntime
 
 from pipeline.infer.sessions import build_session, choose_provider, static_session
 from pipeline.infer.static_graph import (
+    compact_splines,
     dense_masked_indexing,
     fixed_shapes,
     fused_layer_norms,
@@ -356,6 +357,10 @@ def batch_sizes_for(streams: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+# The graph rewrites an Engine makes unless told otherwise, in the order it makes them.
+REWRITES = ("compact_splines", "fused_layer_norms")
+
+
 class Engine:
     """`model` (an onnx graph whose inputs may have symbolic sizes) on `provider` (one
     of pipeline.infer.sessions.PROVIDERS) with `threads` intra-op CPU threads.
@@ -365,22 +370,26 @@ class Engine:
     their other inputs are equal. `precision` is what a device computes in: "fp32";
     "tf32", its convolutions and matrix products rounding their inputs to TF32
     (pipeline/infer/sessions.py says when not); or "fp16" (static_graph.half_precision).
-    The CPU computes in fp32 whatever is asked. With `fuse_norms`, the graph's layer norms
-    are fused (static_graph.fused_layer_norms), on the CPU as on a device: the same sums
-    in another order, within the kernels' rounding of the graph as given."""
+    The CPU computes in fp32 whatever is asked. `rewrites` (of REWRITES) are made on the
+    CPU as on a device: "compact_splines" (static_graph.compact_splines) gives the same
+    numbers with fewer nodes; "fused_layer_norms" the same sums in another order, within
+    the kernels' rounding of the graph as given."""
 
     def __init__(self, name: str, model: onnx.ModelProto, provider: str, threads: int = 1,
                  batch_sizes: Sequence[int] = (1,), precision: str = "fp32",
-                 fuse_norms: bool = True):
+                 rewrites: Collection[str] = REWRITES):
         if not batch_sizes or min(batch_sizes) != 1:
             raise ValueError(f"batch sizes must include 1, got {tuple(batch_sizes)}")
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if unknown := set(rewrites) - set(REWRITES):
+            raise ValueError(f"rewrites must be of {REWRITES}, got {sorted(unknown)}")
         self.name = name
-        self._model = model
+        self.rewrites = tuple(r for r in REWRITES if r in rewrites)
+        # Shape-free, so made once here; the norms are fused per shape on a device (_bind).
+        self._model = compact_splines(model) if "compact_splines" in self.rewrites else model
         self._threads = threads
         self.precision = precision
-        self.fuse_norms = fuse_norms
         self.batch_sizes = tuple(sorted(set(batch_sizes)))
         self.choice = choose_provider(provider)
         self.on_device = self.choice.used != "cpu"
@@ -388,7 +397,7 @@ class Engine:
         self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
         self._session = None
         if not self.on_device:  # a device's graphs are fused per shape (_bind)
-            cpu_model = fused_layer_norms(model) if fuse_norms else model
+            cpu_model = self._fused(self._model)
             self._session = build_session(cpu_model.SerializeToString(), "cpu", threads)[0]
         self._bound: dict[tuple[Shapes, int], _Bound] = {}
         self.transfers = Transfers()
@@ -472,10 +481,13 @@ class Engine:
         return {name: np.concatenate([f[name] for f in feeds]) if _batched(feeds[0][name])
                 else feeds[0][name] for name in self.input_names}
 
+    def _fused(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        return fused_layer_norms(model) if "fused_layer_norms" in self.rewrites else model
+
     def _bind(self, shapes: Shapes, size: int, feed: dict[str, np.ndarray]) -> _Bound:
-        static = dense_masked_indexing(fixed_shapes(self._model, dict(shapes)))
-        if self.fuse_norms:  # last: onnx's shape inference knows no LayerNormalization
-            static = fused_layer_norms(static)  # below opset 17, the voice's is 15
+        # Fused last: onnx's shape inference knows no LayerNormalization below opset 17
+        # (the voice's is 15).
+        static = self._fused(dense_masked_indexing(fixed_shapes(self._model, dict(shapes))))
         if self.precision == "fp16":
             static = half_precision(static)
         try:

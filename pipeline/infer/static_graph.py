@@ -24,6 +24,11 @@ them, which it does: on the stock voice's acoustic stage no norm is fused.
 A captured graph's time is mostly its kernels' count (3.0 ms on an H100 for the acoustic
 stage, ~970 nodes once onnxruntime has optimized it; bench/results/acoustic_split_h100.json).
 
+`compact_splines` is not needed to run on a GPU either: the duration predictor's spline
+couplings, ~105 kernels each once onnxruntime has optimized them, written out in ~60 that
+compute the same numbers (no ScatterND for the bins' ends, one gather for the values the
+inverse reads, no masked indexing).
+
 `half_precision` is not needed to run on a GPU but may make a run faster there: the
 graph computed in float16, its inputs and outputs still float32.
 
@@ -32,6 +37,8 @@ it rewrites and raises ValueError on anything else, rather than guess.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -242,6 +249,285 @@ def fused_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.initializer[:]
     graph.initializer.extend(kept)
     return fused
+
+
+def compact_splines(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with each spline coupling of a VITS duration predictor (a ConvFlow: the
+    inverse of a rational-quadratic spline with linear tails, as torch exports it, ~140
+    nodes once its shapes are fixed) written out in ~60: the bins' widths and heights
+    made side by side in one tensor, every value the inverse reads taken by one
+    GatherElements, the ends set by padding instead of ScatterND, and no masked indexing
+    (every value is computed, and a Where keeps the input outside the tails, as the
+    spline does). Each value is computed by the same operations in the same order as in
+    the graph as exported, so the results are the same numbers; `_spline_region` checks
+    that on random inputs before a coupling is replaced, and leaves alone any it cannot
+    match or that gives other numbers (another spline's settings).
+
+    Why: on a GPU a captured graph's time is mostly its kernels' count, and the duration
+    predictor's three splines were ~310 of the acoustic stage's ~750 kernels."""
+    compact = onnx.ModelProto()
+    compact.CopyFrom(model)
+    graph = compact.graph
+    made = {o: n for n in graph.node for o in n.output}
+    uses: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            uses.setdefault(name, []).append(node)
+    initializers = {t.name: t for t in graph.initializer}
+    regions = {id(concat): region for concat in graph.node
+               if concat.op_type == "Concat" and len(concat.input) == 2
+               and (region := _spline_region(concat, made, uses, initializers, graph))}
+    written = {key: _spline_nodes(*region.spline, prefix=region.prefix)
+               for key, region in regions.items()}
+    same = _same_numbers(list(regions.values()), list(written.values()), initializers)
+    dropped: set[int] = set()
+    added: dict[int, list[onnx.NodeProto]] = {}  # id(the coupling's Concat) -> nodes before it
+    constants: list[onnx.TensorProto] = []
+    for key, ok in zip(regions, same):
+        if ok:
+            dropped.update(id(n) for n in regions[key].nodes)
+            added[key], tensors = written[key]
+            constants.extend(tensors)
+    if not added:
+        return compact
+    nodes = []
+    for node in graph.node:
+        nodes.extend(added.get(id(node), []))
+        if id(node) not in dropped:
+            nodes.append(node)
+    # The couplings' own constants, where nothing else uses them (see fused_layer_norms).
+    theirs = {name for node in graph.node if id(node) in dropped for name in node.input}
+    theirs -= {name for node in nodes for name in node.input}
+    kept = [t for t in graph.initializer if t.name not in theirs]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend([*kept, *constants])
+    return compact
+
+
+# The spline's settings that the graph holds only folded into other constants: piper's
+# (and VITS's) transforms.py defaults (its minimum bin width and height are one value),
+# checked on random inputs before any use.
+_MIN_BIN_SIZE = _MIN_DERIVATIVE = 1e-3
+
+
+@dataclass(frozen=True)
+class _Coupling:
+    """A spline coupling's nodes as exported, its input x0 (whose shape they may read),
+    the channels of its projection h, the prefix of its nodes' names, and _spline_nodes'
+    arguments: its input x1, h, the tail bound, the bins' divisor, the bin count and its
+    result."""
+
+    nodes: list[onnx.NodeProto]
+    x0: str
+    channels: int
+    prefix: str
+    spline: tuple[str, str, float, float, int, str]
+
+
+def _spline_region(concat, made, uses, initializers, graph) -> _Coupling | None:
+    """The spline coupling ending at `concat`, if it is one this module can write out."""
+    split = made.get(concat.input[0])
+    if (split is None or split.op_type != "Split" or len(split.output) != 2
+            or split.output[0] != concat.input[0] or _attribute(concat, "axis", None) != 1):
+        return None
+    x0, x1, y = split.output[0], split.output[1], concat.input[1]
+    inputs = {value.name for value in graph.input}
+    region: dict[int, onnx.NodeProto] = {}
+    h = None
+    todo = [y]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name in (x0, x1) or name in initializers or not name:
+            continue
+        seen.add(name)
+        node = made.get(name)
+        if node is None or name in inputs:
+            return None  # a graph input the spline should not read
+        if node.op_type == "Mul" and any(made.get(i) is not None and made[i].op_type == "Conv"
+                                         for i in node.input):
+            if h not in (None, name):
+                return None
+            h = name
+            continue
+        if node.op_type == "Conv":
+            return None
+        region[id(node)] = node
+        todo.extend(node.input)
+    if h is None:
+        return None
+    projection = next(made[i] for i in made[h].input if made.get(i) is not None
+                      and made[i].op_type == "Conv")
+    weight = initializers.get(projection.input[1])
+    if weight is None or weight.dims[0] % 3 != 2:
+        return None
+    bins = (weight.dims[0] + 1) // 3
+    outputs = {value.name for value in graph.output}
+    for node in region.values():
+        for out in node.output:
+            if out in outputs or any(id(u) not in region and not (u is concat and out == y)
+                                     for u in uses.get(out, [])):
+                return None
+    nodes = [n for n in graph.node if id(n) in region]
+
+    def scalar(name):
+        tensor = initializers.get(name)
+        if tensor is None and made.get(name) is not None and made[name].op_type == "Constant":
+            tensor = _attribute(made[name], "value", None)
+        value = numpy_helper.to_array(tensor) if tensor is not None else None
+        return value.item() if value is not None and value.size == 1 else None
+
+    lows = {scalar(n.input[1]) for n in nodes if n.op_type == "GreaterOrEqual" and n.input[0] == x1}
+    highs = {scalar(n.input[1]) for n in nodes if n.op_type == "LessOrEqual" and n.input[0] == x1}
+    divisors = {scalar(n.input[1]) for n in nodes if n.op_type == "Div"} - {None}
+    if len(highs) != 1 or lows != {-next(iter(highs))} or len(divisors) != 1:
+        return None
+    return _Coupling(nodes, x0, weight.dims[0], concat.name.rsplit("/", 1)[0],
+                     (x1, h, next(iter(highs)), next(iter(divisors)), bins, y))
+
+
+def _same_numbers(couplings: list[_Coupling], written, initializers) -> list[bool]:
+    """Whether each of `couplings` as exported and its `written`-out nodes give the same
+    numbers, bit for bit, for random inputs (two rows of 37 values, a third of them
+    outside the tails) on onnxruntime's CPU provider, all in one session."""
+    import onnxruntime  # not needed at import: a graph rewrite
+
+    if not couplings:
+        return []
+    rng = np.random.default_rng(0)
+    nodes, tensors, inputs, outputs, feed = [], [], [], [], {}
+    for coupling, (spline, constants) in zip(couplings, written):
+        x1, h, *_, y = coupling.spline
+        feed[coupling.x0] = rng.normal(size=(2, 1, 37)).astype(np.float32)
+        feed[x1] = (rng.normal(size=(2, 1, 37)) * 6).astype(np.float32)
+        feed[h] = (rng.normal(size=(2, coupling.channels, 37)) * 3).astype(np.float32)
+        # The written-out nodes' result under another name, beside the exported one.
+        renamed = [onnx.NodeProto() for _ in spline]
+        for copy, node in zip(renamed, spline):
+            copy.CopyFrom(node)
+            copy.output[:] = [f"{y}/written" if o == y else o for o in node.output]
+        nodes += [*coupling.nodes, *renamed]
+        tensors += constants
+        outputs += [y, f"{y}/written"]
+        inputs += [coupling.x0, x1, h]
+    used = {i for n in nodes for i in n.input}
+    graph = helper.make_graph(
+        nodes, "splines", [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [*[initializers[i] for i in used if i in initializers], *tensors])
+    check = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    # The operations as written: optimizing them took ~30 ms of the check's ~40.
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = onnxruntime.InferenceSession(check.SerializeToString(), options,
+                                               providers=["CPUExecutionProvider"])
+        results = session.run(None, feed)
+    except Exception:  # noqa: BLE001 - what the check cannot run is not rewritten
+        return [False] * len(couplings)
+    return [a.shape == b.shape and bool(np.array_equal(a, b))
+            for a, b in zip(results[::2], results[1::2])]
+
+
+def _spline_nodes(x1: str, h: str, bound: float, divisor: float, bins: int, y: str,
+                  prefix: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Nodes computing `y`, the inverse of the rational-quadratic spline of `bins` bins
+    whose unnormalized widths, heights and inner derivatives are `h`'s channels
+    (b × 3·bins−1 × t), at `x1` (b × 1 × t), the identity outside ±`bound`: the
+    operations of nflows' `unconstrained_rational_quadratic_spline` (inverse, linear
+    tails) in its order, over every value. With the initializers they add."""
+    nodes: list[onnx.NodeProto] = []
+    tensors: list[onnx.TensorProto] = []
+    k = bins
+
+    def const(name: str, value, dtype=np.float32) -> str:
+        tensors.append(numpy_helper.from_array(np.asarray(value, dtype), f"{prefix}/{name}/value"))
+        return f"{prefix}/{name}/value"
+
+    def op(op_type: str, inputs: list[str], name: str, outputs: int = 1, **attributes):
+        out = [f"{prefix}/{name}" if outputs == 1 else f"{prefix}/{name}_{i}"
+               for i in range(outputs)]
+        nodes.append(helper.make_node(op_type, inputs, out, name=f"{prefix}/{name}",
+                                      **attributes))
+        return out[0] if outputs == 1 else out
+
+    def take(value: str, name: str, axes: list[int], starts: list[int], ends: list[int]):
+        return op("Slice", [value, const(f"{name}/starts", starts, np.int64),
+                            const(f"{name}/ends", ends, np.int64),
+                            const(f"{name}/axes", axes, np.int64)], name)
+
+    low, high = np.float32(-bound), np.float32(bound)
+    rows = op("Transpose", [h], "rows", perm=[0, 2, 1])  # b × t × 3k−1
+    # Widths (0) and heights (1) side by side: b × t × 2 × k.
+    sizes = op("Reshape", [take(rows, "sizes_raw", [2], [0], [2 * k]),
+                           const("sizes_shape", [0, 0, 2, k], np.int64)], "sizes_rows")
+    sizes = op("Div", [sizes, const("divisor", divisor)], "sizes_scaled")
+    sizes = op("Softmax", [sizes], "sizes_softmax", axis=-1)
+    share = np.float32(1.0) - np.float32(k) * np.float32(_MIN_BIN_SIZE)
+    sizes = op("Add", [op("Mul", [sizes, const("share", share)], "sizes_shared"),
+                       const("floor", _MIN_BIN_SIZE)], "sizes")
+    inner = take(op("CumSum", [sizes, const("last_axis", -1, np.int64)], "cumsum"),
+                 "inner", [3], [0], [k - 1])
+    inner = op("Add", [op("Mul", [inner, const("span", high - low)], "inner_scaled"),
+                       const("low", low)], "inner_placed")
+    ends = np.zeros(k + 1, np.float32)
+    ends[0], ends[-1] = low, high
+    edges = op("Add", [op("Pad", [inner, const("edge_pads", [0, 0, 0, 1, 0, 0, 0, 1], np.int64)],
+                          "inner_padded"), const("ends", ends)], "edges")  # b × t × 2 × k+1
+    widths = op("Sub", [take(edges, "upper", [3], [1], [k + 1]),
+                        take(edges, "lower", [3], [0], [k])], "widths")  # b × t × 2 × k
+    tail = np.float32(np.log(np.exp(1 - _MIN_DERIVATIVE) - 1))
+    slopes = op("Pad", [take(rows, "slopes_raw", [2], [2 * k], [3 * k - 1]),
+                        const("slope_pads", [0, 0, 1, 0, 0, 1], np.int64), const("tail", tail)],
+                "slopes_padded")
+    slopes = op("Add", [op("Softplus", [slopes], "slopes_softplus"),
+                        const("min_slope", _MIN_DERIVATIVE)], "slopes")  # b × t × k+1
+    # The bin each x lies in, by the inner height edges (0 … k−1, for any x; the same as
+    # searching all k+1 edges, the last raised by ε, for x within the tails).
+    x = op("Reshape", [x1, const("x_shape", [0, -1, 1], np.int64)], "x")  # b × t × 1
+    inner_heights = op("Reshape", [take(edges, "height_edges", [2, 3], [1, 1], [2, k]),
+                                   const("edges_shape", [0, 0, k - 1], np.int64)],
+                       "inner_heights")
+    above = op("Cast", [op("GreaterOrEqual", [x, inner_heights], "above_edges")], "above",
+               to=TensorProto.INT64)
+    index = op("ReduceSum", [above, const("sum_axis", [-1], np.int64)], "bin", keepdims=1)
+    # One gather: [left edges of widths, of heights | widths, heights | slopes].
+    table = op("Concat", [
+        op("Reshape", [edges, const("edges_flat", [0, 0, 2 * (k + 1)], np.int64)], "edges_flat"),
+        op("Reshape", [widths, const("widths_flat", [0, 0, 2 * k], np.int64)], "widths_flat"),
+        slopes], "table", axis=-1)
+    offsets = [0, k + 1, 2 * k + 2, 3 * k + 2, 4 * k + 2, 4 * k + 3]
+    picked = op("GatherElements", [table, op("Add", [index, const("offsets", offsets, np.int64)],
+                                             "picks")], "picked", axis=-1)
+    left, bottom, width, height, slope, next_slope = op(
+        "Split", [picked], "values", outputs=6, axis=-1)
+    two, four = const("two", 2.0), const("four", 4.0)
+    delta = op("Div", [height, width], "delta")
+    rise = op("Sub", [x, bottom], "rise")
+    bend = op("Sub", [op("Add", [slope, next_slope], "slopes_sum"),
+                      op("Mul", [delta, two], "delta_twice")], "bend")
+    rise_bend = op("Mul", [rise, bend], "rise_bend")
+    a = op("Add", [rise_bend, op("Mul", [height, op("Sub", [delta, slope], "delta_less_slope")],
+                                 "height_term")], "a")
+    b = op("Sub", [op("Mul", [height, slope], "height_slope"), rise_bend], "b")
+    c = op("Mul", [op("Neg", [delta], "delta_negated"), rise], "c")
+    discriminant = op("Sub", [op("Pow", [b, two], "b_squared"),
+                              op("Mul", [op("Mul", [a, four], "a_four"), c], "four_ac")],
+                      "discriminant")
+    root = op("Div", [op("Mul", [c, two], "c_twice"),
+                      op("Sub", [op("Neg", [b], "b_negated"),
+                                 op("Sqrt", [discriminant], "root_of_discriminant")],
+                         "denominator")], "root")
+    inverse = op("Add", [op("Mul", [root, width], "root_width"), left], "inverse")
+    inverse = op("Reshape", [inverse, const("out_shape", [0, 1, -1], np.int64)], "inverse_rows")
+    inside = op("And", [op("GreaterOrEqual", [x1, const("low_bound", low)], "above_low"),
+                        op("LessOrEqual", [x1, const("high_bound", high)], "below_high")],
+                "inside")
+    nodes.append(helper.make_node("Where", [inside, inverse, x1], [y], name=f"{prefix}/spline"))
+    return nodes, tensors
 
 
 def noise_as_input(model: onnx.ModelProto, name: str = NOISE_INPUT) -> onnx.ModelProto:

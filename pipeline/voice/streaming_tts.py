@@ -59,7 +59,7 @@ from piper.const import BOS, EOS
 
 from pipeline.core.frames import PhonemeTiming, SpeechSegment, WordTiming
 from pipeline.core.modes import BALANCED, DEFAULT_MODE, PREMIUM, ULTRA
-from pipeline.infer.engine import Engine
+from pipeline.infer.engine import REWRITES, Engine
 from pipeline.infer.sessions import ProviderChoice
 from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input
 from pipeline.text.input import PreparedText, prepare_text
@@ -101,15 +101,22 @@ FIRST_AUDIO_PRIORITY_S = 0.25
 # dB, and cuDNN had no fp16 algorithm for the vocoder's dilated convolutions at some
 # batch shapes (5 of 50 streams failed, EXHAUSTIVE search or not).
 ENGINE_PRECISION: dict[str, str] = {}
-# Whether the engines fuse their layer norms (Engine's `fuse_norms`): the acoustic
-# engine's 36, 288 of its 2,343 nodes. Its outputs moved by at most 1e-5 and no duration
-# changed, over 300 random id sequences on the CPU (tests/test_static_graph.py), and the
-# stream stays as close to stock piper as tests/test_streaming_tts.py holds it. On the
-# 2-vCPU VM the acoustic run took 10 % less (7.98 against 8.83 ms at the first window's
-# bucket, bench/results/acoustic_split_2vcpu_xeon.json), on a lent H100 18 % (2.67
-# against 3.25 ms, acoustic_split_h100_fused.json). bench/gpu.py's precision section
-# measures first audio and 50 streams both ways in one run.
-ENGINE_FUSED_NORMS = True
+# The graph rewrites the engines make (Engine's `rewrites`), each measured against the
+# engine without it:
+# - "compact_splines": the duration predictor's three spline couplings in 117 fewer
+#   nodes once onnxruntime has optimized the acoustic stage (754 -> 637 at the first
+#   window's bucket), the same numbers bit for bit over 300 random id sequences on the CPU
+#   (tests/test_static_graph.py).
+# - "fused_layer_norms": the acoustic engine's 36 layer norms, 288 of its 2,343 nodes. Its
+#   outputs moved by at most 1e-5 and no duration changed, over 300 random id sequences
+#   on the CPU (tests/test_static_graph.py), and the stream stays as close to stock piper
+#   as tests/test_streaming_tts.py holds it. On the 2-vCPU VM the acoustic run took 10 %
+#   less (7.98 against 8.83 ms at the first window's bucket,
+#   bench/results/acoustic_split_2vcpu_xeon.json), on a lent H100 18 % (2.67 against
+#   3.25 ms, acoustic_split_h100_fused.json).
+# bench/gpu.py's precision section measures first audio and 50 streams with each left out,
+# in one run.
+ENGINE_REWRITES: tuple[str, ...] = REWRITES
 
 # The bundled voice, as the API and the command line name it.
 VOICE_NAME = BUNDLED_VOICE.name
@@ -901,7 +908,7 @@ def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
     precision = tuple(sorted(ENGINE_PRECISION.items()))
     if ENGINE_PRECISION.get("acoustic", "fp32") != "fp32":
         raise ValueError("the acoustic engine computes in fp32: its durations move with rounding")
-    key = (voice.model.resolve(), provider, threads, batch_sizes, precision, ENGINE_FUSED_NORMS)
+    key = (voice.model.resolve(), provider, threads, batch_sizes, precision, ENGINE_REWRITES)
     with _ENGINES_LOCK:
         if key in _ENGINES:
             return _ENGINES[key]
@@ -920,7 +927,7 @@ def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
                     f"Lipsync Studio streams (its graph has no {', '.join(inputs + outputs)} "
                     "where the voice is split).") from None
             return Engine(name, noise_as_input(graph) if noise else graph, provider, threads,
-                          batch_sizes, ENGINE_PRECISION.get(name, "fp32"), ENGINE_FUSED_NORMS)
+                          batch_sizes, ENGINE_PRECISION.get(name, "fp32"), ENGINE_REWRITES)
 
         projection = next((i for i in model.graph.initializer if i.name == _PRIOR_PROJECTION),
                           None)
