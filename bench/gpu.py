@@ -881,14 +881,12 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
 
     shipped = streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_REWRITES
 
-    def tts_of(name: str, seed: int | None = None) -> StreamingTTS:
-        # The engines are cached per precision and rewrites.
-        streaming_tts.ENGINE_PRECISION = PRECISION_VARIANTS[name]
-        streaming_tts.ENGINE_REWRITES = REWRITE_VARIANTS.get(name, shipped[1])
-        try:
-            return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES, seed=seed)
-        finally:
-            streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_REWRITES = shipped
+    def tts_of(seed: int | None = None) -> StreamingTTS:
+        # Of the variant being measured: the engines are cached per precision and
+        # rewrites, which the loop below sets for the whole of a variant, not per call:
+        # the streams make theirs on 50 threads at once (set and reset per call, one
+        # thread's reset let another build the shipped engines, unwarmed, mid-run).
+        return StreamingTTS(provider="auto", batch_sizes=STREAM_BATCHES, seed=seed)
 
     def audio(tts: StreamingTTS, text: str) -> np.ndarray:
         return np.concatenate([item.samples for item in tts.stream(text, mode)
@@ -911,16 +909,18 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
         label = name if name not in result["first_audio"] else f"{name}_again"
         start = time.perf_counter()
         search = sessions.CUDNN_CONV_ALGO_SEARCH
+        streaming_tts.ENGINE_PRECISION = PRECISION_VARIANTS[name]
+        streaming_tts.ENGINE_REWRITES = REWRITE_VARIANTS.get(name, shipped[1])
         try:
             if name in EXHAUSTIVE_VARIANTS:  # read when a session is made: at warm-up
                 sessions.CUDNN_CONV_ALGO_SEARCH = "EXHAUSTIVE"
                 result[f"{label}_cudnn_conv_algo_search"] = "EXHAUSTIVE"
-            tts = tts_of(name)
+            tts = tts_of()
             tts.warm_up()
             sessions.CUDNN_CONV_ALGO_SEARCH = search
             result[f"{label}_warm_up_s"] = round(time.perf_counter() - start, 1)
             result[f"{label}_engine_notes"] = [n for s in tts.engines.values() for n in s.notes]
-            seeded = tts_of(name, seed=7)
+            seeded = tts_of(seed=7)
             for text in LENGTHS:
                 made = audio(seeded, TEXTS[text])
                 if name == "fp32" and text not in reference:
@@ -933,8 +933,7 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
                 text: _p50_p99([_first_audio_ms(tts, TEXTS[text], mode) for _ in range(runs)])
                 for text in LENGTHS}
             result["streams"][label] = [
-                _traced_streams(lambda name=name: tts_of(name),
-                                list(tts.engines.values()), TEXTS["medium20"], mode, count)
+                _traced_streams(tts_of, list(tts.engines.values()), TEXTS["medium20"], mode, count)
                 for _ in range(2)]
             print("precision", label, result["first_audio"][label], result["streams"][label],
                   flush=True)
@@ -943,6 +942,7 @@ def _precision(count: int, mode, runs: int, only: tuple[str, ...] = tuple(PRECIS
             print("precision", label, "failed:", result[f"{label}_failed"], flush=True)
         finally:
             sessions.CUDNN_CONV_ALGO_SEARCH = search
+            streaming_tts.ENGINE_PRECISION, streaming_tts.ENGINE_REWRITES = shipped
             # Its engines (and their CUDA graphs' memory) go before the next are built.
             tts = seeded = None
             streaming_tts._ENGINES.clear()
