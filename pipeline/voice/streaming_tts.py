@@ -107,9 +107,10 @@ ENGINE_PRECISION: dict[str, str] = {}
 #   nodes once onnxruntime has optimized the acoustic stage (754 -> 637 at the first
 #   window's bucket), the same numbers bit for bit (tests/test_static_graph.py, and
 #   test_gpu_voice.py on a device). On the 2-vCPU VM the acoustic run took 11 % less
-#   (7.61 against 8.58 ms, acoustic_split_2vcpu_xeon_splines.json), on a lent H100 7 %
-#   (2.67 against 2.86 ms, acoustic_split_h100_splines.json). Loading the voice takes
-#   ~50 ms more on the VM (the check of each coupling on random inputs).
+#   (7.61 against 8.58 ms, acoustic_split_2vcpu_xeon_splines.json), on two lent H100s 7 %
+#   (2.67 against 2.86 ms and 2.55 against 2.74, acoustic_split_h100_splines*.json).
+#   Loading the voice takes ~50 ms more on the VM (the check of each coupling on random
+#   inputs).
 # - "fused_layer_norms": the acoustic engine's 36 layer norms, 288 of its 2,343 nodes. Its
 #   outputs moved by at most 1e-5 and no duration changed, over 300 random id sequences
 #   on the CPU (tests/test_static_graph.py), and the stream stays as close to stock piper
@@ -118,7 +119,8 @@ ENGINE_PRECISION: dict[str, str] = {}
 #   bench/results/acoustic_split_2vcpu_xeon.json), on a lent H100 18 % (2.67 against
 #   3.25 ms, acoustic_split_h100_fused.json).
 # bench/gpu.py's precision section measures first audio and 50 streams with each left out,
-# in one run.
+# in one run (on a lent H100 the differences were within the run-to-run spread of the
+# shipped engines, measured first and last: gpu_h100_39f0661_precision_rewrites.json).
 ENGINE_REWRITES: tuple[str, ...] = REWRITES
 
 # The bundled voice, as the API and the command line name it.
