@@ -182,12 +182,7 @@ def fused_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
         shapes, inferred = _value_info(shape_inference.infer_shapes(fused)), True
         return axis_length(name)
 
-    made = {o: n for n in graph.node for o in n.output}
-    uses: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            uses.setdefault(name, []).append(node)
-    initializers = {t.name: t for t in graph.initializer}
+    made, uses, initializers = _index(graph)
 
     def constant(name: str) -> np.ndarray | None:
         node = made.get(name)
@@ -271,12 +266,7 @@ def compact_splines(model: onnx.ModelProto) -> onnx.ModelProto:
     compact = onnx.ModelProto()
     compact.CopyFrom(model)
     graph = compact.graph
-    made = {o: n for n in graph.node for o in n.output}
-    uses: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            uses.setdefault(name, []).append(node)
-    initializers = {t.name: t for t in graph.initializer}
+    made, uses, initializers = _index(graph)
     regions = {id(concat): region for concat in graph.node
                if concat.op_type == "Concat" and len(concat.input) == 2
                and (region := _spline_region(concat, made, uses, initializers, graph))}
@@ -579,6 +569,16 @@ def half_precision(model: onnx.ModelProto) -> onnx.ModelProto:
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     return convert_float_to_float16(model, keep_io_types=True)
+
+
+def _index(graph: onnx.GraphProto):
+    """Each value's node, each value's users, and the initializers by name."""
+    made = {o: n for n in graph.node for o in n.output}
+    uses: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            uses.setdefault(name, []).append(node)
+    return made, uses, {t.name: t for t in graph.initializer}
 
 
 def _value_info(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
