@@ -25,7 +25,7 @@ A captured graph's time is mostly its kernels' count (3.0 ms on an H100 for the 
 stage, ~970 nodes once onnxruntime has optimized it; bench/results/acoustic_split_h100.json).
 
 `compact_splines` is not needed to run on a GPU either: the duration predictor's spline
-couplings, ~105 kernels each once onnxruntime has optimized them, written out in ~60 that
+couplings, ~105 kernels each once onnxruntime has optimized them, written out in ~65 that
 compute the same numbers (no ScatterND for the bins' ends, one gather for the values the
 inverse reads, no masked indexing).
 
@@ -251,15 +251,15 @@ def fused_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def compact_splines(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` with each spline coupling of a VITS duration predictor (a ConvFlow: the
-    inverse of a rational-quadratic spline with linear tails, as torch exports it, ~140
-    nodes once its shapes are fixed) written out in ~60: the bins' widths and heights
+    inverse of a rational-quadratic spline with linear tails, as torch exports it: ~105
+    nodes once onnxruntime has optimized it) written out in ~65: the bins' widths and heights
     made side by side in one tensor, every value the inverse reads taken by one
     GatherElements, the ends set by padding instead of ScatterND, and no masked indexing
     (every value is computed, and a Where keeps the input outside the tails, as the
     spline does). Each value is computed by the same operations in the same order as in
-    the graph as exported, so the results are the same numbers; `_spline_region` checks
-    that on random inputs before a coupling is replaced, and leaves alone any it cannot
-    match or that gives other numbers (another spline's settings).
+    the graph as exported, so the results are the same numbers; `_same_numbers` checks
+    that on random inputs before a coupling is replaced, and any it cannot match or that
+    gives other numbers (another spline's settings) is left as it is.
 
     Why: on a GPU a captured graph's time is mostly its kernels' count, and the duration
     predictor's three splines were ~310 of the acoustic stage's ~750 kernels."""
