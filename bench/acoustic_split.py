@@ -23,7 +23,7 @@ from onnx.utils import Extractor  # noqa: E402
 
 from bench.machine import describe  # noqa: E402
 from pipeline.infer.engine import REWRITES, Engine  # noqa: E402
-from pipeline.infer.static_graph import NOISE_INPUT, fused_layer_norms, noise_as_input  # noqa: E402
+from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input  # noqa: E402
 from pipeline.voice import streaming_tts as st  # noqa: E402
 from pipeline.voice.voice_files import BUNDLED_VOICE  # noqa: E402
 
@@ -67,10 +67,7 @@ out = {"machine": describe(os.environ.get("BENCH_DEVICE", "")), "bucket": bucket
        "on_device": engines["encoder"].on_device, "rewrites": REWRITES, "nodes": {}}
 times: dict[str, list[float]] = {name: [] for name in engines}
 for name, engine in engines.items():
-    graph = engine._model  # its splines compacted, where they are
-    if "fused_layer_norms" in engine.rewrites:
-        graph = fused_layer_norms(graph)
-    out["nodes"][name] = len(graph.graph.node)
+    out["nodes"][name] = len(engine._fused(engine._model).graph.node)  # the CPU's graph
     for _ in range(5):
         engine.run(feeds[name])
 # Run by run in turn, so a slow stretch of the machine falls on every engine alike.

@@ -185,10 +185,7 @@ def fused_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
     made, uses, initializers = _index(graph)
 
     def constant(name: str) -> np.ndarray | None:
-        node = made.get(name)
-        if node is not None and node.op_type == "Constant":
-            return numpy_helper.to_array(_attribute(node, "value", None))
-        return numpy_helper.to_array(initializers[name]) if name in initializers else None
+        return _constant(name, made, initializers)
 
     outputs = {value.name for value in graph.output}
 
@@ -234,18 +231,9 @@ def fused_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
         replaced[id(shift)] = helper.make_node(
             "LayerNormalization", [x, scale.input[1], shift.input[1]], [shift.output[0]],
             name=f"{mean.name}/fused", axis=-1, epsilon=epsilon.item())
-    nodes = [replaced.get(id(n), n) for n in graph.node
-             if id(n) not in dropped or id(n) in replaced]
-    # The chains' own constants (ε, the 2), where nothing else uses them: onnxruntime
-    # warns of every unused initializer.
-    theirs = {name for node in graph.node if id(node) in dropped for name in node.input}
-    theirs -= {name for node in nodes for name in node.input}
-    theirs -= {value.name for value in graph.input} | outputs
-    del graph.node[:]
-    graph.node.extend(nodes)
-    kept = [t for t in graph.initializer if t.name not in theirs]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    # The chains' own constants (ε, the 2) go with them.
+    _replace_nodes(graph, [replaced.get(id(n), n) for n in graph.node
+                           if id(n) not in dropped or id(n) in replaced], dropped)
     return fused
 
 
@@ -288,14 +276,7 @@ def compact_splines(model: onnx.ModelProto) -> onnx.ModelProto:
         nodes.extend(added.get(id(node), []))
         if id(node) not in dropped:
             nodes.append(node)
-    # The couplings' own constants, where nothing else uses them (see fused_layer_norms).
-    theirs = {name for node in graph.node if id(node) in dropped for name in node.input}
-    theirs -= {name for node in nodes for name in node.input}
-    kept = [t for t in graph.initializer if t.name not in theirs]
-    del graph.node[:]
-    graph.node.extend(nodes)
-    del graph.initializer[:]
-    graph.initializer.extend([*kept, *constants])
+    _replace_nodes(graph, nodes, dropped, constants)
     return compact
 
 
@@ -366,10 +347,7 @@ def _spline_region(concat, made, uses, initializers, graph) -> _Coupling | None:
     nodes = [n for n in graph.node if id(n) in region]
 
     def scalar(name):
-        tensor = initializers.get(name)
-        if tensor is None and made.get(name) is not None and made[name].op_type == "Constant":
-            tensor = _attribute(made[name], "value", None)
-        value = numpy_helper.to_array(tensor) if tensor is not None else None
+        value = _constant(name, made, initializers)
         return value.item() if value is not None and value.size == 1 else None
 
     lows = {scalar(n.input[1]) for n in nodes if n.op_type == "GreaterOrEqual" and n.input[0] == x1}
@@ -569,6 +547,30 @@ def half_precision(model: onnx.ModelProto) -> onnx.ModelProto:
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     return convert_float_to_float16(model, keep_io_types=True)
+
+
+def _replace_nodes(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], dropped: set[int],
+                   constants: list[onnx.TensorProto] = ()) -> None:
+    """`graph`'s nodes made `nodes` and `constants` added to its initializers; those only
+    the `dropped` nodes (by id) read go, unless an input or output of the graph:
+    onnxruntime warns of every unused initializer."""
+    theirs = {name for node in graph.node if id(node) in dropped for name in node.input}
+    theirs -= {name for node in nodes for name in node.input}
+    theirs -= {value.name for value in [*graph.input, *graph.output]}
+    kept = [t for t in graph.initializer if t.name not in theirs]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend([*kept, *constants])
+
+
+def _constant(name: str, made: dict[str, onnx.NodeProto],
+              initializers: dict[str, onnx.TensorProto]) -> np.ndarray | None:
+    """`name`'s value where a Constant node or an initializer gives it, else None."""
+    node = made.get(name)
+    if node is not None and node.op_type == "Constant":
+        return numpy_helper.to_array(_attribute(node, "value", None))
+    return numpy_helper.to_array(initializers[name]) if name in initializers else None
 
 
 def _index(graph: onnx.GraphProto):
