@@ -917,39 +917,47 @@ def _engines(voice: VoiceFiles, speakers: bool, provider: str, threads: int,
     with _ENGINES_LOCK:
         if key in _ENGINES:
             return _ENGINES[key]
-        model = onnx.load(str(voice.model))
-        extractor = Extractor(model)
-        # The speaker's embedding conditions the duration predictor, the flow and the
-        # vocoder alike.
-        given = [SPEAKER_INPUT] if speakers else []
-
-        def engine(name: str, inputs: list[str], outputs: list[str], noise: bool = False):
-            try:
-                graph = extractor.extract_model([*inputs, *given], outputs)
-            except ValueError:  # a tensor the split needs is not in this export's graph
-                raise VoiceError(
-                    f"{voice.model}: is a piper voice exported differently from the ones "
-                    f"Lipsync Studio streams (its graph has no {', '.join(inputs + outputs)} "
-                    "where the voice is split).") from None
-            return Engine(name, noise_as_input(graph) if noise else graph, provider, threads,
-                          batch_sizes, ENGINE_PRECISION.get(name, "fp32"), ENGINE_REWRITES)
-
-        projection = next((i for i in model.graph.initializer if i.name == _PRIOR_PROJECTION),
-                          None)
-        if projection is None:
-            raise VoiceError(f"{voice.model}: is not a piper VITS voice (it has no "
-                                 f"{_PRIOR_PROJECTION}).")
-        # The duration predictor's noise is drawn by the stream, not in the graph
-        # (static_graph.noise_as_input), so `seed` fixes it too and a CPU and a GPU run
-        # can be compared.
-        engines = {
-            "acoustic": engine("acoustic", [_IDS, _ID_LENGTHS, _SCALES],
-                               [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES], noise=True),
-            "flow": engine("flow", [_PRIOR_LATENT, _FRAME_MASK], [_LATENT]),
-            "vocoder": engine("vocoder", [_LATENT], [_AUDIO]),
-        }
-        _ENGINES[key] = engines, projection.dims[0] // 2
+        graphs, channels = stage_graphs(voice, speakers)
+        engines = {name: Engine(name, graph, provider, threads, batch_sizes,
+                                ENGINE_PRECISION.get(name, "fp32"), ENGINE_REWRITES)
+                   for name, graph in graphs.items()}
+        _ENGINES[key] = engines, channels
         return _ENGINES[key]
+
+
+def stage_graphs(voice: VoiceFiles, speakers: bool) -> tuple[dict[str, onnx.ModelProto], int]:
+    """The voice's graph split where the stream runs it ("acoustic", "flow", "vocoder",
+    the graphs its engines are made of), and the voice's latent channels. VoiceError
+    for a voice exported differently from the ones this streams."""
+    model = onnx.load(str(voice.model))
+    extractor = Extractor(model)
+    # The speaker's embedding conditions the duration predictor, the flow and the
+    # vocoder alike.
+    given = [SPEAKER_INPUT] if speakers else []
+
+    def graph(inputs: list[str], outputs: list[str]) -> onnx.ModelProto:
+        try:
+            return extractor.extract_model([*inputs, *given], outputs)
+        except ValueError:  # a tensor the split needs is not in this export's graph
+            raise VoiceError(
+                f"{voice.model}: is a piper voice exported differently from the ones "
+                f"Lipsync Studio streams (its graph has no {', '.join(inputs + outputs)} "
+                "where the voice is split).") from None
+
+    projection = next((i for i in model.graph.initializer if i.name == _PRIOR_PROJECTION), None)
+    if projection is None:
+        raise VoiceError(f"{voice.model}: is not a piper VITS voice (it has no "
+                             f"{_PRIOR_PROJECTION}).")
+    # The duration predictor's noise is drawn by the stream, not in the graph
+    # (static_graph.noise_as_input), so `seed` fixes it too and a CPU and a GPU run
+    # can be compared.
+    graphs = {
+        "acoustic": noise_as_input(graph([_IDS, _ID_LENGTHS, _SCALES],
+                                         [_PRIOR_MEAN, _PRIOR_LOG_SCALE, _ID_FRAMES])),
+        "flow": graph([_PRIOR_LATENT, _FRAME_MASK], [_LATENT]),
+        "vocoder": graph([_LATENT], [_AUDIO]),
+    }
+    return graphs, projection.dims[0] // 2
 
 
 def _checked_length_scale(length_scale: float | None) -> float | None:
