@@ -413,9 +413,10 @@ class Engine:
             # splines are shape-free, so written out once here, the norms fused per shape.
             self._model = _compacted(model, self.rewrites)
         else:
-            # The session holds its own copy of the weights, so the graph is not kept: the
-            # voice's three engines held 89 MB of malloc with theirs (275.7 against 186.5
-            # MB in use with the voice alone, a probe on the 2-vCPU VM).
+            # The session holds its own copy of the weights, so the graph is not kept: with
+            # theirs the voice's three engines held 90 MB more (the voice alone on the
+            # 2-vCPU VM: malloc in use 276.5 against 186.3 MB, RSS 348.0 against 260.1,
+            # bench/results/voice_memory_probe_vm_2core_xeon.txt).
             self._session = build_session(cpu_graph(model, self.rewrites).SerializeToString(),
                                           "cpu", threads)[0]
         self._bound: dict[tuple[Shapes, int], _Bound] = {}
