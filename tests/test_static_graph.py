@@ -245,7 +245,7 @@ def test_half_precision_flow_and_vocoder_stay_close_to_fp32_on_a_real_sentence()
 
 def test_a_cpu_engine_keeps_no_graph_and_runs_on_its_session_alone():
     """On the CPU the session holds its own copy of the weights, so an Engine lets its
-    graph go (the voice's three held 89 MB of malloc): it keeps none, and runs the same
+    graph go (the voice's three held 90 MB of malloc): it keeps none, and runs the same
     with the graph it was made from emptied."""
     graphs, channels = st.stage_graphs(st.BUNDLED_VOICE, speakers=False)
     engine = Engine("vocoder", graphs["vocoder"], "cpu")
