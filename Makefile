@@ -1,4 +1,4 @@
-.PHONY: run test lock bench clean dist bundle
+.PHONY: run test lock bench clean dist bundle appimage
 
 # PYTHON and VENV pick the interpreter and its environment (packaging/bootstrap.sh).
 VENV ?= .venv
@@ -12,11 +12,13 @@ test:
 	packaging/bootstrap.sh test
 	$(VENV)/bin/python -m pytest -q tests
 
-# The one-folder app, dist/lipsync-studio/lipsync-studio (docs/packaging.md): installs what
-# building it needs, then builds it from nothing (no cache of an earlier build is used).
+# The one-folder app, dist/lipsync-studio/lipsync-studio, and the AppImage around it,
+# dist/LipsyncStudio-x86_64.AppImage (docs/packaging.md): installs what building them
+# needs, then builds them from nothing (no cache of an earlier build is used).
 dist:
 	packaging/bootstrap.sh dist
 	$(MAKE) bundle
+	$(MAKE) appimage
 
 # The build alone, with $(VENV) as it is; DIST_DIR and DIST_WORK place the app and
 # PyInstaller's work files (tests/test_dist.py builds into a folder of its own).
@@ -25,6 +27,12 @@ DIST_WORK ?= build/pyinstaller
 bundle:
 	$(VENV)/bin/python -m PyInstaller --noconfirm --clean --log-level WARN \
 		--distpath "$(DIST_DIR)" --workpath "$(DIST_WORK)" packaging/lipsync-studio.spec
+
+# The AppImage alone, around the folder APP_DIR as it is.
+APP_DIR ?= $(DIST_DIR)/lipsync-studio
+APPIMAGE ?= $(DIST_DIR)/LipsyncStudio-x86_64.AppImage
+appimage:
+	packaging/appimage/build.sh "$(APP_DIR)" "$(APPIMAGE)"
 
 # Re-resolve packaging/locks/ after a dependency change in pyproject.toml; UPGRADE=1 moves
 # every package to its newest allowed release.

@@ -15,11 +15,15 @@ runtime_pkgs=(libportaudio2 libgl1 libegl1 libgl1-mesa-dri libglx-mesa0 libegl-m
   x11-utils)  # xwininfo: where "Add to OBS" crops a screen capture to the avatar window
 # OBS (with its JACK input and a window manager for window capture) and Chromium: the
 # real OBS and browser the output tests drive (shared/recipes/testing.md).
-# PyInstaller reads the libraries it bundles with binutils' objdump (`make dist`).
-dist_pkgs=(binutils)
+# PyInstaller reads the libraries it bundles with binutils' objdump; the AppImage's runtime
+# is built from packaging/appimage/runtime.c against static squashfuse, libfuse3 and the
+# compressors squashfuse reads, and its image made by mksquashfs (`make dist`).
+dist_pkgs=(binutils gcc libc6-dev libsquashfuse-dev libfuse3-dev zlib1g-dev liblzma-dev
+  liblzo2-dev liblz4-dev libzstd-dev squashfs-tools)
 test_pkgs=(xvfb xauth jackd2 xdotool imagemagick sox obs-studio obs-plugins openbox chromium
   g++  # builds the CUDA photo kernel for the CPU (tests/test_kernels_on_cpu.py)
-  "${dist_pkgs[@]}" desktop-file-utils)  # tests/test_dist.py builds the app, checks its .desktop
+  "${dist_pkgs[@]}" desktop-file-utils  # tests/test_dist.py builds the app, checks its .desktop
+  fuse3)  # and mounts its AppImage (fusermount3, for a user other than root)
 # The API's JavaScript example is run by the tests (docs/api.md): Node.js where none is.
 command -v node >/dev/null || test_pkgs+=(nodejs)
 

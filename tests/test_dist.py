@@ -23,6 +23,7 @@ work; 28-35 s of CPU either way. The whole module: 116-161 s at load 11-15.
 from __future__ import annotations
 
 import ast
+import filecmp
 import io
 import json
 import os
@@ -51,6 +52,8 @@ TEXT = "Papa made a map of five big boats."
 SEED = "7"
 # The build took 59 s idle and 132 s at load 14 here: 600 s is 4.5 times the slowest.
 BUILD_TIMEOUT = 600
+# The AppImage around it took 7 s idle (packaging/appimage/build.sh): the same margin.
+APPIMAGE_TIMEOUT = 300
 # What the test environment holds and the app never imports (the spec excludes them):
 # a bundle with any of them was built wrong.
 NOT_BUNDLED = {"torch", "tkinter", "_tkinter", "pytest", "_pytest", "setuptools", "cuda",
@@ -233,6 +236,125 @@ def test_the_commands_work_with_the_repository_and_its_python_hidden(bundle, tmp
     Image.fromarray(astronaut()).save(tmp_path / "astronaut.png")
     both("avatars", "import", str(tmp_path / "astronaut.png"),
          files=("config/avatars/astronaut/manifest.json",))
+
+
+@pytest.fixture(scope="module")
+def appimage(bundle, tmp_path_factory) -> Path:
+    """The AppImage around the bundle, built by the Makefile's `appimage` (what `make dist`
+    runs after `bundle`)."""
+    out = tmp_path_factory.mktemp("appimage") / "LipsyncStudio-x86_64.AppImage"
+    start = time.monotonic()
+    built = subprocess.run(["make", "--no-print-directory", "appimage", f"APP_DIR={bundle}",
+                            f"APPIMAGE={out}"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=APPIMAGE_TIMEOUT)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    print(f"\nAppImage built in {time.monotonic() - start:.0f} s; {out.stat().st_size / 1e6:.0f} MB")
+    return out
+
+
+# What the AppImage's runtime says where it cannot mount (packaging/appimage/runtime.c).
+NO_FUSE = "Cannot mount the AppImage"
+# The AppDir's own files at the image's top, beside the bundle's.
+APPDIR_FILES = {"AppRun": PROGRAM, ".DirIcon": f"{PROGRAM}.png"}
+
+
+def test_the_appimage_is_the_bundle_behind_an_appimage_runtime(appimage, bundle, tmp_path):
+    head = appimage.read_bytes()[:64]
+    assert head[:4] == b"\x7fELF" and head[4] == 2 and head[8:11] == b"AI\x02"
+    section_headers, entry_size, entries = (int.from_bytes(head[40:48], "little"),
+                                            int.from_bytes(head[58:60], "little"),
+                                            int.from_bytes(head[60:62], "little"))
+    told = subprocess.run([appimage, "--appimage-offset"], capture_output=True, text=True)
+    offset = int(told.stdout)
+    assert offset == section_headers + entry_size * entries
+    with appimage.open("rb") as f:
+        f.seek(offset)
+        assert f.read(4) == b"hsqs"  # squashfs's magic
+
+    extracted = subprocess.run([appimage, "--appimage-extract"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=300)
+    assert extracted.returncode == 0, extracted.stderr
+    root = tmp_path / "squashfs-root"
+    theirs = {p.relative_to(bundle) for p in bundle.rglob("*")}
+    ours = {p.relative_to(root) for p in root.rglob("*")}
+    extra = {Path(name) for name in (*APPDIR_FILES, f"{PROGRAM}.desktop", f"{PROGRAM}.png")}
+    assert ours == theirs | extra, (ours ^ (theirs | extra))
+    for name in theirs:
+        mine, source = root / name, bundle / name
+        if source.is_symlink():
+            assert mine.readlink() == source.readlink(), name
+        elif source.is_file():
+            assert mine.stat().st_mode == source.stat().st_mode, name
+            assert filecmp.cmp(mine, source, shallow=False), name
+    for name, target in APPDIR_FILES.items():
+        assert (root / name).readlink() == Path(target)
+    with Image.open(root / f"{PROGRAM}.png") as icon:
+        assert icon.size == (256, 256)
+    checked = subprocess.run(["desktop-file-validate", root / f"{PROGRAM}.desktop"],
+                             capture_output=True, text=True)
+    assert checked.returncode == 0 and not checked.stdout.strip(), checked.stdout
+
+
+@pytest.mark.parametrize("way", ["mounted", "extracted"])
+def test_the_appimage_runs_the_commands_as_the_bundle_does(appimage, bundle, tmp_path, can_hide,
+                                                           way):
+    """Mounted with FUSE where the machine allows it (as a desktop runs it), and from a
+    copy (--appimage-extract-and-run, for machines without FUSE), with the repository and
+    its Python hidden; either way its `say` gives the bundle's samples and nothing of it
+    is left behind."""
+    program = [str(appimage)] if way == "mounted" else [str(appimage), "--appimage-extract-and-run"]
+    somewhere = tmp_path / "somewhere"
+    somewhere.mkdir()
+    before = _left_behind()
+    shown = hidden_run(program, tmp_path / "config", "--version", cwd=somewhere)
+    if way == "mounted" and shown.returncode and NO_FUSE in shown.stderr:
+        pytest.skip(f"FUSE cannot be used here: {shown.stderr.strip()}")
+    assert shown.returncode == 0 and shown.stdout.strip() == f"{PROGRAM} {version('lipsync-studio')}", (
+        shown.stdout + shown.stderr)
+    said = hidden_run(program, tmp_path / "config", "say", TEXT, "--seed", SEED, "--wav",
+                      str(tmp_path / "appimage.wav"), cwd=somewhere)
+    assert said.returncode == 0 and "Traceback" not in said.stderr, said.stderr[-3000:]
+    reference = hidden_run([str(bundle / PROGRAM)], tmp_path / "config", "say", TEXT, "--seed",
+                           SEED, "--wav", str(tmp_path / "bundle.wav"), cwd=somewhere)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    assert (tmp_path / "appimage.wav").read_bytes() == (tmp_path / "bundle.wav").read_bytes()
+    assert _left_behind() == before
+
+
+def _left_behind() -> tuple[set[str], set[str]]:
+    """The AppImages' mounts and their mount points or copies in /tmp."""
+    mounts = {line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+              if "/.mount_" in line}
+    folders = {p.name for p in Path("/tmp").glob(".mount_*")} | {
+        p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("appimage_extracted_*")}
+    return mounts, folders
+
+
+def test_the_appimage_passes_sigterm_to_the_app_and_unmounts_when_it_stops(appimage, tmp_path):
+    """A session ending (or `kill`) sends SIGTERM to the AppImage's own process: the app
+    gets it and stops as it does alone, and the image is unmounted after."""
+    env = user_environment(tmp_path / "config")
+    before = _left_behind()
+    app = subprocess.Popen([appimage, "--headless"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    try:
+        output = Lines(app)
+        try:
+            output.until("Voice ready", 120)
+        except AssertionError:
+            if NO_FUSE in "".join(output.lines()):
+                pytest.skip("FUSE cannot be used here: " + "".join(output.lines()).strip())
+            raise
+        mounts = _left_behind()[0] - before[0]
+        assert len(mounts) == 1, mounts
+        app.send_signal(signal.SIGTERM)
+        assert app.wait(timeout=30) == 0
+        output.until("Stopped.", 5)
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
+    assert _left_behind() == before
 
 
 def test_render_draws_through_egl_and_writes_a_video(bundle, tmp_path, can_hide):
