@@ -70,6 +70,17 @@ CLOSE_WAIT = 1.0
 # The longest anyone waits for PortAudio while another thread uses it: above the longest
 # use that ends, re-initialising with two streams open (2 x 0.26 + 1.4 + 1.2 s).
 LOCK_WAIT = 5.0
+# How long after a JACK stream's last callback its server may still tell that it stops.
+# jackd 1.9.21 stops its driver first (the callbacks end at once) and tells its clients
+# only once the request it is serving ends: a client opening then (any program listing
+# the devices, the microphone's own presence probe among them) waits 5 s for a cycle the
+# stopped driver never runs (DRIVER_OPEN_TIMEOUT). Measured on the 2-core VM with 3 CPU
+# hogs, stopping the faults test's server (SIGTERM): the notice came 7-224 ms after the
+# last callback in 48 stops, and 5.007-5.018 s after it in 4 others, each with the
+# microphone's presence probe opening its client as the server stopped (gdb: jackd's
+# main thread joining its request thread, which waited in ClientExternalOpen); a second
+# more for a loaded machine to deliver it.
+SERVER_NOTICE_WAIT = 6.0
 
 # Held by whoever is in a PortAudio call that opens, starts, closes, lists or
 # (re)initialises; a plain Lock rather than an RLock, so that a close that outlives its
@@ -291,14 +302,20 @@ def _abandon_holding_lock(stream) -> None:
     _server_lost = True
 
 
-def lost_its_server(stream) -> bool:
-    """Whether ``stream``'s sound server went (it is abandoned, at close_stream if not yet)."""
+def lost_its_server(stream) -> bool | None:
+    """Whether ``stream``'s sound server went (it is abandoned, at close_stream if not yet):
+    False for a stream that is no open JACK stream of ours (closed, by its owner or by
+    re-initialising PortAudio, or on another host API), and None, not known yet, for one
+    that is but was not told so: its server may tell late (SERVER_NOTICE_WAIT), and while
+    PortAudio is held by another thread the stream's flags cannot be read at all."""
     if any(stream is gone for gone in _abandoned):
         return True
     if not _acquire():
-        return False
+        return None if stream in _jack else False
     try:
-        return _lost_server_holding_lock(stream)
+        if _lost_server_holding_lock(stream):
+            return True
+        return None if stream in _jack else False
     finally:
         _lock.release()
 

@@ -14,7 +14,9 @@ InputStatus records whose message is meant for the user. A sound server that wen
 (stopped, crashed, restarted) takes every device with it, and only a PortAudio started
 afresh reaches its return (pipeline/audio/devices.py): with ``rescan`` the watchdog does
 that itself; without, it says nothing and leaves it to its owner, who reopens all the
-devices and tells the user once (Engine.follow_sound_server).
+devices and tells the user once (Engine.follow_sound_server). A JACK server that stops
+may tell so seconds after its last cycle (SERVER_NOTICE_WAIT): without ``rescan``, a JACK
+stream that stops calling back is taken for lost only once that long has passed untold.
 
 Devices are looked up through a newly initialised PortAudio in a child process (when
 the owner's ``may_probe`` allows): this process's PortAudio lists devices only as they
@@ -46,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.audio.devices import (
+    SERVER_NOTICE_WAIT,
     AudioUnavailable,
     NotADevice,
     close_stream,
@@ -468,11 +471,18 @@ class AudioInput:
                 if stream is not None:
                     stalled = (now - self._last_callback > self.stall_timeout
                                or not stream_running(stream))
-                    if stalled and self._rescan is None and lost_its_server(stream):
-                        # Every device of that server went with it: the owner reopens
-                        # them all once it runs again, and says so (Engine).
-                        self._abandon()
-                        continue
+                    if stalled and self._rescan is None:
+                        server_gone = lost_its_server(stream)
+                        if server_gone:
+                            # Every device of that server went with it: the owner reopens
+                            # them all once it runs again, and says so (Engine).
+                            self._abandon()
+                            continue
+                        if (server_gone is None
+                                and now - self._last_callback < SERVER_NOTICE_WAIT):
+                            # A JACK server that stops may say so seconds after its last
+                            # cycle: until then, this silence is not the microphone's loss.
+                            continue
                     if stalled or stream is self._unlisted:
                         lost = self.device_name
                         what = "stopped delivering sound" if stalled else "is no longer connected"
