@@ -21,9 +21,10 @@
  * AppRun gets APPIMAGE (this file), APPDIR (the mount point), ARGV0 and OWD (the folder it
  * was started from), as the AppImage runtime sets them.
  *
- * Invariant: the mount lives exactly as long as the program started from it. The runtime
- * stays the FUSE server in the foreground; the program is its child; SIGCHLD ends the
- * server's loop, which unmounts. SIGINT from a terminal reaches both (one process group):
+ * Invariant: the mount lives as long as the program started from it, and at most 0.5 s
+ * more. The runtime stays the FUSE server in the foreground; the program is its child;
+ * SIGCHLD ends the server's loop, which unmounts (lazily: a process the program left
+ * behind keeps what it has open). SIGINT from a terminal reaches both (one process group):
  * the runtime ignores it and waits for the program to exit; SIGTERM and SIGHUP sent to the
  * runtime alone are passed on to the program.
  *
