@@ -90,16 +90,13 @@ static void run_app(const char *appdir, int argc, char **argv) {
     fprintf(stderr, "cannot run %s: %s\n", apprun, strerror(errno));
 }
 
-static int exit_status(int status) {
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 static void pass_on(int sig) {
     if (child > 0) kill(child, sig);
 }
 
 /* AppRun from `appdir` in a child process; the runtime passes SIGTERM and SIGHUP on to it
- * and ignores the terminal's SIGINT, which reaches the child too. -1 if it cannot start. */
+ * and ignores the terminal's SIGINT, which reaches the child too. -1 (said why) if it
+ * cannot start. */
 static pid_t start_child(const char *appdir, int argc, char **argv) {
     struct sigaction handler;
     memset(&handler, 0, sizeof handler);
@@ -117,8 +114,17 @@ static pid_t start_child(const char *appdir, int argc, char **argv) {
         run_app(appdir, argc, argv);
         _exit(127);
     }
+    if (pid < 0) fprintf(stderr, "cannot start the program: %s\n", strerror(errno));
     child = pid;
     return pid;
+}
+
+/* The child's exit status, as a shell gives it (128 + the signal that ended it). */
+static int wait_child(void) {
+    int status;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR) return 1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 static volatile sig_atomic_t child_done;
@@ -196,14 +202,14 @@ static int mount_and_run(int argc, char **argv, int run) {
     }
     fuse_session_loop(session);
 
-    int status = 0;
-    if (child > 0) while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+    int code = 0;  /* --appimage-mount: stopped as asked */
+    if (child > 0) code = wait_child();
+    else if (child < 0) code = 1;
     sqfs_ll_destroy(ll);
     sqfs_ll_unmount(&channel, mountpoint);
     free(ll);
     rmdir(mountpoint);
-    if (child < 0) return fail("cannot start the program");
-    return run ? exit_status(status) : 0;
+    return code;
 }
 
 /* Copy the image's contents into `target` (which must not hold them already). */
@@ -275,16 +281,10 @@ static int extract_and_run(int argc, char **argv) {
     const char *tmp = getenv("TMPDIR");
     snprintf(target, sizeof target, "%s/appimage_extracted_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(target)) return fail("cannot make a folder to extract into");
-    int status = 0;
-    if (extract(target) != 0) {
-        status = 1 << 8;
-    } else {
-        pid_t pid = start_child(target, argc, argv);
-        if (pid < 0) status = 1 << 8;
-        else while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    }
+    int code = 1;
+    if (extract(target) == 0 && start_child(target, argc, argv) > 0) code = wait_child();
     nftw(target, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    return exit_status(status);
+    return code;
 }
 
 /* argv without element i: the runtime's own option is not passed to the program. */
