@@ -310,14 +310,13 @@ def lost_its_server(stream) -> bool | None:
     PortAudio is held by another thread the stream's flags cannot be read at all."""
     if any(stream is gone for gone in _abandoned):
         return True
-    if not _acquire():
-        return None if stream in _jack else False
-    try:
-        if _lost_server_holding_lock(stream):
-            return True
-        return None if stream in _jack else False
-    finally:
-        _lock.release()
+    if _acquire():
+        try:
+            if _lost_server_holding_lock(stream):
+                return True
+        finally:
+            _lock.release()
+    return None if stream in _jack else False
 
 
 def sound_server_gone() -> bool:
