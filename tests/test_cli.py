@@ -53,11 +53,40 @@ def test_say_refuses_empty_text_with_a_message(tmp_path):
     assert "Nothing to speak" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_lipsync_writes_cues_for_a_wav_file(tmp_path):
-    wav, cues = tmp_path / "speech.wav", tmp_path / "cues.json"
-    assert run_cli(["say", TEXT, "--wav", str(wav)]).returncode == 0
-    result = run_cli(["lipsync", str(wav), "--out", str(cues)])
+@pytest.fixture(scope="module")
+def seeded_speech(tmp_path_factory):
+    """`say TEXT --seed 1 --wav` and `lipsync` of that WAV, made once for the tests that
+    read them (each `say` took 2.7 s on the 2-vCPU VM). Not to be written to."""
+    folder = tmp_path_factory.mktemp("seeded")
+    wav, cues = folder / "speech.wav", folder / "wav.json"
+    result = run_cli(["say", TEXT, "--wav", str(wav), "--seed", "1"])
     assert result.returncode == 0, result.stderr
+    assert "no warm-up" in result.stdout
+    assert run_cli(["lipsync", str(wav), "--out", str(cues)]).returncode == 0
+    return wav, cues
+
+
+def test_say_to_a_file_skips_the_warm_up_and_writes_what_a_warmed_voice_says(seeded_speech):
+    # Warm-up is for speech heard as it is made; the file's samples must not depend on it.
+    from app.cli import _render
+    from pipeline.audio.pcm import pcm16
+    from pipeline.voice.cues import concat_tracks
+    from pipeline.voice.streaming_tts import LATENCY_MODES, StreamingTTS
+
+    tts = StreamingTTS(seed=1)
+    try:
+        tts.warm_up()
+        _, segments = _render(tts, TEXT, LATENCY_MODES["balanced"], 1.0)
+    finally:
+        tts.close()
+    audio, _ = concat_tracks(segments)
+    with wave.open(str(seeded_speech[0])) as f:
+        written = f.readframes(f.getnframes())
+    assert written == pcm16(audio)
+
+
+def test_lipsync_writes_cues_for_a_wav_file(seeded_speech):
+    wav, cues = seeded_speech
     with wave.open(str(wav)) as f:
         duration = f.getnframes() / f.getframerate()
     mouth = json.loads(cues.read_text())["mouthCues"]
@@ -125,18 +154,16 @@ def _frames(mouth: list[dict], step: float = 0.01) -> list[str]:
     ("speech.m4a", "ipod", "aac", None, False, 0.85),
     ("clip.mp4", "mp4", "aac", None, True, 0.85),
 ])
-def test_lipsync_reads_the_formats_people_record_in(tmp_path, name, container, codec, rate,
-                                                      video, agreement):
+def test_lipsync_reads_the_formats_people_record_in(tmp_path, seeded_speech, name, container,
+                                                      codec, rate, video, agreement):
     from pipeline.audio.audio_file import audio_info
 
-    wav = tmp_path / "speech.wav"
-    assert run_cli(["say", TEXT, "--wav", str(wav), "--seed", "1"]).returncode == 0
-    assert run_cli(["lipsync", str(wav), "--out", str(tmp_path / "wav.json")]).returncode == 0
+    wav, wav_cues = seeded_speech
     _encode(wav, tmp_path / name, container, codec, rate, video)
     result = run_cli(["lipsync", str(tmp_path / name), "--out", str(tmp_path / "cues.json")])
     assert result.returncode == 0, result.stderr
     mouth = json.loads((tmp_path / "cues.json").read_text())["mouthCues"]
-    reference = json.loads((tmp_path / "wav.json").read_text())["mouthCues"]
+    reference = json.loads(wav_cues.read_text())["mouthCues"]
     # The cues end where the decoded sound does (counted, not the header's estimate),
     # within a codec frame or two of padding of the WAV's own length.
     assert abs(mouth[-1]["end"] - audio_info(tmp_path / name).duration) <= 0.011
