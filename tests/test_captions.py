@@ -541,6 +541,11 @@ def test_say_writes_captions_at_the_times_of_the_speech_it_writes(request, tmp_p
     for word in ("Papa", "Wow,", "what"):
         time = next(t for t, w in words if w == word)
         assert min(abs(time - r) for r in rests) <= 0.0015, (word, time, rests)
+    if played:
+        # SRT is written from the same track's words as VTT (caption_document), whose
+        # played words and times are checked above: a second played speech (~6.5 s on
+        # the 2-vCPU VM) would check only the format, which the file run checks.
+        return
     result = run_cli(["say", PLAIN, *sound, "--captions", str(srt)])
     assert result.returncode == 0, result.stderr
     assert [" ".join(lines) for _, _, lines in parse_srt(srt.read_text())] == [
