@@ -37,10 +37,6 @@ def _type(window, text: str) -> None:
 
 
 def test_queued_lines_are_read_in_turn_and_the_queue_is_shown(window):
-    # The status line gains the mouth frames' path at the first frame drawn, and may wrap
-    # to one more line (the avatar 419 → 405 px); with the engines already warm the voice
-    # can be ready before that frame: the sizes are compared from then on.
-    pump_until(lambda: window.studio.mouth_frames is not None, 5, "the first frame")
     pump(0.2)
     # Where lines wait their turn the queue stays on screen, so the avatar above it keeps
     # its size as lines come and go (it shrank 507 → 399 px at each first line: a stall).
