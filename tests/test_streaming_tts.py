@@ -235,6 +235,28 @@ def test_warm_up_runs_every_shape(tts):
         assert shapes <= tts.shapes_seen[stage]
 
 
+def test_a_voice_on_engines_already_warmed_up_runs_none_of_their_shapes_again(tts):
+    # A window reopened, or a voice switched back to, gets the engines the fixture's voice
+    # warmed up (one set per model in the process); running their 26 shapes again cost
+    # ~1.0 s of CPU each time. A shape never prepared is still run, once.
+    from pipeline.infer import engine
+
+    again = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
+    assert all(a is b for a, b in zip(again.engines.values(), tts.engines.values()))
+    vocoder = tts.engines["vocoder"]
+    unseen = again._vocoder_feed(np.zeros((tts.channels, 7), np.float32))
+    engine._CPU_QUEUE.trace = runs = []
+    try:
+        assert again.warm_up()
+        assert runs == []
+        vocoder.prepare(unseen)
+        vocoder.prepare(unseen)
+    finally:
+        engine._CPU_QUEUE.trace = None
+        again.close()
+    assert [(name, first) for _, _, name, _, _, first in runs] == [("vocoder", (1, tts.channels, 7))]
+
+
 def test_mode_switch_takes_effect_at_the_next_chunk(tts):
     current = [BALANCED]
     sizes = []
