@@ -197,3 +197,19 @@ def test_size_place_and_hidden_controls_survive_a_restart(window, store, qt_app)
         again.close()
         pump(0.2)
     assert replace(store.load(), window_geometry=None) == replace(SETTINGS, window_geometry=None)
+
+
+def test_the_status_line_is_there_as_the_window_is_made(qt_app, jack_server, tmp_path):
+    # Blank until its first refresh (0.5 s on), the line then wrapped and moved the avatar
+    # once; the speech queue's layout test measured the blank line when the voice was
+    # ready sooner than that.
+    from app.ui.main_window import MainWindow
+
+    store = SettingsStore(tmp_path / "settings.json")
+    store.save(SETTINGS)
+    window = MainWindow(store, store.load())
+    try:
+        assert window.status.text().startswith("heard first audio – · A/V offset – · frames ")
+        assert window.status.height() >= window.status.fontMetrics().lineSpacing()
+    finally:
+        window.close()

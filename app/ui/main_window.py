@@ -210,6 +210,9 @@ class MainWindow(QMainWindow):
         self._meter_timer.start(METER_INTERVAL_MS)
         self._set_ready(False)
         self._show_messages()
+        # Filled at once, not at the first tick: blank for 0.5 s, the line then wrapped and
+        # the avatar above it moved (419 -> 405 px at the speech queue test's width).
+        self.refresh_status()
 
     # -- the studio, as tests and the settings panel see it -------------------------
 
