@@ -160,3 +160,49 @@ def test_the_status_says_the_api_streams_are_batched():
     text, _ = Engine.inference_text(StreamingTTS(provider="cuda", batch_sizes=(1, 8)))
     assert "shapes as CUDA graphs, the API's streams run together in batches of up to 8" in text
     assert "batches" not in Engine.inference_text(StreamingTTS(provider="cuda"))[0]
+
+
+def test_the_latents_stay_on_the_device_between_the_flow_and_the_vocoder(gpu):
+    # The flow's latents are written into the stream's track in device memory and the
+    # vocoder reads its windows from there: neither goes through the host. What is left
+    # is the flow's priors and mask up, and the vocoder's audio down (the bundled voice
+    # has one speaker, so no speaker input).
+    engines = gpu.engines
+
+    def counts():
+        return {name: (e.transfers.uploads, e.transfers.downloads, e.transfers.runs)
+                for name, e in engines.items()}
+
+    before = counts()
+    voice = StreamingTTS(provider="cuda", seed=3)
+    _collect(voice, TEXTS[1], LATENCY_MODES["balanced"])
+    (flow_up, flow_down, flows), (voc_up, voc_down, vocoders) = (
+        tuple(a - b for a, b in zip(counts()[name], before[name])) for name in ("flow", "vocoder"))
+    assert flows > 0 and vocoders > 0
+    assert (flow_up, flow_down) == (2 * flows, 0)
+    assert (voc_up, voc_down) == (0, vocoders)
+
+
+def test_a_device_track_holds_what_the_host_track_holds():
+    from pipeline.infer import device_memory
+    from pipeline.infer.device_memory import DeviceMatrix
+    from pipeline.voice.latent_track import LatentTrack
+
+    channels, rng = 7, np.random.default_rng(8)
+    host, device = LatentTrack(channels, False), LatentTrack(channels, True)
+    at = 0
+    for _ in range(10):  # past the first capacity: the device track grows, keeping them
+        run = rng.standard_normal((1, channels, 128)).astype(np.float32)
+        source = DeviceMatrix(channels, 128)
+        source._value.update_inplace(run[0])
+        host.writer(32, at, 64)([run])
+        device.writer(32, at, 64)([source.columns_of(0, 128, 128)])
+        at += 54
+    assert device.capacity > 256
+    valid = at + 10
+    for left, width in ((0, 20), (37, 50), (valid - 30, 60), (valid + 5, 8)):
+        target = DeviceMatrix(channels, width)
+        target._value.update_inplace(np.full((channels, width), 9.0, np.float32))
+        device.window(left, width, valid).copy_to(target.pointer, width)
+        device_memory.synchronize()
+        np.testing.assert_array_equal(target._value.numpy()[None], host.window(left, width, valid))

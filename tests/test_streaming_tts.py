@@ -244,7 +244,7 @@ def test_a_voice_on_engines_already_warmed_up_runs_none_of_their_shapes_again(tt
     again = StreamingTTS(noise_scale=0.0, noise_w_scale=0.0)
     assert all(a is b for a, b in zip(again.engines.values(), tts.engines.values()))
     vocoder = tts.engines["vocoder"]
-    unseen = again._vocoder_feed(np.zeros((tts.channels, 7), np.float32))
+    unseen = again._vocoder_feed(np.zeros((1, tts.channels, 7), np.float32))
     engine._CPU_QUEUE.trace = runs = []
     try:
         assert again.warm_up()

@@ -5,7 +5,8 @@ TensorRT provider) it is one session per input shape and batch size, built on fi
 use (warm-up builds every one): the graph's shapes pinned and its masked indexing made
 dense (pipeline/infer/static_graph.py), so every node runs on the device; its inputs
 and outputs bound once to device buffers (I/O binding), so a run copies just its inputs
-up and its outputs down; and the whole run captured as a CUDA graph when it is built
+up and its outputs down (or neither: an input may come from, and the outputs stay in,
+device memory, pipeline/infer/device_memory.py); and the whole run captured as a CUDA graph when it is built
 and replayed after, one launch instead of one per node.
 
 Runs of every engine in the process go through one queue per kind (_DeviceLane: one
@@ -21,7 +22,8 @@ Where a shape's graph still has a node the device cannot run, that shape runs wi
 a CUDA graph, with onnxruntime's copies around the node: `notes` says which shape and
 why (never silently).
 
-`transfers` counts the host↔device copies the engine makes, and `device_copies` the
+`transfers` counts the host↔device copies the engine makes (not those within the
+device), and `device_copies` the
 copy nodes onnxruntime put inside each graph (0 when the graph is captured: capture
 refuses a graph with any CPU node). Engines are thread-safe.
 """
@@ -41,6 +43,8 @@ import numpy as np
 import onnx
 import onnxruntime
 
+from pipeline.infer import device_memory
+from pipeline.infer.device_memory import DeviceColumns
 from pipeline.infer.sessions import build_session, choose_provider, static_session
 from pipeline.infer.static_graph import (
     compact_splines,
@@ -68,6 +72,8 @@ _RUNS_TO_CAPTURE = 3
 _TIMED_RUNS = 3
 
 Shapes = tuple[tuple[str, tuple[int, ...]], ...]
+# What takes a run's outputs where they are made (Engine.run's `keep`).
+Keep = Callable[[list], None]
 
 
 @dataclass(slots=True)
@@ -99,7 +105,9 @@ class _Request:
     order: int
     engine: Engine = field(compare=False)
     key: tuple = field(compare=False)  # shapes, and the values of unbatched inputs
-    feed: dict[str, np.ndarray] = field(compare=False)
+    feed: dict[str, np.ndarray | DeviceColumns] = field(compare=False)
+    # Given the outputs on the device, on the device's thread, instead of their download.
+    keep: Keep | None = field(default=None, compare=False)
     outputs: list[np.ndarray] | None = field(default=None, compare=False)
     error: BaseException | None = field(default=None, compare=False)
     done: bool = field(default=False, compare=False)
@@ -259,9 +267,9 @@ class _DeviceLane(_DeviceQueue):
         self._work = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
 
-    def run(self, engine: Engine, key: tuple, feed: dict[str, np.ndarray],
-            deadline: float) -> list[np.ndarray]:
-        return self._submit(_Request(deadline, next(self._order), engine, key, feed))
+    def run(self, engine: Engine, key: tuple, feed: dict[str, np.ndarray | DeviceColumns],
+            deadline: float, keep: Keep | None = None) -> list[np.ndarray] | None:
+        return self._submit(_Request(deadline, next(self._order), engine, key, feed, keep))
 
     def exclusive(self, work) -> None:
         """Call `work()` on the device's thread, before any run still waiting."""
@@ -310,6 +318,20 @@ _QUEUE = _DeviceLane()
 # its own sessions, as before it) the first audio was 932 / 1606 ms.
 CPU_BATCH = 1
 _CPU_QUEUE = _DeviceQueue(lanes=os.cpu_count() or 1)
+
+
+def _row_bytes(shape: Sequence[int]) -> int:
+    """Bytes of one batch row of a float32 buffer of `shape`."""
+    return int(np.prod(shape[1:])) * np.dtype(np.float32).itemsize
+
+
+def _row_columns(value: onnxruntime.OrtValue, row: int) -> DeviceColumns:
+    """Batch row `row` of the float32 device buffer `value`: its trailing axis as
+    columns, every other axis as rows."""
+    shape = value.shape()
+    rows = int(np.prod(shape[1:-1]))
+    return DeviceColumns(value.data_ptr() + row * _row_bytes(shape), rows, shape[-1], 0,
+                         shape[-1], shape[-1])
 
 
 def _batched(value: np.ndarray) -> bool:
@@ -425,13 +447,27 @@ class Engine:
         self.device_copies: dict[tuple[Shapes, int], int | None] = {}
         self.notes: list[str] = []
 
-    def run(self, feed: dict[str, np.ndarray], deadline: float | None = None) -> list[np.ndarray]:
+    def run(self, feed: dict[str, np.ndarray | DeviceColumns], deadline: float | None = None,
+            keep: Keep | None = None) -> list[np.ndarray] | None:
         """The outputs for `feed` (every input, by name), as host arrays of their own.
-        `deadline` (time.perf_counter() seconds; None: now) orders device runs."""
+        `deadline` (time.perf_counter() seconds; None: now) orders device runs.
+
+        With `keep`, the outputs are not returned (None is) but given to `keep` where
+        they are: on a device as DeviceColumns of the run's output buffers (one per
+        output, its trailing axis as columns), on the device's thread before any other
+        run, never downloaded; on the CPU as the host arrays. An input may be
+        DeviceColumns (a device engine's only): copied into the run's input buffer on
+        the device, zeros past its valid columns."""
         key = tuple((name, feed[name].shape if _batched(feed[name]) else feed[name].tobytes())
                     for name in self.input_names)
-        queue = _QUEUE if self.on_device else _CPU_QUEUE
-        return queue.run(self, key, feed, time.perf_counter() if deadline is None else deadline)
+        deadline = time.perf_counter() if deadline is None else deadline
+        if self.on_device:
+            return _QUEUE.run(self, key, feed, deadline, keep)
+        outputs = _CPU_QUEUE.run(self, key, feed, deadline)
+        if keep is None:
+            return outputs
+        keep(outputs)
+        return None
 
     def batch_count(self, feed: dict[str, np.ndarray], waiting: int) -> int:
         """How many of `waiting` requests like `feed` to run as one batch: on the CPU up
@@ -483,32 +519,58 @@ class Engine:
                 request.outputs = [out[row:row + 1] if len(feeds) > 1 else out for out in outputs]
             return
         size = next(s for s in self.batch_sizes if s >= len(feeds))
-        batch = self._stacked(feeds + [feeds[0]] * (size - len(feeds)))
+        # Inputs on the device are copied row by row below; the padding rows keep
+        # whatever the buffer held (rows of a batch do not mix).
+        on_device = {name for name in self.input_names if isinstance(feeds[0][name], DeviceColumns)}
+        host = [name for name in self.input_names if name not in on_device]
+        batch = self._stacked(feeds + [feeds[0]] * (size - len(feeds)), host)
         shapes = self._shapes(feeds[0], size)
-        bound = self._bound.get((shapes, size)) or self._bind(shapes, size, batch)
-        for name, value in bound.inputs.items():
-            value.update_inplace(np.ascontiguousarray(batch[name]))
-        bound.session.run_with_iobinding(bound.binding)
-        outputs = [value.numpy() for value in bound.outputs]
+        bound = self._bound.get((shapes, size))
+        if bound is None:
+            bound = self._bind(shapes, size, {**batch, **{
+                name: np.zeros(shape, np.float32) for name, shape in shapes if name in on_device}})
         counts = self.transfers
+        for name, value in bound.inputs.items():
+            if name in on_device:
+                row = value.shape()
+                for index, feed in enumerate(feeds):
+                    feed[name].copy_to(value.data_ptr() + index * _row_bytes(row), row[-1])
+            else:
+                value.update_inplace(np.ascontiguousarray(batch[name]))
+                counts.uploads += 1
+        if on_device:
+            device_memory.synchronize()
+        bound.session.run_with_iobinding(bound.binding)
         counts.runs += 1
-        counts.uploads += len(bound.inputs)
-        counts.downloads += len(outputs)
         counts.batched += len(requests)
+        kept = [request.keep is not None for request in requests]
         for row, request in enumerate(requests):
-            request.outputs = [out[row:row + 1] if size > 1 else out for out in outputs]
+            if request.keep is not None:
+                request.keep([_row_columns(value, row) for value in bound.outputs])
+        if any(kept):
+            device_memory.synchronize()
+        if all(kept):
+            return
+        outputs = [value.numpy() for value in bound.outputs]
+        counts.downloads += len(outputs)
+        for row, request in enumerate(requests):
+            if request.keep is None:
+                request.outputs = [out[row:row + 1] if size > 1 else out for out in outputs]
 
     def _shapes(self, feed: dict[str, np.ndarray], size: int) -> Shapes:
         """The input shapes of a batch of `size` requests like `feed` (one key)."""
         return tuple((name, (size, *feed[name].shape[1:]) if _batched(feed[name])
                       else feed[name].shape) for name in self.input_names)
 
-    def _stacked(self, feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        """One feed of `feeds` (one key): batched inputs joined along their first axis."""
+    def _stacked(self, feeds: list[dict[str, np.ndarray]],
+                 names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """One feed of `feeds` (one key), of the inputs `names` (None: every input):
+        batched inputs joined along their first axis."""
+        names = self.input_names if names is None else names
         if len(feeds) == 1:
-            return feeds[0]
+            return {name: feeds[0][name] for name in names}
         return {name: np.concatenate([f[name] for f in feeds]) if _batched(feeds[0][name])
-                else feeds[0][name] for name in self.input_names}
+                else feeds[0][name] for name in names}
 
     def _bind(self, shapes: Shapes, size: int, feed: dict[str, np.ndarray]) -> _Bound:
         # Fused last: onnx's shape inference knows no LayerNormalization below opset 17

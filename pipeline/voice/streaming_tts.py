@@ -59,12 +59,14 @@ from piper.const import BOS, EOS
 
 from pipeline.core.frames import PhonemeTiming, SpeechSegment, WordTiming
 from pipeline.core.modes import BALANCED, DEFAULT_MODE, PREMIUM, ULTRA
+from pipeline.infer.device_memory import DeviceColumns
 from pipeline.infer.engine import REWRITES, Engine
 from pipeline.infer.sessions import ProviderChoice
 from pipeline.infer.static_graph import NOISE_INPUT, noise_as_input
 from pipeline.text.input import PreparedText, prepare_text
 from pipeline.text.normalizer import TypedText
 from pipeline.voice import prior_noise
+from pipeline.voice.latent_track import LatentTrack
 from pipeline.voice.phonemes import (
     nothing_to_speak,
     phonemize,
@@ -335,19 +337,21 @@ class _Window:
 class _Sentence:
     text: str
     symbols: list[str]  # BOS, phonemes, EOS
+    # Its latents (the stream's track, cleared for it). Their lookahead part (`ahead`),
+    # made from the lookahead's priors, is the vocoder's right context at the end of the
+    # committed frames, so the next window waits until its audio is due.
+    latent: LatentTrack
+    # Latents of the stream's first window made from its own priors (_preview): the
+    # stream's second track, its `frames` those the flow saw, zeros after them.
+    preview: LatentTrack
     typed: str = ""  # what was typed for `text` (SentencePlan.typed)
     committed: int = 0  # symbols whose frames are fixed
     prior: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     # Priors of the latest window's lookahead: not committed, but close enough to serve
     # as the flow's right context, so the next window can wait until the vocoder needs it.
     lookahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    latent: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    # Latents of the lookahead, made from its priors: the vocoder's right context at the
-    # end of the committed frames, so the next window waits until its audio is due.
-    latent_ahead: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     spans: list[_Span] = field(default_factory=list)
-    # Latents of the stream's first window made from its own priors (_preview).
-    preview: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    preview_width: int = 0  # frames of the flow run `preview` is from (0: none)
     preview_wide: bool = False  # whether `preview` spans the whole first window
     # The next window's acoustic run, started early: (window, length scale, future).
     prefetched: tuple[_Window, float, Future] | None = None
@@ -362,7 +366,7 @@ class _Sentence:
 
     @property
     def latent_frames(self) -> int:
-        return self.latent.shape[1]
+        return self.latent.frames
 
     @property
     def usable_latents(self) -> int:
@@ -370,7 +374,7 @@ class _Sentence:
         made) the lookahead's."""
         if self.complete or self.latent_frames < self.prior_frames:
             return self.latent_frames
-        return self.latent_frames + self.latent_ahead.shape[1]
+        return self.latent_frames + self.latent.ahead
 
 
 @dataclass(slots=True)
@@ -451,6 +455,10 @@ class StreamingTTS:
         self._shapes: dict[str, set[tuple[int, ...]]] = {
             "acoustic": set(), "flow": set(), "vocoder": set()
         }
+        # The latents of the sentence being spoken, and of its preview: on the device
+        # when the engines are (every engine of a voice has the same provider).
+        self._latent_track = LatentTrack(self.channels, self.on_device)
+        self._preview_track = LatentTrack(self.channels, self.on_device)
 
     def with_seed(self, seed: int | None) -> StreamingTTS:
         """A voice of these files, settings and engines with noise of its own from
@@ -515,7 +523,7 @@ class StreamingTTS:
                 self._flow.prepare(self._flow_feed(np.zeros(shape[1:], np.float32),
                                                    np.ones(shape[2], np.float32)))
             else:
-                self._vocoder.prepare(self._vocoder_feed(np.zeros(shape[1:], np.float32)))
+                self._vocoder.prepare(self._vocoder_feed(np.zeros(shape, np.float32)))
             if progress is not None:
                 progress(done / len(runs))
         return True
@@ -584,8 +592,10 @@ class StreamingTTS:
         for piece, phonemes in spoken_sentences(self._voice, prepared.text):
             if cancel.is_set():
                 return
-            sentence = _Sentence(piece, [BOS, *phonemes, EOS],
-                                 typed=behind.typed(piece) if piece else "")
+            self._latent_track.clear()
+            self._preview_track.clear()
+            sentence = _Sentence(piece, [BOS, *phonemes, EOS], self._latent_track,
+                                 self._preview_track, typed=behind.typed(piece) if piece else "")
             yield from self._sentence(sentence, state, current, cancel, length_scale)
             spoke = True
         if not spoke:
@@ -658,16 +668,12 @@ class StreamingTTS:
             if sentence.usable_latents >= needed:
                 break
             self._advance(sentence, needed, mode, state, length_scale)
-        latents = sentence.latent[:, left:left + width]
-        if latents.shape[1] < width and not sentence.complete:
-            latents = np.concatenate(
-                [latents, sentence.latent_ahead[:, :width - latents.shape[1]]], axis=1
-            )
-        if latents.shape[1] < width:
-            # Only a sentence shorter than the window gets here: its trailing silence
-            # (the last ~60 ms) differs from whole-sentence decoding by up to 2e-4.
-            latents = np.pad(latents, ((0, 0), (0, width - latents.shape[1])))
-        audio = self._run_vocoder(latents)
+        # Past the committed latents, the lookahead's; past those, zeros: only a sentence
+        # shorter than the window gets there, and its trailing silence (the last ~60 ms)
+        # differs from whole-sentence decoding by up to 2e-4.
+        track = sentence.latent
+        valid = track.frames + (0 if sentence.complete else track.ahead)
+        audio = self._run_vocoder(track.window(left, width, valid))
         return self._scaled(audio[(start - left) * self.hop:(end - left) * self.hop])
 
     def _preview(
@@ -683,13 +689,12 @@ class StreamingTTS:
         if state.chunks <= 1:
             flow_width, first_width, second_width = mode.preview_widths()
             if state.chunks == 0:
-                sentence.preview = self._preview_latents(sentence, flow_width)
+                self._flow_preview(sentence, flow_width)
                 left, vocoder_width = 0, first_width
-            elif not sentence.preview.size:
+            elif not sentence.preview_width:
                 return None  # the first chunk was made exactly, in a mode that does not preview
             else:
                 left, vocoder_width = max(0, start - mode.first_context), second_width
-            latent = sentence.preview
         else:
             vocoder_width = mode.chunk_core(state.chunks) + 2 * mode.context_frames
             left = max(0, start - mode.context_frames)
@@ -697,18 +702,20 @@ class StreamingTTS:
                 frames = sentence.prior_frames + sentence.lookahead.shape[1]
                 width = min((w for w in (mode.first_flow_width(), FLOW_WINDOW) if w >= frames),
                             default=FLOW_WINDOW)
-                sentence.preview = self._preview_latents(sentence, width)
+                self._flow_preview(sentence, width)
                 sentence.preview_wide = state.flowed = True
-            latent = sentence.preview
-            if left + vocoder_width + mode.first_flow_context > latent.shape[1]:
+            if left + vocoder_width + mode.first_flow_context > sentence.preview_width:
                 return None
-        audio = self._run_vocoder(latent[:, left:left + vocoder_width])
+        preview = sentence.preview
+        audio = self._run_vocoder(preview.window(left, vocoder_width, preview.frames))
         return self._scaled(audio[(start - left) * self.hop:(end - left) * self.hop])
 
-    def _preview_latents(self, sentence: _Sentence, width: int) -> np.ndarray:
-        latent, real = self._flow_over([sentence.prior, sentence.lookahead], width)
-        latent[:, real:] = 0.0
-        return latent
+    def _flow_preview(self, sentence: _Sentence, width: int) -> None:
+        """The preview's latents: a flow run of `width` frames from frame 0 over the
+        window's priors, committed and lookahead; zeros past those."""
+        prior, mask, real = self._prior_over([sentence.prior, sentence.lookahead], width)
+        self._run_flow(prior, mask, sentence.preview.writer(0, 0, real))
+        sentence.preview.frames, sentence.preview_width = real, width
 
     @staticmethod
     def _scaled(audio: np.ndarray) -> np.ndarray:
@@ -737,13 +744,13 @@ class StreamingTTS:
             if done == committed or core_end <= done:
                 self._commit_window(sentence, mode, state, length_scale)
                 return
-        latent, _ = self._flow_over(parts, width)
+        # Frames [done, core_end) of the run's latents: the committed ones it makes, then
+        # (where the run reaches past the committed frames) the lookahead's.
+        prior, mask, _ = self._prior_over(parts, width)
+        track = sentence.latent
+        self._run_flow(prior, mask, track.writer(done - left, done, core_end - done))
         state.flowed = True
-        sentence.latent = np.concatenate([
-            sentence.latent.reshape(latent.shape[0], -1),
-            latent[:, done - left:min(core_end, committed) - left],
-        ], axis=1)
-        sentence.latent_ahead = latent[:, committed - left:max(core_end, committed) - left]
+        track.frames, track.ahead = min(core_end, committed), max(0, core_end - committed)
 
     def _next_window(self, sentence: _Sentence, mode: LatencyMode, index: int) -> _Window:
         symbols = sentence.symbols
@@ -802,7 +809,7 @@ class StreamingTTS:
         prior = self._prior(mean, log_scale, id_frames, first_id, end_id)
         sentence.prior = np.concatenate([sentence.prior.reshape(prior.shape[0], -1), prior], axis=1)
         sentence.lookahead = self._prior(mean, log_scale, id_frames, end_id, bounds[high - low])
-        sentence.latent_ahead = np.zeros((prior.shape[0], 0), np.float32)
+        sentence.latent.ahead = 0
         sentence.committed = end
 
         alignments = []
@@ -856,10 +863,10 @@ class StreamingTTS:
                                                      deadline)
         return mean[0], log_scale[0], frames[0, 0, :len(ids)].astype(np.int64)
 
-    def _flow_over(self, parts: Sequence[np.ndarray], width: int) -> tuple[np.ndarray, int]:
-        """The flow's latents over the priors `parts` laid side by side (frames past
-        `width` left out), zero-padded and masked to `width` frames; and how many frames
-        are real. One buffer filled in place: np.concatenate and np.pad took ~66 us of
+    def _prior_over(self, parts: Sequence[np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """The flow's input over the priors `parts` laid side by side (frames past `width`
+        left out), zero-padded to `width` frames, and its mask; and how many frames are
+        real. One buffer filled in place: np.concatenate and np.pad took ~66 us of
         Python a run against ~7 (2-vCPU VM), paid before a stream's first chunk."""
         prior = np.zeros((parts[0].shape[0], width), np.float32)
         real = 0
@@ -870,22 +877,25 @@ class StreamingTTS:
                 real += take
         mask = np.zeros(width, np.float32)
         mask[:real] = 1.0
-        return self._run_flow(prior, mask), real
+        return prior, mask, real
 
     def _flow_feed(self, prior: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         feed = {_PRIOR_LATENT: prior[None], _FRAME_MASK: mask[None, None], **self._speaker_feed}
         self._shapes["flow"].add(feed[_PRIOR_LATENT].shape)
         return feed
 
-    def _run_flow(self, prior: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return self._flow.run(self._flow_feed(prior, mask), self._deadline())[0][0]
+    def _run_flow(self, prior: np.ndarray, mask: np.ndarray, keep) -> None:
+        """The flow's latents for `prior` and `mask`, given to `keep` (a track's writer)
+        where they are made."""
+        self._flow.run(self._flow_feed(prior, mask), self._deadline(), keep)
 
-    def _vocoder_feed(self, latents: np.ndarray) -> dict[str, np.ndarray]:
-        feed = {_LATENT: np.ascontiguousarray(latents[None]), **self._speaker_feed}
+    def _vocoder_feed(self, latents: np.ndarray | DeviceColumns) -> dict[str, np.ndarray | DeviceColumns]:
+        """The vocoder's input for `latents`, a batch of one (1, channels, frames)."""
+        feed = {_LATENT: latents, **self._speaker_feed}
         self._shapes["vocoder"].add(feed[_LATENT].shape)
         return feed
 
-    def _run_vocoder(self, latents: np.ndarray) -> np.ndarray:
+    def _run_vocoder(self, latents: np.ndarray | DeviceColumns) -> np.ndarray:
         return self._vocoder.run(self._vocoder_feed(latents), self._deadline())[0].reshape(-1)
 
     def _deadline(self, ahead_s: float = 0.0) -> float:

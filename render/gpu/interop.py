@@ -15,9 +15,7 @@ from pathlib import Path
 import numpy as np
 from OpenGL import GL
 
-
-class CudaError(RuntimeError):
-    """A CUDA, NVRTC or interop call failed; the message names the call and the error."""
+from pipeline.infer.device_memory import CudaError, check
 
 
 def cuda_unavailable() -> str | None:
@@ -34,16 +32,6 @@ def cuda_unavailable() -> str | None:
     if b"NVIDIA" not in renderer:
         return f"the GL context is not on the NVIDIA driver ({renderer.decode()}): no interop"
     return None
-
-
-def check(result, call: str):
-    """The value(s) of a cuda-python call, or CudaError naming `call` and the error."""
-    err, *values = result
-    if int(err) != 0:
-        raise CudaError(f"{call} failed: {err!r}")
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else values
 
 
 def _ptx(source: str, name: str) -> bytes:
