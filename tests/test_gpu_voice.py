@@ -165,7 +165,8 @@ def test_the_status_says_the_api_streams_are_batched():
 def test_the_latents_stay_on_the_device_between_the_flow_and_the_vocoder(gpu):
     # The flow's latents are written into the stream's track in device memory and the
     # vocoder reads its windows from there: neither goes through the host. What is left
-    # is the flow's priors and mask up, and the vocoder's audio down (the bundled voice
+    # is the flow's priors up (its mask too, where it is not the one its buffer holds:
+    # every full window's is the same) and the vocoder's audio down (the bundled voice
     # has one speaker, so no speaker input).
     engines = gpu.engines
 
@@ -179,7 +180,7 @@ def test_the_latents_stay_on_the_device_between_the_flow_and_the_vocoder(gpu):
     (flow_up, flow_down, flows), (voc_up, voc_down, vocoders) = (
         tuple(a - b for a, b in zip(counts()[name], before[name])) for name in ("flow", "vocoder"))
     assert flows > 0 and vocoders > 0
-    assert (flow_up, flow_down) == (2 * flows, 0)
+    assert flows <= flow_up < 2 * flows and flow_down == 0
     assert (voc_up, voc_down) == (0, vocoders)
 
 
