@@ -96,3 +96,23 @@ def test_a_cpu_engine_gives_its_outputs_to_keep_and_returns_none():
     assert flow.run(feed, keep=kept.append) is None
     (outputs,) = kept
     np.testing.assert_array_equal(outputs[0], flow.run(feed)[0])
+
+
+def test_the_copies_reach_cuda_well_formed_where_no_driver_is():
+    # The real bindings check each argument's type before they need a driver (as in
+    # tests/test_cuda_calls.py): here each call then fails for want of one, by name. On
+    # a machine with a GPU, tests/test_gpu_voice.py runs them for real.
+    runtime = pytest.importorskip("cuda.bindings.runtime", reason="cuda-python is in the test lock")
+    error, count = runtime.cudaGetDeviceCount()
+    if int(error) == 0 and count:
+        pytest.skip("a CUDA device is here: tests/test_gpu_voice.py copies on it")
+    from pipeline.infer import device_memory
+    from pipeline.infer.device_memory import CudaError
+
+    columns = DeviceColumns(1 << 40, 4, 160, 13, 40, 17)
+    with pytest.raises(CudaError, match=r"^cudaMemcpy2DAsync failed: .*cudaError"):
+        columns.copy_to(1 << 41, 64, 3)
+    with pytest.raises(CudaError, match=r"^cudaMemset2DAsync failed: .*cudaError"):
+        DeviceColumns(1 << 40, 4, 160, 13, 40, 0).copy_to(1 << 41, 64, 3)
+    with pytest.raises(CudaError, match=r"^cudaStreamSynchronize failed: .*cudaError"):
+        device_memory.synchronize()
