@@ -6,8 +6,8 @@ use (warm-up builds every one): the graph's shapes pinned and its masked indexin
 dense (pipeline/infer/static_graph.py), so every node runs on the device; its inputs
 and outputs bound once to device buffers (I/O binding), so a run copies just its inputs
 up and its outputs down (or neither: an input may come from, and the outputs stay in,
-device memory, pipeline/infer/device_memory.py); and the whole run captured as a CUDA graph when it is built
-and replayed after, one launch instead of one per node.
+device memory, pipeline/infer/device_memory.py); and the whole run captured as a CUDA
+graph when it is built and replayed after, one launch instead of one per node.
 
 Runs of every engine in the process go through one queue per kind (_DeviceLane: one
 thread of its own on the device; _DeviceQueue: a lane per core on the CPU), earliest

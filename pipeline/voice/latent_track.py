@@ -64,7 +64,8 @@ class LatentTrack:
         track's buffer (read before the track is written again)."""
         held = max(0, min(width, valid - left, self.capacity - left))
         if self.on_device:
-            if self._device is None:  # nothing written: zeros, no allocation off the device's thread
+            # Nothing written yet: zeros, and no allocation off the device's thread.
+            if self._device is None:
                 return DeviceColumns(0, self.channels, 0, left, width, 0)
             return self._device.columns_of(left, width, held)
         out = np.zeros((1, self.channels, width), np.float32)

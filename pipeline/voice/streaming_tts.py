@@ -863,7 +863,8 @@ class StreamingTTS:
                                                      deadline)
         return mean[0], log_scale[0], frames[0, 0, :len(ids)].astype(np.int64)
 
-    def _prior_over(self, parts: Sequence[np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray, int]:
+    def _prior_over(self, parts: Sequence[np.ndarray],
+                    width: int) -> tuple[np.ndarray, np.ndarray, int]:
         """The flow's input over the priors `parts` laid side by side (frames past `width`
         left out), zero-padded to `width` frames, and its mask; and how many frames are
         real. One buffer filled in place: np.concatenate and np.pad took ~66 us of
@@ -889,7 +890,8 @@ class StreamingTTS:
         where they are made."""
         self._flow.run(self._flow_feed(prior, mask), self._deadline(), keep)
 
-    def _vocoder_feed(self, latents: np.ndarray | DeviceColumns) -> dict[str, np.ndarray | DeviceColumns]:
+    def _vocoder_feed(self, latents: np.ndarray | DeviceColumns
+                      ) -> dict[str, np.ndarray | DeviceColumns]:
         """The vocoder's input for `latents`, a batch of one (1, channels, frames)."""
         feed = {_LATENT: latents, **self._speaker_feed}
         self._shapes["vocoder"].add(feed[_LATENT].shape)
