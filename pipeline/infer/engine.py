@@ -23,9 +23,9 @@ a CUDA graph, with onnxruntime's copies around the node: `notes` says which shap
 why (never silently).
 
 `transfers` counts the host↔device copies the engine makes (not those within the
-device), and `device_copies` the
-copy nodes onnxruntime put inside each graph (0 when the graph is captured: capture
-refuses a graph with any CPU node). Engines are thread-safe.
+device), and `device_copies` the copy nodes onnxruntime put inside each graph (0 when
+the graph is captured: capture refuses a graph with any CPU node). Engines are
+thread-safe.
 """
 
 from __future__ import annotations
