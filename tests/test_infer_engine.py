@@ -1,11 +1,12 @@
 """pipeline/infer/engine.py's device queue scheduling, on the CPU: earliest deadline
 first, runs of one engine and key batched, one run at a time, errors to their callers, and
-no waiting thread left behind; and the device's lane making every run on one thread. The stage it schedules is a stand-in whose runs take a known
+no waiting thread left behind; the device's lane making every run on one thread; and which host inputs a device engine uploads again. The stage it schedules is a stand-in whose runs take a known
 time (the GPU runs themselves are tested on the H200: tests/test_gpu_voice.py)."""
 
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from pipeline.infer.engine import (
@@ -211,3 +212,19 @@ def test_batch_sizes_are_the_fewest_that_hold_the_streams():
     assert batch_sizes_for(2) == batch_sizes_for(8) == (1, 8)
     # Past the largest size a batch is split, so no size is added for more streams.
     assert batch_sizes_for(9) == batch_sizes_for(1024) == CONCURRENT_BATCH_SIZES == (1, 8, 64)
+
+
+def test_a_small_input_equal_to_what_its_buffer_holds_is_not_uploaded_and_a_large_one_is():
+    from pipeline.infer.engine import _HELD_BYTES, _upload_needed
+
+    held = {}
+    mask = np.ones((64, 1, 128), np.float32)  # the flow's mask at the largest batch
+    assert _upload_needed(held, "mask", mask)
+    mask[0, 0, 0] = 0.0  # the caller's array changed after it went up: the copy did not
+    assert _upload_needed(held, "mask", mask)
+    assert not _upload_needed(held, "mask", mask.copy())
+    assert _upload_needed(held, "mask", np.zeros_like(mask))
+    prior = np.zeros((1, 192, 128), np.float32)  # the flow's prior: 98 KB
+    assert prior.nbytes > _HELD_BYTES >= mask.nbytes
+    assert _upload_needed(held, "prior", prior) and _upload_needed(held, "prior", prior)
+    assert "prior" not in held

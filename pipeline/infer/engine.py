@@ -94,9 +94,7 @@ class _Bound:
     binding: onnxruntime.IOBinding
     inputs: dict[str, onnxruntime.OrtValue]
     outputs: list[onnxruntime.OrtValue]
-    # What each host input's buffer holds (a copy of what was last uploaded): an input
-    # equal to it is not uploaded again. The voice's scales are the same in every
-    # acoustic run, and the flow's mask in every run of a full window.
+    # What small host inputs' buffers hold (_upload_needed).
     held: dict[str, np.ndarray]
     graph: bool  # whether runs replay a captured CUDA graph
     copies: int | None  # copy nodes onnxruntime put in its graph (None: not known)
@@ -324,6 +322,28 @@ CPU_BATCH = 1
 _CPU_QUEUE = _DeviceQueue(lanes=os.cpu_count() or 1)
 
 
+# Inputs up to this size are compared with what their buffer holds before they go up.
+# The ones that repeat are small: the voice's scales (every acoustic run) and the flow's
+# mask (every full window; 32 KB at a batch of 64). The large ones, the flow's priors,
+# carry noise and never repeat, so comparing them and keeping a copy is work for
+# nothing on the device's thread: 7.8 us at a batch of one (98 KB) and 0.97 ms at 64
+# (6.3 MB) on the 2-vCPU VM; and a copy kept per graph (the priors of 15 flow graphs at
+# the API's batch sizes: tens of MB of host memory, from their shapes).
+_HELD_BYTES = 64 * 1024
+
+
+def _upload_needed(held: dict[str, np.ndarray], name: str, array: np.ndarray) -> bool:
+    """Whether `array` must go up to input `name`'s buffer, which holds `held[name]`
+    where that is known; `held` updated for the upload."""
+    if array.nbytes > _HELD_BYTES:
+        held.pop(name, None)
+        return True
+    if name in held and np.array_equal(array, held[name]):
+        return False
+    held[name] = array.copy()
+    return True
+
+
 def _row_bytes(shape: Sequence[int]) -> int:
     """Bytes of one batch row of a float32 buffer of `shape`."""
     return int(np.prod(shape[1:])) * np.dtype(np.float32).itemsize
@@ -542,11 +562,9 @@ class Engine:
                     feed[name].copy_to(value.data_ptr() + index * _row_bytes(shape), shape[-1])
             else:
                 array = np.ascontiguousarray(batch[name])
-                if name in bound.held and np.array_equal(array, bound.held[name]):
-                    continue
-                value.update_inplace(array)
-                bound.held[name] = array.copy()
-                counts.uploads += 1
+                if _upload_needed(bound.held, name, array):
+                    value.update_inplace(array)
+                    counts.uploads += 1
         if on_device:
             device_memory.synchronize()
         bound.session.run_with_iobinding(bound.binding)
@@ -606,9 +624,12 @@ class Engine:
         graph is captured (with `graph`)."""
         session, copies = static_session(static.SerializeToString(), self.choice.used,
                                          self._threads, graph, self.precision == "tf32")
-        held = {name: np.array(feed[name]) for name in self.input_names}
-        inputs = {name: onnxruntime.OrtValue.ortvalue_from_numpy(held[name], "cuda", 0)
-                  for name in self.input_names}
+        held: dict[str, np.ndarray] = {}
+        inputs = {}
+        for name in self.input_names:
+            array = np.ascontiguousarray(feed[name])
+            _upload_needed(held, name, array)
+            inputs[name] = onnxruntime.OrtValue.ortvalue_from_numpy(array, "cuda", 0)
         binding = session.io_binding()
         for name, value in inputs.items():
             binding.bind_ortvalue_input(name, value)
