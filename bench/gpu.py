@@ -288,27 +288,36 @@ def _python_ms(tts: StreamingTTS, texts: list[str], mode) -> dict:
     pulls it (time.thread_time: waits for the device or another thread are not in it)
     less that spent in Engine.run on that thread, per stream to its first chunk and per
     chunk after, over `texts` one at a time: what streams started together pay one after
-    another under the GIL."""
+    another under the GIL. `espeak_to_first_chunk` is the part of it in espeak-ng's
+    phonemization (pipeline.voice.phonemes.phonemize), whose reading lets the GIL go."""
     from pipeline.infer import engine as engine_module
+    from pipeline.voice import phonemes as phonemes_module
 
-    spent = [0.0]
+    spent, read = [0.0], [0.0]
     pulling = threading.get_ident()
-    original = engine_module.Engine.run
+    original, phonemize = engine_module.Engine.run, phonemes_module.phonemize
 
-    def timed(self, feed, deadline=None):
+    def timed(self, feed, deadline=None, keep=None):
         if threading.get_ident() != pulling:
-            return original(self, feed, deadline)
+            return original(self, feed, deadline, keep)
         start = time.thread_time()
         try:
-            return original(self, feed, deadline)
+            return original(self, feed, deadline, keep)
         finally:
             spent[0] += time.thread_time() - start
 
-    engine_module.Engine.run = timed
-    first, later = [], []
+    def reading(voice, text):
+        start = time.thread_time()
+        try:
+            return phonemize(voice, text)
+        finally:
+            read[0] += time.thread_time() - start
+
+    engine_module.Engine.run, phonemes_module.phonemize = timed, reading
+    first, espeak, later = [], [], []
     try:
         for text in texts:
-            spent[0] = 0.0
+            spent[0] = read[0] = 0.0
             start = time.thread_time()
             chunks = 0
             for item in tts.stream(text, mode):
@@ -316,12 +325,14 @@ def _python_ms(tts: StreamingTTS, texts: list[str], mode) -> dict:
                     chunks += 1
                     if chunks == 1:
                         first.append((time.thread_time() - start - spent[0]) * 1000)
+                        espeak.append(read[0] * 1000)
                         spent[0], start = 0.0, time.thread_time()
             if chunks > 1:
                 later.append((time.thread_time() - start - spent[0]) * 1000 / (chunks - 1))
     finally:
-        engine_module.Engine.run = original
-    return {"to_first_chunk": _p50_p99(first), "per_later_chunk": _p50_p99(later)}
+        engine_module.Engine.run, phonemes_module.phonemize = original, phonemize
+    return {"to_first_chunk": _p50_p99(first), "espeak_to_first_chunk": _p50_p99(espeak),
+            "per_later_chunk": _p50_p99(later)}
 
 
 def _busy_before(trace: list, until: float) -> dict[str, tuple[int, float]]:

@@ -1,13 +1,19 @@
 """pipeline.voice.phonemes: how the bundled voice reads text."""
 
 import gc
+import importlib.machinery
+import importlib.util
 import sys
+import threading
 
 import pytest
+from hypothesis import given, strategies as st
 
-from piper import PiperVoice
+from piper import PiperVoice, espeakbridge
 
-from pipeline.voice.phonemes import load_voice_config, phonemize
+from bench.tts_latency import TEXTS as BENCH_TEXTS
+from pipeline.voice.phonemes import _ESPEAK, load_voice_config, phonemize
+from tests.fuzzing import ANY_CHAR, EDGE_STRINGS, examples, typed_text
 
 TEXTS = ("hello chat welcome back to the stream, today we are building.", "Is it a robot? Yes!")
 
@@ -44,3 +50,91 @@ def test_phonemizing_keeps_no_native_memory():
         phonemize(voice, TEXTS[i % 2])
     gc.collect()
     assert heap_figures()["malloc_mb"] - before < 0.13
+
+
+def _bridge_as_shipped():
+    """piper's own espeakbridge module, loaded again under another name: its get_phonemes
+    the C function pipeline.voice.phonemes replaced (loading it under its own name would
+    hand back the module in use, its functions reset)."""
+    name = "as_shipped.espeakbridge"
+    loader = importlib.machinery.ExtensionFileLoader(name, espeakbridge.__file__)
+    module = importlib.util.module_from_spec(
+        importlib.util.spec_from_file_location(name, espeakbridge.__file__, loader=loader))
+    assert module is not espeakbridge and module.get_phonemes is not espeakbridge.get_phonemes
+    return module
+
+
+def _clauses_or_error(get, text):
+    try:
+        return get(text)
+    except (ValueError, UnicodeError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    voice = PiperVoice(session=None, config=load_voice_config())
+    phonemize(voice, "hello")  # espeak-ng initialized and the voice's language set
+    return _bridge_as_shipped()
+
+
+MIXED = (
+    *BENCH_TEXTS.values(),
+    'Is it a robot? Yes! "Quoted," she said: ok; fine... wait — really?! (No.)',
+    "Dr. Smith paid $3.50 at 10:30 a.m. on 2026-11-29, e.g. 100% of 1,000,000.",
+    "café naïve Zoë façade; 日本語 Привет مرحبا 🙂 𝄞",
+    "", " ", "...", "?!", "a\x00b", "\ud800", "word" * 300,
+    *EDGE_STRINGS,
+)
+
+
+def test_the_clauses_are_those_of_pipers_bridge_on_mixed_text(shipped):
+    """The same espeak-ng function of the same library, called through ctypes: the same
+    clauses, terminators and sentence ends as piper's C bridge, and the same errors for
+    text it cannot take (a NUL, a lone surrogate)."""
+    for text in MIXED:
+        with _ESPEAK:
+            ours = _clauses_or_error(espeakbridge.get_phonemes, text)
+            theirs = _clauses_or_error(shipped.get_phonemes, text)
+        assert ours == theirs, text
+
+
+@examples(150)
+@given(text=st.one_of(typed_text(), st.text(ANY_CHAR, max_size=40)))
+def test_the_clauses_are_those_of_pipers_bridge_on_typed_text(shipped, text):
+    with _ESPEAK:
+        assert (_clauses_or_error(espeakbridge.get_phonemes, text)
+                == _clauses_or_error(shipped.get_phonemes, text))
+
+
+def test_other_threads_run_python_while_espeak_reads(monkeypatch):
+    """espeak-ng's reading lets the GIL go. A thread counts while the main thread
+    phonemizes; with Python's switch interval at 10 s the main thread gives the GIL up
+    only where a call releases it, so the count moves only then. piper's bridge held it
+    for the whole read: 0 counts over 20 reads of a 60-word sentence (measured)."""
+    voice = PiperVoice(session=None, config=load_voice_config())
+    text = BENCH_TEXTS["long60"]
+    phonemize(voice, text)
+    counted, stop = [0], threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            counted[0] += 1
+            stop.wait(0.0005)  # lets the GIL go: the main thread is not kept waiting 10 s
+
+    before = sys.getswitchinterval()
+    thread = threading.Thread(target=count)
+    thread.start()
+    try:
+        while not counted[0]:
+            stop.wait(0.001)
+        sys.setswitchinterval(10.0)
+        at_start = counted[0]
+        for _ in range(5):
+            espeakbridge.get_phonemes(text)
+        moved = counted[0] - at_start
+    finally:
+        sys.setswitchinterval(before)
+        stop.set()
+        thread.join()
+    assert moved > 0
