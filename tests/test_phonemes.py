@@ -1,8 +1,6 @@
 """pipeline.voice.phonemes: how the bundled voice reads text."""
 
 import gc
-import importlib.machinery
-import importlib.util
 import sys
 import threading
 
@@ -11,6 +9,7 @@ from hypothesis import given, strategies as st
 
 from piper import PiperVoice, espeakbridge
 
+from bench.phonemes_together import bridge_as_shipped
 from bench.tts_latency import TEXTS as BENCH_TEXTS
 from pipeline.voice.phonemes import _ESPEAK, load_voice_config, phonemize
 from tests.fuzzing import ANY_CHAR, EDGE_STRINGS, examples, typed_text
@@ -52,18 +51,6 @@ def test_phonemizing_keeps_no_native_memory():
     assert heap_figures()["malloc_mb"] - before < 0.13
 
 
-def _bridge_as_shipped():
-    """piper's own espeakbridge module, loaded again under another name: its get_phonemes
-    the C function pipeline.voice.phonemes replaced (loading it under its own name would
-    hand back the module in use, its functions reset)."""
-    name = "as_shipped.espeakbridge"
-    loader = importlib.machinery.ExtensionFileLoader(name, espeakbridge.__file__)
-    module = importlib.util.module_from_spec(
-        importlib.util.spec_from_file_location(name, espeakbridge.__file__, loader=loader))
-    assert module is not espeakbridge and module.get_phonemes is not espeakbridge.get_phonemes
-    return module
-
-
 def _clauses_or_error(get, text):
     try:
         return get(text)
@@ -75,7 +62,9 @@ def _clauses_or_error(get, text):
 def shipped():
     voice = PiperVoice(session=None, config=load_voice_config())
     phonemize(voice, "hello")  # espeak-ng initialized and the voice's language set
-    return _bridge_as_shipped()
+    bridge = bridge_as_shipped()
+    assert bridge is not espeakbridge and bridge.get_phonemes is not espeakbridge.get_phonemes
+    return bridge
 
 
 MIXED = (
