@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.infer.device_memory import DeviceColumns
 from pipeline.voice.latent_track import LatentTrack
+from tests.harness.gil import python_run_by_others
 
 CHANNELS = 5
 
@@ -99,9 +100,9 @@ def test_a_cpu_engine_gives_its_outputs_to_keep_and_returns_none():
 
 
 def test_the_copies_reach_cuda_well_formed_where_no_driver_is():
-    # The real bindings check each argument's type before they need a driver (as in
-    # tests/test_cuda_calls.py): here each call then fails for want of one, by name. On
-    # a machine with a GPU, tests/test_gpu_voice.py runs them for real.
+    # The real libcudart (the test lock's nvidia-cuda-runtime) takes each argument as
+    # declared: here each call then fails for want of a driver, by name. On a machine
+    # with a GPU, tests/test_gpu_voice.py runs them for real.
     runtime = pytest.importorskip("cuda.bindings.runtime", reason="cuda-python is in the test lock")
     error, count = runtime.cudaGetDeviceCount()
     if int(error) == 0 and count:
@@ -116,3 +117,37 @@ def test_the_copies_reach_cuda_well_formed_where_no_driver_is():
         DeviceColumns(1 << 40, 4, 160, 13, 40, 0).copy_to(1 << 41, 64, 3)
     with pytest.raises(CudaError, match=r"^cudaStreamSynchronize failed: .*cudaError"):
         device_memory.synchronize()
+
+
+def test_the_device_copies_keep_the_gil_where_cuda_python_lets_it_go():
+    """The device's thread makes these calls between runs, up to 129 for a batch of 64;
+    one that lets the GIL go waits up to the switch interval to have it back while
+    streams run Python (docs/gpu.md). Calls that each fail here for want of a driver
+    (the way they fail is the same in both): through cuda.bindings
+    another thread ran Python during them (130 times over 100,000, measured), through
+    pipeline.infer.device_memory never."""
+    runtime = pytest.importorskip("cuda.bindings.runtime", reason="cuda-python is in the test lock")
+    from pipeline.infer import device_memory
+    from pipeline.infer.device_memory import CudaError
+
+    error, count = runtime.cudaGetDeviceCount()
+    if int(error) == 0 and count:
+        pytest.skip("a CUDA device is here: its copies would succeed, and take real time")
+    columns = DeviceColumns(1 << 40, 4, 160, 13, 40, 0)
+    device_memory.cudart()  # found and loaded before: finding it reads files
+
+    def ours() -> None:
+        for _ in range(10_000):
+            for call in (lambda: columns.copy_to(1 << 41, 64, 3), device_memory.synchronize):
+                try:
+                    call()
+                except CudaError:
+                    pass
+
+    def bindings() -> None:
+        for _ in range(50_000):
+            runtime.cudaMemset2DAsync(1 << 41, 256, 0, 160, 4, 0)
+            runtime.cudaStreamSynchronize(0)
+
+    assert python_run_by_others(bindings) > 0
+    assert python_run_by_others(ours) == 0
