@@ -12,9 +12,10 @@ The calls go to libcudart through ctypes.PyDLL, which keeps the GIL through each
 They are made on the device's thread between runs, and each returns within microseconds
 (a copy or a zeroing queued, or a wait for such copies). cuda.bindings lets the GIL go
 for every call, and a thread that lets it go while other threads run Python waits up to
-Python's switch interval (5 ms) to have it back: 65 such calls beside 8 busy Python
-threads took 82 ms on the 2-vCPU VM, 0.04 ms through PyDLL (measured with libc's
-getpid, stop 50). A vocoder batch of 64 streams makes up to 129 of them.
+Python's switch interval (5 ms) to have it back: 65 calls beside 8 busy Python threads
+took 18.0 ms P50 (151.5 ms at worst) through cuda.bindings on the 2-vCPU VM, 0.014 ms
+through PyDLL (bench/gil_calls.py, bench/results/gil_calls_2vcpu_xeon.json). A vocoder
+batch of 64 streams makes up to 129 of them.
 
 The library is loaded on first use, so this module loads where CUDA is not installed
 (the CPU never calls it).
