@@ -289,7 +289,7 @@ def _python_ms(tts: StreamingTTS, texts: list[str], mode) -> dict:
     less that spent in Engine.run on that thread, per stream to its first chunk and per
     chunk after, over `texts` one at a time: what streams started together pay one after
     another under the GIL. `espeak_to_first_chunk` is the part of it in espeak-ng's
-    phonemization (pipeline.voice.phonemes.phonemize), whose reading lets the GIL go."""
+    phonemization (pipeline.voice.phonemes.phonemize), which holds the GIL too."""
     from pipeline.infer import engine as engine_module
     from pipeline.voice import phonemes as phonemes_module
 

@@ -6,6 +6,7 @@ cut. The streaming voice (pipeline.voice.streaming_tts) is built on these."""
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -26,51 +27,28 @@ def load_voice_config(path: str | Path | None = None) -> PiperConfig:
     return read_config(BUNDLED_VOICE.config if path is None else path)
 
 
-# espeak-ng's clause terminators (its translate.h), as piper's bridge names them.
-_INTONATION_COMMA, _INTONATION_QUESTION, _INTONATION_EXCLAMATION = 0x1000, 0x2000, 0x3000
-_CLAUSE_TYPE_CLAUSE, _CLAUSE_TYPE_SENTENCE = 0x40000, 0x80000
-_TERMINATORS = {
-    40 | _CLAUSE_TYPE_SENTENCE: ".",
-    40 | _INTONATION_QUESTION | _CLAUSE_TYPE_SENTENCE: "?",
-    45 | _INTONATION_EXCLAMATION | _CLAUSE_TYPE_SENTENCE: "!",
-    20 | _INTONATION_COMMA | _CLAUSE_TYPE_CLAUSE: ",",
-    30 | _CLAUSE_TYPE_CLAUSE: ":",
-    30 | _INTONATION_COMMA | _CLAUSE_TYPE_CLAUSE: ";",
-}
-_CHARS_AUTO, _PHONEMES_IPA = 0, 0x02
+def _without_leaked_clauses(get_phonemes: Callable[[str], list[tuple]]) -> Callable[[str], list[tuple]]:
+    """piper's espeakbridge.get_phonemes, less the reference it leaks to each clause.
 
+    piper-tts 1.8.0's C bridge appends `Py_BuildValue(...)` to its list without releasing
+    its own reference (src/piper/espeakbridge.c, py_get_phonemes), so every clause's tuple
+    and phoneme string outlived the call: 2 Python blocks a clause (4.0 a call on a
+    two-clause text, measured). The extra references are counted on the first result
+    that has a clause (its refcount beyond the list's and getrefcount's own), so a bridge
+    that holds none is left alone, and that many are released from each tuple. Callers
+    hold _ESPEAK, as phonemize does, so the count is made once."""
+    release = ctypes.pythonapi.Py_DecRef
+    release.argtypes, release.restype = [ctypes.py_object], None
+    extra: int | None = None
 
-def _clauses_without_the_gil(library: str) -> Callable[[str], list[tuple[str, str, bool]]]:
-    """piper's espeakbridge.get_phonemes, with espeak-ng's work done outside the GIL.
-
-    piper-tts 1.8.0's bridge (src/piper/espeakbridge.c, py_get_phonemes) reads a text's
-    clauses with espeak_TextToPhonemesWithTerminator while holding the GIL: 0.33 ms for
-    a 20-word sentence on the 2-vCPU VM, 0.77 ms for 60 words, during which no other
-    thread of the process ran Python (50 voices started together wait for each other's
-    phonemes, and the device lane for all of them). It also leaked a reference to each
-    clause's tuple (2 Python blocks a clause). This calls the same function of the same
-    loaded library (dlopen of a loaded path gives its handle, so espeak-ng's state is
-    the one piper initialized and set the voice of) through ctypes, which lets the GIL
-    go for each call, and names the terminators as the bridge does: (phonemes,
-    terminator, ends a sentence) per clause. Callers hold _ESPEAK, as phonemize does."""
-    read = ctypes.CDLL(library).espeak_TextToPhonemesWithTerminator
-    read.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int,
-                     ctypes.POINTER(ctypes.c_int)]
-    read.restype = ctypes.c_char_p
-
-    def get(text: str) -> list[tuple[str, str, bool]]:
-        if "\0" in text:
-            raise ValueError("embedded null character")  # as the bridge's "s" argument
-        data = ctypes.create_string_buffer(text.encode("utf-8"))
-        cursor = ctypes.c_void_p(ctypes.addressof(data))
-        terminator = ctypes.c_int()
-        clauses = []
-        while cursor.value is not None:
-            phonemes = read(ctypes.byref(cursor), _CHARS_AUTO, _PHONEMES_IPA,
-                            ctypes.byref(terminator))
-            kind = terminator.value & 0x000FFFFF
-            clauses.append(((phonemes or b"").decode("utf-8"), _TERMINATORS.get(kind, ""),
-                            kind & _CLAUSE_TYPE_SENTENCE == _CLAUSE_TYPE_SENTENCE))
+    def get(text: str) -> list[tuple]:
+        nonlocal extra
+        clauses = get_phonemes(text)
+        if extra is None and clauses:
+            extra = max(0, sys.getrefcount(clauses[0]) - 2)
+        for clause in clauses if extra else ():
+            for _ in range(extra):
+                release(clause)
         return clauses
 
     return get
@@ -100,7 +78,7 @@ def _once_per_voice(set_voice: Callable[[str], None]) -> Callable[[str], None]:
 
 # piper's phonemizer looks both up on the module at every call; mended once per process.
 if not getattr(espeakbridge, "mended", False):
-    espeakbridge.get_phonemes = _clauses_without_the_gil(espeakbridge.__file__)
+    espeakbridge.get_phonemes = _without_leaked_clauses(espeakbridge.get_phonemes)
     espeakbridge.set_voice = _once_per_voice(espeakbridge.set_voice)
     espeakbridge.mended = True
 
