@@ -1,5 +1,5 @@
-"""Whether a call lets Python's GIL go: tests of the calls the app makes where other
-threads wait for the GIL (espeak-ng's reads, the device's copies)."""
+"""Whether a call lets Python's GIL go: for tests of native calls the app makes where
+other threads wait for the GIL (the device's copies: tests/test_latent_track.py)."""
 
 from __future__ import annotations
 
