@@ -812,11 +812,15 @@ class StreamingTTS:
         sentence.latent.ahead = 0
         sentence.committed = end
 
-        alignments = []
-        for i, symbol in enumerate(symbols[start:end]):
-            a, b = bounds[start - low + i], bounds[start - low + i + 1]
-            alignments.append((symbol, int(id_frames[a:b].sum()) * self.hop))
-        total = sum(n for _, n in alignments)
+        # Each symbol's frames: its ids' frames summed, read off one running sum. A numpy
+        # slice and sum per symbol took 184 us for a later window's 98 symbols, the
+        # running sum 15 (16 against 10 for a first window's 8; 2-vCPU AMD VM): paid
+        # while the window before plays, by every stream under one GIL.
+        frames_before = np.concatenate([[0], np.cumsum(id_frames)])
+        own = bounds[start - low:end - low + 1]
+        samples = (np.diff(frames_before[own]) * self.hop).tolist()
+        alignments = list(zip(symbols[start:end], samples))
+        total = sum(samples)
         notices, state.notices = state.notices, []
         plan = SentencePlan(
             text=sentence.text if start == 0 else "",
